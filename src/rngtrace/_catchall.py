@@ -1,0 +1,199 @@
+"""The catch-all: see calls to a stream through references the patches miss.
+
+``from numpy.random import rand`` at import, ``r = random.random``, or the
+singleton scikit-learn hands out from ``check_random_state(None)`` all reach
+the stream without touching a patched attribute. On 3.12+ ``sys.monitoring``
+CALL events see every call made from Python code, and a call site that calls
+anything else is disabled after its first call, so it costs next to nothing.
+On 3.10/3.11 a ``c_call`` profile hook does the same job, more slowly; it is
+installed only when no other profiler is, so it never clobbers one.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from types import CodeType, FrameType
+from typing import Any, Optional
+
+from .sources._base import INTERNAL
+
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+_TOOL_NAME = "rngtrace"
+
+
+class CatchAll:
+    """Common part: classify a callee and record it through the hub."""
+
+    note: Optional[str] = None
+
+    def __init__(self, hub: Any) -> None:
+        self.hub = hub
+        self._by_id: dict[int, Any] = {}
+        self._keep: tuple[type, ...] = ()
+        self._refs: list[object] = []  # keep every id in _by_id alive, so ids stay unique
+        self.refresh()
+
+    def refresh(self) -> None:
+        """Re-read the installed sources' singletons and functions."""
+        by_id: dict[int, Any] = {}
+        keep: list[type] = []
+        refs: list[object] = []
+        for source in self.hub.sources().values():
+            for obj in (*source.owners(), *source.functions()):
+                by_id[id(obj)] = source
+                refs.append(obj)
+            keep.extend(source.keep_types())
+        self._by_id, self._keep, self._refs = by_id, tuple(keep), refs
+
+    def lookup(self, callee: Any, arg0: Any = None) -> Any:
+        """The source a callee belongs to, or None.
+
+        A callee is the stream's when it is one of its functions, a method bound
+        to a singleton, or (3.12+ method calls pass self as ``arg0``) a method of
+        the singleton's class called on the singleton.
+        """
+        by_id = self._by_id
+        source = by_id.get(id(callee))
+        if source is None:
+            owner = getattr(callee, "__self__", None)
+            if owner is not None:
+                source = by_id.get(id(owner))
+            if source is None and arg0 is not None:
+                source = by_id.get(id(arg0))
+                if source is not None and getattr(type(arg0), getattr(callee, "__name__", ""), None) is not callee:
+                    source = None
+        return source
+
+    def handle(self, source: Any, callee: Any, frame: FrameType, profile: bool) -> Any:
+        """Record a call the hook saw; returns INTERNAL for a site never worth seeing again."""
+        hub = self.hub
+        if hub.tls.busy or not hub.active:
+            return None
+        hit = source.classify(callee, frame, profile)
+        if hit is None or hit is INTERNAL:
+            return hit
+        stream, kind, api, start, detail = hit
+        if kind == "draw":
+            hub.check(stream, api, start)
+        hub.record(stream, kind, api, None, start, detail)
+        # The call happens after this hook returns: its move is explained, not yet seen.
+        hub.forget_fingerprint(stream)
+        return None
+
+    def describe(self) -> str:
+        return type(self).__name__
+
+    def uninstall(self) -> None:
+        """Take the hook off."""
+
+
+class MonitoringCatchAll(CatchAll):
+    """Python 3.12+: ``sys.monitoring`` CALL events under a tool id of our own."""
+
+    def __init__(self, hub: Any, tool: int) -> None:
+        super().__init__(hub)
+        self.tool = tool
+        mon = sys.monitoring
+        disable = mon.DISABLE
+        lookup, handle, keep = self.lookup, self.handle, self
+
+        def on_call(code: CodeType, offset: int, callee: Any, arg0: Any) -> Any:
+            source = lookup(callee, arg0)
+            if source is None:
+                if keep._keep and (
+                    isinstance(arg0, keep._keep) or isinstance(getattr(callee, "__self__", None), keep._keep)
+                ):
+                    return None
+                return disable
+            if code.co_filename.startswith(_PACKAGE_DIR):
+                return disable  # our own wrappers and state reads
+            if handle(source, callee, sys._getframe(1), False) is INTERNAL:
+                return disable
+            return None
+
+        self._callback = on_call
+        mon.register_callback(tool, mon.events.CALL, on_call)
+        # Sites disabled by an earlier trace must be seen again.
+        mon.restart_events()
+        mon.set_events(tool, mon.events.CALL)
+
+    def describe(self) -> str:
+        return f"sys.monitoring tool {self.tool}"
+
+    def uninstall(self) -> None:
+        mon = sys.monitoring
+        try:
+            mon.set_events(self.tool, 0)
+            mon.register_callback(self.tool, mon.events.CALL, None)
+        finally:
+            mon.free_tool_id(self.tool)
+
+
+class ProfileCatchAll(CatchAll):
+    """Python 3.10/3.11: a ``c_call`` profile hook on every thread."""
+
+    def __init__(self, hub: Any) -> None:
+        super().__init__(hub)
+        lookup, handle = self.lookup, self.handle
+        self._previous_threading = threading.getprofile() if hasattr(threading, "getprofile") else None
+
+        def profile(frame: FrameType, event: str, arg: Any) -> None:
+            if event != "c_call":
+                return
+            if not hub.active:
+                # A thread started during a trace outlived it: take the hook off here.
+                if sys.getprofile() is profile:
+                    sys.setprofile(None)
+                return
+            source = lookup(arg)
+            if source is None or frame.f_code.co_filename.startswith(_PACKAGE_DIR):
+                return
+            handle(source, arg, frame, True)
+
+        self._profile = profile
+        threading.setprofile(profile)
+        sys.setprofile(profile)
+
+    def describe(self) -> str:
+        return "c_call profile hook"
+
+    def uninstall(self) -> None:
+        try:
+            if sys.getprofile() is self._profile:
+                sys.setprofile(None)
+        finally:
+            threading.setprofile(self._previous_threading)  # type: ignore[arg-type]
+
+
+class NoCatchAll(CatchAll):
+    """No hook could be installed without displacing another tool's."""
+
+    def __init__(self, hub: Any, note: str) -> None:
+        super().__init__(hub)
+        self.note = note
+
+    def describe(self) -> str:
+        return "none"
+
+
+def install(hub: Any) -> CatchAll:
+    """Install the best catch-all this Python allows, never displacing another tool."""
+    if sys.version_info >= (3, 12):
+        mon = sys.monitoring
+        for tool in (4, 3, 5, 1, 2, 0):
+            if mon.get_tool(tool) is None:
+                mon.use_tool_id(tool, _TOOL_NAME)
+                try:
+                    return MonitoringCatchAll(hub, tool)
+                except BaseException:
+                    mon.free_tool_id(tool)
+                    raise
+        return NoCatchAll(hub, "every sys.monitoring tool id is taken; calls through references "
+                               "bound before tracing show as unattributed")
+    if sys.getprofile() is not None:
+        return NoCatchAll(hub, "another profiler is active, so rngtrace did not install its "
+                               "profile hook; calls through references bound before tracing "
+                               "show as unattributed")
+    return ProfileCatchAll(hub)

@@ -1,0 +1,398 @@
+"""The one owner of global hooks.
+
+The hub installs a stream's source when the first trace that wants it starts
+and restores every patched attribute when the last such trace ends, always in
+``finally``. Sources, the catch-all hook and the post-import hooks all go
+through here, so "what is hooked right now" has one answer: ``HUB.hooked()``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import warnings
+from types import FrameType
+from typing import Any, Callable, Optional
+
+from . import _catchall
+from ._errors import GlobalRNGError, RNGDrawWarning
+from ._stack import StackTable
+from .sources import SOURCES, load_source
+from .sources._base import Source
+from .trace import DRAW, SEED, UNATTRIBUTED, Trace
+
+ON_DRAW = ("log", "warn", "raise")
+_STRENGTH = {"log": 0, "warn": 1, "raise": 2}
+
+
+class _ThreadState(threading.local):
+    busy = False  # inside a recording wrapper: nested calls are part of that call
+
+
+class _Session:
+    """One active trace and what the hub needs to know about it."""
+
+    __slots__ = ("trace", "streams", "on_draw", "start_states")
+
+    def __init__(self, trace: Trace, streams: frozenset, on_draw: str) -> None:
+        self.trace = trace
+        self.streams = streams
+        self.on_draw = on_draw
+        self.start_states: dict[str, dict[str, Any]] = {}
+
+
+class Hub:
+    """Installs and removes hooks; routes every recorded call to the active traces."""
+
+    def __init__(self) -> None:
+        self.tls = _ThreadState()
+        #: active sessions; replaced, never mutated, so the hot path can iterate it
+        self.active: tuple[_Session, ...] = ()
+        self.stacks = StackTable()
+        self._lock = threading.RLock()
+        self._sources: dict[str, Source] = {}
+        self._undo: dict[str, list[tuple[object, str, object]]] = {}
+        self._import_hooks: dict[str, Callable] = {}
+        self._policy: dict[str, str] = {}
+        self._depth = 0
+        self._thread_names: dict[int, str] = {}
+        self._base: dict[str, str] = {}
+        self._catchall: Optional[_catchall.CatchAll] = None
+        self._fork_registered = False
+        self._locks: dict[str, Any] = {}
+        # stream -> cheap fingerprint function, and its value after the last recorded call
+        self._fingerprints: dict[str, Callable[[], Any]] = {}
+        self._last: dict[str, Any] = {}
+
+    # -- what is hooked ----------------------------------------------------
+    def hooked(self) -> dict[str, Any]:
+        """Everything the hub has changed in the process right now (empty when idle)."""
+        out: dict[str, Any] = {}
+        if self._undo:
+            out["patches"] = {name: [f"{p!r}.{a}" for p, a, _ in undo] for name, undo in self._undo.items()}
+        if self._import_hooks:
+            out["import_hooks"] = sorted(self._import_hooks)
+        if self._catchall is not None:
+            out["catchall"] = self._catchall.describe()
+        if self.active:
+            out["active"] = len(self.active)
+        return out
+
+    # -- starting and stopping -------------------------------------------
+    def start(self, trace: Trace, streams: frozenset, on_draw: str) -> _Session:
+        """Begin recording into ``trace``; install what it needs."""
+        session = _Session(trace, streams, on_draw)
+        with self._lock:
+            if not self._fork_registered:
+                os.register_at_fork(after_in_child=self._after_fork_in_child)
+                self._fork_registered = True
+            try:
+                for name in sorted(streams):
+                    if SOURCES[name] in sys.modules:
+                        self._install(name)
+                    else:
+                        self._watch_import(name)
+                for name in streams:
+                    if name in self._sources:
+                        session.start_states[name] = self._sources[name].state()
+                self.active = self.active + (session,)
+                self._recompute()
+                if self._catchall is None and self._sources:
+                    self._catchall = _catchall.install(self)
+                    if self._catchall.note:
+                        trace.notes.append(self._catchall.note)
+                elif self._catchall is not None:
+                    self._catchall.refresh()
+            except BaseException:
+                self._release(session)
+                raise
+        return session
+
+    def stop(self, session: _Session, frame: Optional[FrameType]) -> Trace:
+        """End recording into the session's trace; restore what no other trace needs."""
+        with self._lock:
+            try:
+                if session in self.active:
+                    self._check_moved(session, frame)
+            finally:
+                self._release(session)
+            session.trace._finish(self.stacks.resolve, self._thread_names)
+            if not self.active:
+                self.stacks.clear()
+        return session.trace
+
+    def _release(self, session: _Session) -> None:
+        self.active = tuple(s for s in self.active if s is not session)
+        wanted = set().union(*(s.streams for s in self.active)) if self.active else set()
+        try:
+            for name in list(self._sources):
+                if name not in wanted:
+                    self._uninstall(name)
+            for name in list(self._import_hooks):
+                if name not in wanted:
+                    self._unwatch_import(name)
+        finally:
+            if not self._sources and self._catchall is not None:
+                catchall, self._catchall = self._catchall, None
+                catchall.uninstall()
+            elif self._catchall is not None:
+                self._catchall.refresh()
+            self._recompute()
+
+    def _recompute(self) -> None:
+        policy: dict[str, str] = {}
+        for s in self.active:
+            for name in s.streams:
+                if _STRENGTH[s.on_draw] > _STRENGTH[policy.get(name, "log")]:
+                    policy[name] = s.on_draw
+                policy.setdefault(name, "log")
+        self._policy = policy
+        self._depth = max((s.trace.depth for s in self.active), default=0)
+
+    # -- sources -------------------------------------------------------------
+    def _install(self, name: str) -> None:
+        if name in self._sources:
+            return
+        source = load_source(name)
+        undo: list[tuple[object, str, object]] = []
+        self._sources[name] = source
+        self._undo[name] = undo
+        try:
+            for parent, attr, replacement in source.patches(self):
+                original = parent.__dict__[attr] if attr in getattr(parent, "__dict__", {}) else getattr(parent, attr)
+                undo.append((parent, attr, original))
+                setattr(parent, attr, replacement)
+            fingerprint = source.fingerprint()
+            if fingerprint is not None:
+                self._fingerprints[name] = fingerprint
+                self._last[name] = fingerprint()
+        except BaseException:
+            self._uninstall(name)
+            raise
+
+    def _uninstall(self, name: str) -> None:
+        source = self._sources.pop(name, None)
+        undo = self._undo.pop(name, [])
+        self._fingerprints.pop(name, None)
+        self._last.pop(name, None)
+        try:
+            for parent, attr, original in reversed(undo):
+                setattr(parent, attr, original)
+        finally:
+            if source is not None:
+                source.forget()
+
+    def sources(self) -> dict[str, Source]:
+        """The installed sources, by stream name."""
+        return dict(self._sources)
+
+    # -- streams whose library is imported later ------------------------------
+    def _watch_import(self, name: str) -> None:
+        if name in self._import_hooks:
+            return
+        import wrapt
+
+        def on_import(module: Any, name: str = name) -> None:
+            with self._lock:
+                if name not in self._import_hooks or name in self._sources:
+                    return
+                self._import_hooks.pop(name, None)
+                wanting = [s for s in self.active if name in s.streams]
+                if not wanting:
+                    return
+                self._install(name)
+                states = self._sources[name].state()
+                for s in wanting:
+                    s.start_states[name] = states
+                if self._catchall is None:
+                    self._catchall = _catchall.install(self)
+                else:
+                    self._catchall.refresh()
+
+        self._import_hooks[name] = on_import
+        wrapt.register_post_import_hook(on_import, SOURCES[name])
+
+    def _unwatch_import(self, name: str) -> None:
+        hook = self._import_hooks.pop(name, None)
+        if hook is None:
+            return
+        # wrapt has no public unregister; its hook list is the documented registry.
+        import wrapt.importer as importer
+
+        with importer._post_import_hooks_lock:
+            hooks = importer._post_import_hooks.get(SOURCES[name])
+            if hooks and hook in hooks:
+                hooks.remove(hook)
+                if not hooks:
+                    del importer._post_import_hooks[SOURCES[name]]
+
+    # -- the hot path ----------------------------------------------------------
+    def stream_lock(self, stream: str) -> Any:
+        """The lock a recording wrapper holds around one call to ``stream``."""
+        lock = self._locks.get(stream)
+        if lock is None:
+            lock = self._locks.setdefault(stream, threading.Lock())
+        return lock
+
+    def check(self, stream: str, api: str, frame: Optional[FrameType]) -> None:
+        """Raise GlobalRNGError before a draw when a trace asked for on_draw="raise"."""
+        if self._policy.get(self._base_of(stream)) == "raise":
+            site = self.stacks.resolve(self.stacks.capture(frame, 1), 1)
+            where = f" at {site[0]}" if site else ""
+            raise GlobalRNGError(
+                f"{api} draws from the global {stream} stream{where}; "
+                f"use an explicit generator ({_hint(self._sources.get(self._base_of(stream)))})"
+            )
+
+    def before(self, stream: str, kind: str, api: str, frame: FrameType) -> None:
+        """Before a recorded call: enforce on_draw="raise", notice unrecorded moves."""
+        if kind == DRAW:
+            self.check(stream, api, frame)
+        fingerprint = self._fingerprints.get(stream)
+        if fingerprint is not None:
+            last = self._last.get(stream)
+            if last is not None and fingerprint() != last:
+                self.unattributed(stream, frame, f"moved since the previous recorded event; noticed before this {api} call")
+
+    def after(
+        self,
+        stream: str,
+        kind: str,
+        api: str,
+        count: Optional[int],
+        frame: FrameType,
+        detail: Optional[str] = None,
+    ) -> None:
+        """After a recorded call: record it and remember the stream's fingerprint."""
+        self.record(stream, kind, api, count, frame, detail)
+        self.rebase(stream)
+
+    def rebase(self, stream: str) -> None:
+        """Take the stream's current fingerprint as explained."""
+        fingerprint = self._fingerprints.get(stream)
+        if fingerprint is not None:
+            self._last[stream] = fingerprint()
+
+    def forget_fingerprint(self, stream: str) -> None:
+        """A call is about to move the stream where no wrapper sees it finish."""
+        if stream in self._last:
+            self._last[stream] = None
+
+    def unattributed(self, stream: str, frame: Optional[FrameType], note: str) -> None:
+        """Record that ``stream`` moved with no recorded call, noticed at ``frame``."""
+        self.record(stream, UNATTRIBUTED, f"{stream} state", None, frame, note)
+        self.rebase(stream)
+
+    def record(
+        self,
+        stream: str,
+        kind: str,
+        api: str,
+        count: Optional[int],
+        frame: Optional[FrameType],
+        detail: Optional[str] = None,
+    ) -> None:
+        """Append one event to every active trace that watches ``stream``."""
+        active = self.active
+        if not active:
+            return
+        base = self._base.get(stream) or self._base_of(stream)
+        sid = self.stacks.capture(frame, self._depth)
+        ident = threading.get_ident()
+        if ident not in self._thread_names:
+            self._thread_names[ident] = threading.current_thread().name
+        raw = (stream, kind, api, count, sid, ident, detail)
+        for session in active:
+            if base in session.streams:
+                session.trace._add(raw)
+        if kind == DRAW and self._policy.get(base) == "warn":
+            self._warn(stream, api, sid)
+
+    def _base_of(self, stream: str) -> str:
+        base = self._base.get(stream)
+        if base is None:
+            base = self._base[stream] = stream.split(".", 1)[0]
+        return base
+
+    def _warn(self, stream: str, api: str, sid: int) -> None:
+        site = self.stacks.resolve(sid, 1)
+        message = f"{api} drew from the global {stream} stream"
+        if site:
+            f = site[0]
+            warnings.warn_explicit(message, RNGDrawWarning, f.filename, f.lineno, module=None)
+        else:
+            warnings.warn(message, RNGDrawWarning, stacklevel=3)
+
+    # -- the never-silent check ----------------------------------------------
+    def _check_moved(self, session: _Session, frame: Optional[FrameType]) -> None:
+        """Record an unattributed event for each stream that moved with no recorded cause."""
+        for name, before in session.start_states.items():
+            source = self._sources.get(name)
+            if source is None:
+                continue
+            fingerprint = self._fingerprints.get(name)
+            if fingerprint is not None and self._last.get(name) not in (None, fingerprint()):
+                self.unattributed(name, frame, "moved after the last recorded event; noticed when the block ended")
+            explained = {stream for (stream, _kind) in session.trace.counts()}
+            for stream, state in source.state().items():
+                old = before.get(stream)
+                if stream in explained or (old is not None and source.same(old, state)):
+                    continue
+                note = (
+                    "moved during the block with no recorded call; noticed when the block ended"
+                    if old is not None
+                    else "appeared during the block with no recorded call; noticed when the block ended"
+                )
+                sid = self.stacks.capture(frame, session.trace.depth)
+                ident = threading.get_ident()
+                self._thread_names.setdefault(ident, threading.current_thread().name)
+                session.trace._add((stream, UNATTRIBUTED, f"{stream} state", None, sid, ident, note))
+
+    # -- fork ------------------------------------------------------------------
+    def _after_fork_in_child(self) -> None:
+        # The child's copy of a trace is not the parent's: stop recording and
+        # take the hooks off, so the child runs untraced and unchanged.
+        self.active = ()
+        self.tls = _ThreadState()
+        self._lock = threading.RLock()
+        try:
+            for name in list(self._sources):
+                self._uninstall(name)
+            for name in list(self._import_hooks):
+                self._unwatch_import(name)
+        finally:
+            if self._catchall is not None:
+                catchall, self._catchall = self._catchall, None
+                catchall.uninstall()
+
+
+def _hint(source: Optional[Source]) -> str:
+    return source.hint if source is not None else "an explicit generator object"
+
+
+def validate_streams(streams: Any) -> frozenset:
+    """Check a ``streams=`` argument; None means every stream."""
+    if streams is None:
+        return frozenset(SOURCES)
+    if isinstance(streams, str):
+        streams = [streams]
+    names = list(streams)
+    for name in names:
+        if name not in SOURCES:
+            raise ValueError(f"unknown stream {name!r}; choose from {', '.join(SOURCES)}")
+    if not names:
+        raise ValueError(f"streams is empty; choose from {', '.join(SOURCES)}, or None for all")
+    return frozenset(names)
+
+
+def validate_on_draw(on_draw: Any) -> str:
+    """Check an ``on_draw=`` argument."""
+    if on_draw not in ON_DRAW:
+        raise ValueError(f"unknown on_draw {on_draw!r}; choose from {', '.join(ON_DRAW)}")
+    return on_draw
+
+
+HUB = Hub()
+
+__all__ = ["HUB", "Hub", "SEED", "validate_streams", "validate_on_draw"]

@@ -1,0 +1,28 @@
+"""One module per global stream. Adding a stream means adding one file here.
+
+``SOURCES`` maps each stream name to the module whose import makes it exist;
+the source module itself is imported only when that stream is traced, so
+``import rngtrace`` imports neither numpy nor torch.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from ._base import Source
+
+#: stream name -> the library module that must be imported for it to exist
+SOURCES: dict[str, str] = {
+    "random": "random",
+    "numpy": "numpy.random",
+    "torch": "torch",
+}
+
+
+def load_source(name: str) -> Source:
+    """Create the source for stream ``name``; its library must be imported."""
+    module = importlib.import_module(f"{__name__}.{name}")
+    return module.SOURCE_CLASS()
+
+
+__all__ = ["SOURCES", "Source", "load_source"]

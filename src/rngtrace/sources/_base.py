@@ -1,0 +1,153 @@
+"""What every stream source provides, and the wrappers that record a call.
+
+A source describes a stream: which attributes to patch, how to read and
+restore the stream's state, and how to recognise one of its callables seen by
+the catch-all hook. It never patches anything itself: the hub applies the
+patches it lists and undoes them.
+"""
+
+from __future__ import annotations
+
+import functools
+from abc import ABC, abstractmethod
+import sys
+from types import FrameType
+from typing import Any, Callable, ClassVar, Hashable, Iterable, Optional
+
+from ..trace import DRAW, SEED
+
+# classify() returns this for a call made inside the stream's own library,
+# whose public call site was (or will be) seen on its own: skip it for good.
+INTERNAL = "internal"
+
+Patch = tuple  # (parent object, attribute name, replacement callable)
+Hit = tuple  # (stream, kind, api, start frame, detail)
+
+
+class Source(ABC):
+    """A global random stream: what to hook, how to read and restore its state."""
+
+    name: ClassVar[str]  # the stream name users pass in ``streams=``
+    module: ClassVar[str]  # the module whose import makes the stream exist
+    #: the isolated replacement, named in the log's hint
+    hint: ClassVar[str]
+
+    def patches(self, hub: Any) -> Iterable[Patch]:
+        """The attributes to replace while tracing, with their replacements."""
+        return ()
+
+    def owners(self) -> Iterable[object]:
+        """Objects whose bound methods draw from this stream (the singletons)."""
+        return ()
+
+    def functions(self) -> Iterable[object]:
+        """Unbound callables that draw from or seed this stream (the originals)."""
+        return ()
+
+    def keep_types(self) -> tuple[type, ...]:
+        """Types whose methods may draw from this stream through another instance later."""
+        return ()
+
+    def classify(self, callee: Any, frame: FrameType, profile: bool) -> Optional[Hit | str]:
+        """Describe a call the catch-all hook saw, INTERNAL, or None to ignore it."""
+        return None
+
+    @abstractmethod
+    def state(self) -> dict[str, Any]:
+        """The state of each sub-stream, keyed by stream name."""
+
+    @abstractmethod
+    def restore(self, states: dict[str, Any]) -> None:
+        """Put back states returned by ``state()``."""
+
+    def fingerprint(self) -> Optional[Callable[[], Hashable]]:
+        """A cheap function whose value changes whenever the stream is drawn from, or None.
+
+        The hub compares it before and after each recorded call to notice
+        draws nobody recorded, between events rather than only at the end.
+        """
+        return None
+
+    def same(self, a: Any, b: Any) -> bool:
+        """Whether two states of one sub-stream are equal."""
+        return bool(a == b)
+
+    def forget(self) -> None:
+        """Drop any reference kept while tracing (called when hooks come off)."""
+
+
+def recording_wrapper(
+    hub: Any,
+    stream: str,
+    kind: str,
+    api: str,
+    original: Callable,
+    count_of: Optional[Callable[[Any, tuple, dict], Optional[int]]] = None,
+) -> Callable:
+    """Wrap a drawing or seeding function so each outermost call is recorded.
+
+    Nested calls (``random.randint`` calling ``getrandbits``, ``torch.manual_seed``
+    seeding CUDA) are part of the outer call and are not recorded again.
+    """
+    tls = hub.tls
+    before, after, rebase = hub.before, hub.after, hub.rebase
+    lock = hub.stream_lock(stream)
+    is_seed = kind == SEED
+
+    def rngtrace_wrapper(*args: Any, **kwargs: Any) -> Any:
+        if tls.busy or not hub.active:
+            return original(*args, **kwargs)
+        frame = sys._getframe(1)
+        # The lock keeps another thread's draw from landing between the
+        # fingerprint checks in before() and after().
+        with lock:
+            before(stream, kind, api, frame)
+            tls.busy = True
+            try:
+                result = original(*args, **kwargs)
+            except BaseException:
+                rebase(stream)
+                raise
+            finally:
+                tls.busy = False
+            if is_seed:
+                after(stream, kind, api, None, frame, seed_detail(args, kwargs))
+            else:
+                after(stream, kind, api, count_of(result, args, kwargs) if count_of else None, frame)
+        return result
+
+    return _named(rngtrace_wrapper, original)
+
+
+def draw_wrapper(hub: Any, stream: str, api: str, original: Callable, count_of: Callable) -> Callable:
+    """Wrap a drawing function; ``count_of(result, args, kwargs)`` counts the values drawn."""
+    return recording_wrapper(hub, stream, DRAW, api, original, count_of)
+
+
+def seed_wrapper(hub: Any, stream: str, api: str, original: Callable) -> Callable:
+    """Wrap a reseeding function; the seed argument is kept as the event's detail."""
+    return recording_wrapper(hub, stream, SEED, api, original)
+
+
+def seed_detail(args: tuple, kwargs: dict) -> str | None:
+    """A short description of the seed argument, or None where there is none."""
+    if args:
+        value = args[0]
+    elif kwargs:
+        value = next(iter(kwargs.values()))
+    else:
+        return None
+    if value is None or isinstance(value, (int, float, str, bytes)):
+        text = repr(value)
+    else:
+        text = f"<{type(value).__name__}>"  # a state tuple or tensor: say what, not all of it
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _named(wrapper: Callable, original: Callable) -> Callable:
+    """Carry the original's name and docstring; ``__wrapped__`` keeps its signature."""
+    try:
+        functools.update_wrapper(wrapper, original)
+    except (AttributeError, TypeError):  # a builtin without some attribute
+        wrapper.__wrapped__ = original  # type: ignore[attr-defined]
+    return wrapper

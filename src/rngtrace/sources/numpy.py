@@ -1,0 +1,133 @@
+"""NumPy's legacy ``np.random.*``: the singleton ``np.random.mtrand._rand``."""
+
+from __future__ import annotations
+
+import ctypes
+from types import FrameType
+from typing import Any, Callable, Hashable, Iterable, Optional
+
+import importlib
+
+import numpy as np
+
+# Not "import numpy.random.mtrand as ...": that reads numpy.random as an attribute,
+# which numpy 2 resolves lazily and which is not set yet when a post-import hook runs.
+_nprandom = importlib.import_module("numpy.random")
+_mtrand = importlib.import_module("numpy.random.mtrand")
+
+from ..trace import DRAW, SEED
+from ._base import INTERNAL, Hit, Patch, Source, draw_wrapper, seed_wrapper
+
+_SEEDS = frozenset({"seed", "set_state", "set_bit_generator"})
+_NOT_DRAWS = frozenset({"get_state", "get_bit_generator", "__getstate__", "__reduce__"})
+# Module-level functions that are not bound methods of the singleton.
+_MODULE_FUNCTIONS = ("seed", "ranf", "sample", "set_bit_generator")
+
+
+def _count(result: Any, args: tuple, kwargs: dict) -> Optional[int]:
+    if isinstance(result, np.ndarray):
+        return int(result.size)
+    if result is None:  # shuffle works in place
+        seq = args[0] if args else kwargs.get("x")
+        try:
+            return len(seq)
+        except TypeError:
+            return None
+    if isinstance(result, bytes):
+        return len(result)
+    return 1
+
+
+class NumpySource(Source):
+    """The stream behind ``np.random.rand()``, ``np.random.seed()`` and the singleton's methods."""
+
+    name = "numpy"
+    module = "numpy.random"
+    hint = "np.random.default_rng(seed)"
+
+    def patches(self, hub: Any) -> Iterable[Patch]:
+        rand = _mtrand._rand
+        seen: dict[int, Any] = {}
+        for module in (_nprandom, _mtrand):
+            for name in dir(module):
+                original = getattr(module, name)
+                bound = getattr(original, "__self__", None) is rand
+                if not (bound or name in _MODULE_FUNCTIONS) or name in _NOT_DRAWS:
+                    continue
+                # np.random.rand and np.random.mtrand.rand are one object: one wrapper.
+                wrapper = seen.get(id(original))
+                if wrapper is None:
+                    api = f"numpy.random.{name}"
+                    if name in _SEEDS:
+                        wrapper = seed_wrapper(hub, "numpy", api, original)
+                    else:
+                        wrapper = draw_wrapper(hub, "numpy", api, original, _count)
+                    seen[id(original)] = wrapper
+                yield module, name, wrapper
+
+    def owners(self) -> Iterable[object]:
+        return (_mtrand._rand,)
+
+    def __init__(self) -> None:
+        # Taken before any patch goes on: these are the originals.
+        self._functions = [getattr(_mtrand, n) for n in _MODULE_FUNCTIONS if hasattr(_mtrand, n)]
+
+    def functions(self) -> Iterable[object]:
+        return self._functions
+
+    def keep_types(self) -> tuple[type, ...]:
+        # A call site that calls some RandomState's method may be handed the singleton next time.
+        return (_mtrand.RandomState,)
+
+    def classify(self, callee: Any, frame: FrameType, profile: bool) -> Optional[Hit | str]:
+        name = getattr(callee, "__name__", "")
+        if name in _NOT_DRAWS or name.startswith("_"):
+            return INTERNAL
+        kind = SEED if name in _SEEDS else DRAW
+        return ("numpy", kind, f"numpy.random.{name}", frame, None)
+
+    def state(self) -> dict[str, Any]:
+        return {"numpy": _mtrand._rand.get_state(legacy=False)}
+
+    def restore(self, states: dict[str, Any]) -> None:
+        if "numpy" in states:
+            _mtrand._rand.set_state(states["numpy"])
+
+    def same(self, a: Any, b: Any) -> bool:
+        return _same_state(a, b)
+
+    def fingerprint(self) -> Optional[Callable[[], Hashable]]:
+        return _MTView()
+
+
+def _same_state(a: Any, b: Any) -> bool:
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same_state(a[k], b[k]) for k in a)
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        return bool(np.array_equal(a, b))
+    return bool(a == b)
+
+
+class _MTView:
+    """Read (pos, key[0]) of the singleton's MT19937 in place, without get_state()'s copy."""
+
+    def __init__(self) -> None:
+        self._bitgen: Any = None
+        self._words: Any = None
+
+    def __call__(self) -> Hashable:
+        bitgen = _mtrand._rand._bit_generator
+        if bitgen is not self._bitgen:  # set_bit_generator() swapped it
+            self._bitgen = bitgen
+            self._words = None
+            if type(bitgen).__name__ == "MT19937":
+                # mt19937_state is uint32_t key[624] followed by int pos
+                address = bitgen.ctypes.state_address
+                self._words = (ctypes.c_uint32 * 625).from_address(address)
+        words = self._words
+        if words is None:
+            return id(bitgen)
+        return (words[624], words[0])
+
+
+SOURCE_CLASS = NumpySource

@@ -1,0 +1,124 @@
+"""Python's ``random`` module: the hidden ``random._inst`` behind its functions."""
+
+from __future__ import annotations
+
+import ctypes
+import random as _random
+from types import FrameType
+from typing import Any, Callable, Hashable, Iterable, Optional
+
+from ..trace import DRAW, SEED
+from ._base import INTERNAL, Hit, Patch, Source, draw_wrapper, seed_wrapper
+
+_SEEDS = frozenset({"seed", "setstate"})
+_NOT_DRAWS = frozenset({"getstate"})
+_FILE = _random.__file__
+
+
+def _public_names() -> list[str]:
+    inst = _random._inst
+    return [
+        name
+        for name in _random.__all__
+        if getattr(getattr(_random, name, None), "__self__", None) is inst and name not in _NOT_DRAWS
+    ]
+
+
+def _count(result: Any, args: tuple, kwargs: dict) -> Optional[int]:
+    if isinstance(result, (list, bytes)):
+        return len(result)  # choices, sample, randbytes
+    if result is None:  # shuffle works in place
+        seq = args[0] if args else kwargs.get("x")
+        try:
+            return len(seq)
+        except TypeError:
+            return None
+    return 1
+
+
+class RandomSource(Source):
+    """The stream behind ``random.random()``, ``random.shuffle()`` and friends."""
+
+    name = "random"
+    module = "random"
+    hint = "random.Random(seed)"
+
+    def __init__(self) -> None:
+        self._inst = _random._inst
+        self._last_outer: Optional[FrameType] = None
+
+    def patches(self, hub: Any) -> Iterable[Patch]:
+        for name in _public_names():
+            original = getattr(_random, name)
+            api = f"random.{name}"
+            if name in _SEEDS:
+                yield _random, name, seed_wrapper(hub, "random", api, original)
+            else:
+                yield _random, name, draw_wrapper(hub, "random", api, original, _count)
+
+    def owners(self) -> Iterable[object]:
+        return (self._inst,)
+
+    def keep_types(self) -> tuple[type, ...]:
+        return ()
+
+    def classify(self, callee: Any, frame: FrameType, profile: bool) -> Optional[Hit | str]:
+        name = getattr(callee, "__name__", "")
+        if name in _NOT_DRAWS:
+            return INTERNAL
+        outer = None
+        f: Optional[FrameType] = frame
+        while f is not None and f.f_code.co_filename == _FILE:
+            outer, f = f, f.f_back
+        if outer is not None:
+            if not profile:
+                # sys.monitoring saw the public call itself, where the user made it.
+                return INTERNAL
+            # The profile hook sees only the C primitive under random.py's Python
+            # methods; one randint() may call getrandbits() several times.
+            if outer is self._last_outer:
+                return None
+            self._last_outer = outer
+            name = outer.f_code.co_name
+            frame = f  # type: ignore[assignment]
+        kind = SEED if name in _SEEDS else DRAW
+        return ("random", kind, f"random.{name}", frame, None)
+
+    def state(self) -> dict[str, Any]:
+        return {"random": _random.getstate()}
+
+    def restore(self, states: dict[str, Any]) -> None:
+        if "random" in states:
+            _random._inst.setstate(states["random"])
+
+    def fingerprint(self) -> Optional[Callable[[], Hashable]]:
+        return _mt_view()
+
+    def forget(self) -> None:
+        self._last_outer = None
+
+
+def _mt_view() -> Optional[Callable[[], Hashable]]:
+    """Read (index, state[0]) of random._inst's Mersenne Twister without copying it.
+
+    CPython's RandomObject is ``PyObject_HEAD; int index; uint32_t state[624]``.
+    The view is used only after checking it against ``getstate()``; a build
+    with another layout gets no fingerprint and is checked at block ends only.
+    """
+    inst = _random._inst
+    try:
+        words = (ctypes.c_uint32 * 625).from_address(id(inst) + 2 * ctypes.sizeof(ctypes.c_void_p))
+        version, internal, gauss = inst.getstate()
+        if tuple(words[1:625]) != internal[:-1] or words[0] != internal[-1]:
+            return None
+    except (ValueError, TypeError, AttributeError):
+        return None
+
+    def fingerprint() -> Hashable:
+        # index moves with every 32-bit word drawn; state[0] when the block is regenerated
+        return (words[0], words[1], inst.gauss_next)
+
+    return fingerprint
+
+
+SOURCE_CLASS = RandomSource

@@ -1,0 +1,249 @@
+"""The recorded data: Trace, Event, Frame, Statistic, and their JSON form.
+
+The hub appends raw tuples to a Trace while it records; nothing here runs on the
+hot path except ``Trace._add``. Frames are resolved (code object + instruction
+offset -> file, line, function) once, when the trace is finished.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any, Iterable, Iterator
+
+FORMAT = "rngtrace"
+FORMAT_VERSION = 1
+
+DRAW = "draw"
+SEED = "seed"
+UNATTRIBUTED = "unattributed"
+KINDS = (DRAW, SEED, UNATTRIBUTED)
+
+
+@dataclass(frozen=True)
+class Frame:
+    """One line of a stack: where a call was made."""
+
+    filename: str
+    lineno: int
+    function: str
+
+    def __str__(self) -> str:
+        return f"{self.filename}:{self.lineno} in {self.function}"
+
+
+@dataclass(frozen=True)
+class Event:
+    """One draw, reseed or unexplained move of a global stream."""
+
+    index: int
+    stream: str
+    kind: str
+    api: str
+    count: int | None
+    stack: tuple[Frame, ...]
+    thread: str
+    pid: int
+    detail: str | None = None  # the seed value for a seed, where noticed for unattributed
+
+    @property
+    def frame(self) -> Frame | None:
+        """The frame that called the random API (innermost), or None."""
+        return self.stack[0] if self.stack else None
+
+
+@dataclass(frozen=True)
+class Statistic:
+    """Events grouped by call site: how many calls, how many values drawn."""
+
+    stream: str
+    kind: str
+    api: str
+    stack: tuple[Frame, ...]
+    calls: int
+    values: int
+
+    @property
+    def frame(self) -> Frame | None:
+        return self.stack[0] if self.stack else None
+
+
+# Raw event: (stream, kind, api, count, stack_id, thread_ident, detail)
+RawEvent = tuple
+
+
+class Trace:
+    """Everything one traced block or call recorded, in order."""
+
+    def __init__(
+        self,
+        streams: Iterable[str] = (),
+        depth: int = 16,
+        max_events: int = 100_000,
+    ) -> None:
+        self.streams: tuple[str, ...] = tuple(streams)
+        self.depth = depth
+        self.max_events = max_events
+        self.pid = os.getpid()
+        #: events not kept individually because max_events was reached
+        self.dropped = 0
+        self.notes: list[str] = []  # what the tracer could not watch, said in the log
+        self._raw: list[RawEvent] = []
+        # (stream, kind, api, stack_id) -> [calls, values] for events beyond max_events
+        self._overflow: dict[tuple, list[int]] = {}
+        self._threads: dict[int, str] = {}
+        self._stacks: dict[int, tuple[Frame, ...]] = {}
+        self._events: list[Event] | None = None
+        self._finished = False
+
+    # -- hot path ---------------------------------------------------------
+    def _add(self, raw: RawEvent) -> None:
+        if len(self._raw) < self.max_events:
+            self._raw.append(raw)
+            return
+        self.dropped += 1
+        key = (raw[0], raw[1], raw[2], raw[4])
+        slot = self._overflow.get(key)
+        if slot is None:
+            self._overflow[key] = [1, raw[3] or 0]
+        else:
+            slot[0] += 1
+            slot[1] += raw[3] or 0
+
+    # -- finishing (called by the hub once) -------------------------------
+    def _finish(self, resolve_stack, thread_names: dict[int, str]) -> None:
+        """Resolve interned stacks and thread idents into values."""
+        used = {raw[4] for raw in self._raw}
+        used.update(key[3] for key in self._overflow)
+        self._stacks = {sid: resolve_stack(sid, self.depth) for sid in used}
+        self._threads = {raw[5]: thread_names.get(raw[5], f"thread-{raw[5]}") for raw in self._raw}
+        self._finished = True
+        self._events = None
+
+    # -- reading ------------------------------------------------------------
+    @property
+    def events(self) -> list[Event]:
+        """Every kept event, in the order it happened."""
+        if self._events is None:
+            stacks, threads, pid = self._stacks, self._threads, self.pid
+            self._events = [
+                Event(i, s, k, a, c, stacks.get(sid, ()), threads.get(t, str(t)), pid, d)
+                for i, (s, k, a, c, sid, t, d) in enumerate(self._raw)
+            ]
+        return self._events
+
+    @property
+    def draws(self) -> list[Event]:
+        """The kept events of kind "draw"."""
+        return [e for e in self.events if e.kind == DRAW]
+
+    def __len__(self) -> int:
+        return len(self._raw) + self.dropped
+
+    def __iter__(self) -> Iterator[Event]:
+        return iter(self.events)
+
+    def counts(self) -> dict[tuple[str, str], int]:
+        """Events per (stream, kind), dropped ones included."""
+        out: dict[tuple[str, str], int] = {}
+        for raw in self._raw:
+            out[raw[0], raw[1]] = out.get((raw[0], raw[1]), 0) + 1
+        for (stream, kind, _api, _sid), (calls, _values) in self._overflow.items():
+            out[stream, kind] = out.get((stream, kind), 0) + calls
+        return out
+
+    def statistics(self, key_type: str = "lineno", kind: str = DRAW) -> list[Statistic]:
+        """Group events of one kind by call site, most calls first.
+
+        ``key_type`` is ``"lineno"`` (the frame that called the API) or
+        ``"traceback"`` (the whole recorded stack), as in tracemalloc.
+        """
+        if key_type not in ("lineno", "traceback"):
+            raise ValueError(f"unknown key_type {key_type!r}; choose from 'lineno', 'traceback'")
+        if kind not in KINDS:
+            raise ValueError(f"unknown kind {kind!r}; choose from {', '.join(KINDS)}")
+        groups: dict[tuple, list[Any]] = {}
+
+        def add(stream: str, api: str, stack: tuple[Frame, ...], calls: int, values: int) -> None:
+            site = stack if key_type == "traceback" else stack[:1]
+            slot = groups.setdefault((stream, api, site), [stack, 0, 0])
+            slot[1] += calls
+            slot[2] += values
+
+        for raw in self._raw:
+            if raw[1] == kind:
+                add(raw[0], raw[2], self._stacks.get(raw[4], ()), 1, raw[3] or 0)
+        for (stream, k, api, sid), (calls, values) in self._overflow.items():
+            if k == kind:
+                add(stream, api, self._stacks.get(sid, ()), calls, values)
+        stats = [
+            Statistic(stream, kind, api, stack if key_type == "traceback" else stack[:1], calls, values)
+            for (stream, api, _site), (stack, calls, values) in groups.items()
+        ]
+        stats.sort(key=lambda s: (-s.calls, -s.values, s.stream, s.api))
+        return stats
+
+    def report(self, *, color: bool = False, max_lines: int = 60) -> str:
+        """Return the draw log as text, the same text rng_trace prints."""
+        from .render import render
+
+        return render(self, "text", color=color, max_lines=max_lines)
+
+    # -- serialisation ------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        """Return a JSON-serialisable dict; ``Trace.from_dict`` reads it back."""
+        stack_ids = sorted(self._stacks)
+        index = {sid: i for i, sid in enumerate(stack_ids)}
+        return {
+            "format": FORMAT,
+            "version": FORMAT_VERSION,
+            "pid": self.pid,
+            "streams": list(self.streams),
+            "depth": self.depth,
+            "max_events": self.max_events,
+            "dropped": self.dropped,
+            "notes": list(self.notes),
+            "stacks": [
+                [[f.filename, f.lineno, f.function] for f in self._stacks[sid]] for sid in stack_ids
+            ],
+            "threads": {str(k): v for k, v in self._threads.items()},
+            "events": [
+                [s, k, a, c, index.get(sid, -1), t, d] for (s, k, a, c, sid, t, d) in self._raw
+            ],
+            "overflow": [
+                [s, k, a, index.get(sid, -1), calls, values]
+                for (s, k, a, sid), (calls, values) in self._overflow.items()
+            ],
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Trace:
+        """Rebuild a finished Trace from ``to_dict()`` output."""
+        if not isinstance(data, dict) or data.get("format") != FORMAT:
+            raise ValueError("not an rngtrace log: expected a dict with \"format\": \"rngtrace\"")
+        version = data.get("version")
+        if not isinstance(version, int) or version > FORMAT_VERSION:
+            raise ValueError(
+                f"rngtrace log version {version!r} is newer than this rngtrace reads "
+                f"({FORMAT_VERSION}); upgrade rngtrace"
+            )
+        try:
+            trace = cls(data["streams"], data["depth"], data["max_events"])
+            trace.pid = data["pid"]
+            trace.dropped = data["dropped"]
+            trace.notes = list(data.get("notes", []))
+            trace._stacks = {
+                i: tuple(Frame(f, int(ln), fn) for f, ln, fn in stack)
+                for i, stack in enumerate(data["stacks"])
+            }
+            trace._threads = {int(k): v for k, v in data["threads"].items()}
+            trace._raw = [tuple(e) for e in data["events"]]
+            trace._overflow = {(s, k, a, sid): [calls, values] for s, k, a, sid, calls, values in data["overflow"]}
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"truncated or damaged rngtrace log ({exc!r}); record it again") from None
+        trace._finished = True
+        return trace
+
+    def __repr__(self) -> str:
+        counts = ", ".join(f"{s} {k}: {n}" for (s, k), n in sorted(self.counts().items()))
+        return f"<Trace {len(self)} events ({counts or 'none'})>"
