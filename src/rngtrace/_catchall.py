@@ -21,6 +21,7 @@ from .sources._base import INTERNAL
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 _TOOL_NAME = "rngtrace"
+OURS = object()  # lookup marker: one of rngtrace's own recording wrappers
 
 
 class CatchAll:
@@ -45,6 +46,9 @@ class CatchAll:
                 by_id[id(obj)] = source
                 refs.append(obj)
             keep.extend(source.keep_types())
+        for wrapper in self.hub.wrappers():
+            by_id[id(wrapper)] = OURS  # the wrapper records the call itself
+            refs.append(wrapper)
         self._by_id, self._keep, self._refs = by_id, tuple(keep), refs
 
     def lookup(self, callee: Any, arg0: Any = None) -> Any:
@@ -64,7 +68,7 @@ class CatchAll:
                 source = by_id.get(id(arg0))
                 if source is not None and getattr(type(arg0), getattr(callee, "__name__", ""), None) is not callee:
                     source = None
-        return source
+        return source if source is not OURS else None
 
     def handle(self, source: Any, callee: Any, frame: FrameType, profile: bool) -> Any:
         """Record a call the hook saw; returns INTERNAL for a site never worth seeing again."""

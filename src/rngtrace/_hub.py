@@ -8,6 +8,8 @@ through here, so "what is hooked right now" has one answer: ``HUB.hooked()``.
 
 from __future__ import annotations
 
+import ctypes
+import gc
 import os
 import sys
 import threading
@@ -160,9 +162,9 @@ class Hub:
         self._undo[name] = undo
         try:
             for parent, attr, replacement in source.patches(self):
-                original = parent.__dict__[attr] if attr in getattr(parent, "__dict__", {}) else getattr(parent, attr)
+                original = vars(parent).get(attr, _INHERITED)
                 undo.append((parent, attr, original))
-                setattr(parent, attr, replacement)
+                _set_attribute(parent, attr, replacement)
             fingerprint = source.fingerprint()
             if fingerprint is not None:
                 self._fingerprints[name] = fingerprint
@@ -178,10 +180,18 @@ class Hub:
         self._last.pop(name, None)
         try:
             for parent, attr, original in reversed(undo):
-                setattr(parent, attr, original)
+                _set_attribute(parent, attr, original)
         finally:
             if source is not None:
                 source.forget()
+
+    def wrappers(self) -> list[object]:
+        """Every replacement currently patched in."""
+        out = []
+        for name, undo in self._undo.items():
+            for parent, attr, _original in undo:
+                out.append(vars(parent).get(attr))
+        return out
 
     def sources(self) -> dict[str, Source]:
         """The installed sources, by stream name."""
@@ -365,6 +375,26 @@ class Hub:
             if self._catchall is not None:
                 catchall, self._catchall = self._catchall, None
                 catchall.uninstall()
+
+
+_INHERITED = object()  # the attribute lived on a base class: undo by deleting ours
+
+
+def _set_attribute(parent: Any, attr: str, value: Any) -> None:
+    """setattr, also on an extension type (numpy's RandomState) that refuses it."""
+    if value is _INHERITED:
+        delattr(parent, attr)
+        return
+    try:
+        setattr(parent, attr, value)
+    except TypeError:
+        if not isinstance(parent, type):
+            raise
+        # The type's namespace is an ordinary dict behind a read-only proxy;
+        # PyType_Modified drops the method caches that remember the old entry.
+        namespace = gc.get_referents(parent.__dict__)[0]
+        namespace[attr] = value
+        ctypes.pythonapi.PyType_Modified(ctypes.py_object(parent))
 
 
 def _hint(source: Optional[Source]) -> str:

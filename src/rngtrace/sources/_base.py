@@ -83,21 +83,21 @@ def recording_wrapper(
     api: str,
     original: Callable,
     count_of: Optional[Callable[[Any, tuple, dict], Optional[int]]] = None,
+    owner: Any = None,
 ) -> Callable:
     """Wrap a drawing or seeding function so each outermost call is recorded.
 
     Nested calls (``random.randint`` calling ``getrandbits``, ``torch.manual_seed``
-    seeding CUDA) are part of the outer call and are not recorded again.
+    seeding CUDA) are part of the outer call and are not recorded again. With
+    ``owner``, the wrapper replaces a method on a class and records only calls
+    on that one instance (the singleton); other instances pass straight through.
     """
     tls = hub.tls
     before, after, rebase = hub.before, hub.after, hub.rebase
     lock = hub.stream_lock(stream)
     is_seed = kind == SEED
 
-    def rngtrace_wrapper(*args: Any, **kwargs: Any) -> Any:
-        if tls.busy or not hub.active:
-            return original(*args, **kwargs)
-        frame = sys._getframe(1)
+    def call(frame: FrameType, args: tuple, kwargs: dict) -> Any:
         # The lock keeps another thread's draw from landing between the
         # fingerprint checks in before() and after().
         with lock:
@@ -111,12 +111,26 @@ def recording_wrapper(
             finally:
                 tls.busy = False
             if is_seed:
-                after(stream, kind, api, None, frame, seed_detail(args, kwargs))
+                after(stream, kind, api, None, frame, seed_detail(args[1:] if owner is not None else args, kwargs))
             else:
                 after(stream, kind, api, count_of(result, args, kwargs) if count_of else None, frame)
         return result
 
-    return _named(rngtrace_wrapper, original)
+    if owner is None:
+
+        def rngtrace_wrapper(*args: Any, **kwargs: Any) -> Any:
+            if tls.busy or not hub.active:
+                return original(*args, **kwargs)
+            return call(sys._getframe(1), args, kwargs)
+
+        return _named(rngtrace_wrapper, original)
+
+    def rngtrace_method(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if self is not owner or tls.busy or not hub.active:
+            return original(self, *args, **kwargs)
+        return call(sys._getframe(1), (self, *args), kwargs)
+
+    return _named(rngtrace_method, original)
 
 
 def draw_wrapper(hub: Any, stream: str, api: str, original: Callable, count_of: Callable) -> Callable:

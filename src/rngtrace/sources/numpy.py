@@ -16,7 +16,7 @@ _nprandom = importlib.import_module("numpy.random")
 _mtrand = importlib.import_module("numpy.random.mtrand")
 
 from ..trace import DRAW, SEED
-from ._base import INTERNAL, Hit, Patch, Source, draw_wrapper, seed_wrapper
+from ._base import INTERNAL, Hit, Patch, Source, draw_wrapper, recording_wrapper, seed_wrapper
 
 _SEEDS = frozenset({"seed", "set_state", "set_bit_generator"})
 _NOT_DRAWS = frozenset({"get_state", "get_bit_generator", "__getstate__", "__reduce__"})
@@ -36,6 +36,10 @@ def _count(result: Any, args: tuple, kwargs: dict) -> Optional[int]:
     if isinstance(result, bytes):
         return len(result)
     return 1
+
+
+def _method_count(result: Any, args: tuple, kwargs: dict) -> Optional[int]:
+    return _count(result, args[1:], kwargs)  # args[0] is the RandomState itself
 
 
 class NumpySource(Source):
@@ -64,6 +68,17 @@ class NumpySource(Source):
                         wrapper = draw_wrapper(hub, "numpy", api, original, _count)
                     seen[id(original)] = wrapper
                 yield module, name, wrapper
+        # Methods called on the singleton itself: scikit-learn's check_random_state(None)
+        # and scipy's distributions hand out np.random.mtrand._rand.
+        state_type = type(rand)
+        for name, original in list(vars(state_type).items()):
+            if name.startswith("_") or name in _NOT_DRAWS or not callable(original):
+                continue
+            api = f"numpy.random.{name}"
+            kind = SEED if name in _SEEDS else DRAW
+            yield state_type, name, recording_wrapper(
+                hub, "numpy", kind, api, original, None if kind == SEED else _method_count, owner=rand
+            )
 
     def owners(self) -> Iterable[object]:
         return (_mtrand._rand,)

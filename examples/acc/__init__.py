@@ -1,0 +1,1 @@
+"""A stand-in accelerator library: its first initialisation draws one number."""

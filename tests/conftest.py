@@ -1,0 +1,77 @@
+"""Around every test: prove rngtrace left nothing behind."""
+
+from __future__ import annotations
+
+import sys
+import threading
+
+import pytest
+
+from rngtrace._hub import HUB
+
+# Every namespace a source patches; compared attribute by attribute, by identity.
+_WATCHED = (
+    "random",
+    "numpy.random",
+    "numpy.random.mtrand",
+    "torch",
+    "torch.random",
+    "torch.nn.functional",
+    "torch.nn.init",
+    "torch.cuda",
+    "torch.cuda.random",
+)
+
+
+def _namespaces() -> dict[str, dict[str, object]]:
+    out = {}
+    for name in _WATCHED:
+        module = sys.modules.get(name)
+        if module is not None:
+            out[name] = dict(vars(module))
+    mtrand = sys.modules.get("numpy.random.mtrand")
+    if mtrand is not None:
+        out["numpy.random.RandomState"] = dict(vars(mtrand.RandomState))
+    torch = sys.modules.get("torch")
+    if torch is not None and hasattr(torch, "Tensor"):
+        out["torch.Tensor"] = dict(vars(torch.Tensor))
+    return out
+
+
+def _global_hooks() -> dict[str, object]:
+    hooks: dict[str, object] = {
+        "profile": sys.getprofile(),
+        "threading.profile": threading.getprofile() if hasattr(threading, "getprofile") else None,
+    }
+    if sys.version_info >= (3, 12):
+        hooks["monitoring"] = tuple(sys.monitoring.get_tool(i) for i in range(6))
+    torch = sys.modules.get("torch")
+    if torch is not None and hasattr(torch, "_C"):
+        hooks["torch function modes"] = torch._C._len_torch_function_stack()
+    wrapt_importer = sys.modules.get("wrapt.importer")
+    if wrapt_importer is not None:
+        hooks["post-import hooks"] = {
+            name: [h for h in hooks_ if "rngtrace" in getattr(h, "__module__", "")]
+            for name, hooks_ in wrapt_importer._post_import_hooks.items()
+            if hooks_
+        }
+    return hooks
+
+
+@pytest.fixture(autouse=True)
+def nothing_left_behind():
+    """Fail a test that leaves a hook, a patched attribute or an active trace behind."""
+    before_ns = _namespaces()
+    before_hooks = _global_hooks()
+    yield
+    assert HUB.hooked() == {}, f"the hub still holds hooks: {HUB.hooked()}"
+    after_hooks = _global_hooks()
+    for key, value in before_hooks.items():
+        assert after_hooks.get(key) == value, f"{key} changed: {value!r} -> {after_hooks.get(key)!r}"
+    if "post-import hooks" in after_hooks:
+        assert not any(after_hooks["post-import hooks"].values()), after_hooks["post-import hooks"]
+    after_ns = _namespaces()
+    for name, attrs in before_ns.items():
+        now = after_ns.get(name, {})
+        changed = [k for k, v in attrs.items() if k in now and now[k] is not v and callable(v)]
+        assert not changed, f"{name} attributes not restored: {changed}"
