@@ -82,6 +82,7 @@ class CatchAll:
         if kind == "draw":
             hub.check(stream, api, start)
         hub.record(stream, kind, api, None, start, detail)
+        hub.tls.pending = (frame, frame.f_lasti)
         # The call happens after this hook returns: its move is explained, not yet seen.
         hub.forget_fingerprint(stream)
         return None

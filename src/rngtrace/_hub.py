@@ -30,6 +30,7 @@ _STRENGTH = {"log": 0, "warn": 1, "raise": 2}
 
 class _ThreadState(threading.local):
     busy = False  # inside a recording wrapper: nested calls are part of that call
+    pending = None  # (frame, f_lasti) of a call the catch-all recorded just before it ran
 
 
 class _Session:
@@ -66,6 +67,7 @@ class Hub:
         # stream -> cheap fingerprint function, and its value after the last recorded call
         self._fingerprints: dict[str, Callable[[], Any]] = {}
         self._last: dict[str, Any] = {}
+        self._warn_registry: dict[Any, Any] = {}
 
     # -- what is hooked ----------------------------------------------------
     def hooked(self) -> dict[str, Any]:
@@ -91,13 +93,15 @@ class Hub:
                 self._fork_registered = True
             try:
                 for name in sorted(streams):
-                    if SOURCES[name] in sys.modules:
+                    if sys.modules.get(SOURCES[name]) is not None:
                         self._install(name)
                     else:
                         self._watch_import(name)
                 for name in streams:
                     if name in self._sources:
                         session.start_states[name] = self._sources[name].state()
+                if not self.active:
+                    self._warn_registry.clear()  # each outermost trace warns afresh
                 self.active = self.active + (session,)
                 self._recompute()
                 if self._catchall is None and self._sources:
@@ -327,12 +331,14 @@ class Hub:
 
     def _warn(self, stream: str, api: str, sid: int) -> None:
         site = self.stacks.resolve(sid, 1)
-        message = f"{api} drew from the global {stream} stream"
-        if site:
-            f = site[0]
-            warnings.warn_explicit(message, RNGDrawWarning, f.filename, f.lineno, module=None)
-        else:
+        message = f"{api} drew from the global {stream} stream; use {_hint(self._sources.get(self._base_of(stream)))}"
+        if not site:
             warnings.warn(message, RNGDrawWarning, stacklevel=3)
+            return
+        f = site[0]
+        module = os.path.splitext(os.path.basename(f.filename))[0] or "<unknown>"
+        # One registry per hub: the "default" filter then warns once per site, not per draw.
+        warnings.warn_explicit(message, RNGDrawWarning, f.filename, f.lineno, module, self._warn_registry)
 
     # -- the never-silent check ----------------------------------------------
     def _check_moved(self, session: _Session, frame: Optional[FrameType]) -> None:

@@ -29,7 +29,7 @@ class rng_isolate:
     def __enter__(self) -> rng_isolate:
         saved = []
         for name in sorted(self.streams):
-            if SOURCES[name] in sys.modules:
+            if sys.modules.get(SOURCES[name]) is not None:
                 source = load_source(name)
                 saved.append((source, source.state()))
         self._saved.append(saved)

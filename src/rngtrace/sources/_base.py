@@ -98,6 +98,17 @@ def recording_wrapper(
     is_seed = kind == SEED
 
     def call(frame: FrameType, args: tuple, kwargs: dict) -> Any:
+        pending = tls.pending
+        if pending is not None:
+            tls.pending = None
+            if pending[0] is frame and pending[1] == frame.f_lasti:
+                # The catch-all already recorded this call (a reference bound
+                # before tracing); C code is now calling one of our methods inside it.
+                tls.busy = True
+                try:
+                    return original(*args, **kwargs)
+                finally:
+                    tls.busy = False
         # The lock keeps another thread's draw from landing between the
         # fingerprint checks in before() and after().
         with lock:

@@ -1,0 +1,113 @@
+"""NumPy's legacy np.random: every use of the singleton RandomState is seen."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+# Bound at import, before any trace: the module patches cannot see calls through these.
+from numpy.random import rand as prebound_rand
+from numpy.random import random_sample as prebound_random_sample
+from numpy.random import standard_normal as prebound_standard_normal
+
+from rngtrace import rng_trace
+
+HERE = __file__
+
+
+def test_module_functions_are_recorded_with_api_and_value_count():
+    with rng_trace(print=False) as trace:
+        np.random.rand(2, 3)
+        np.random.randn()
+        np.random.shuffle(np.arange(5))
+        np.random.choice(10, size=4)
+    assert [(e.api, e.count) for e in trace.draws] == [
+        ("numpy.random.rand", 6),
+        ("numpy.random.randn", 1),
+        ("numpy.random.shuffle", 5),
+        ("numpy.random.choice", 4),
+    ]
+    assert {e.stack[0].filename for e in trace.draws} == {HERE}
+
+
+def test_choice_is_one_event_although_it_calls_other_methods_inside():
+    with rng_trace(print=False) as trace:
+        np.random.choice(50, size=5, replace=False)  # calls self.permutation inside
+    assert [e.api for e in trace.events] == ["numpy.random.choice"]
+
+
+def test_methods_called_on_the_singleton_itself_are_recorded():
+    singleton = np.random.mtrand._rand
+    with rng_trace(print=False) as trace:
+        singleton.standard_normal(4)
+        singleton.permutation(3)
+    assert [(e.api, e.count) for e in trace.draws] == [
+        ("numpy.random.standard_normal", 4),
+        ("numpy.random.permutation", 3),
+    ]
+
+
+def test_other_random_state_instances_and_generators_record_nothing():
+    own = np.random.RandomState(0)
+    gen = np.random.default_rng(0)
+    with rng_trace(print=False) as trace:
+        own.rand(3)
+        own.permutation(4)
+        gen.random(3)
+        gen.permutation(4)
+        np.random.Generator(np.random.PCG64(1)).normal()
+    assert trace.events == []
+
+
+def test_seed_and_set_state_are_seed_events_with_the_seed_value():
+    state = np.random.get_state()
+    with rng_trace(print=False) as trace:
+        np.random.seed(666)
+        np.random.set_state(state)
+    assert [(e.kind, e.api, e.detail) for e in trace.events] == [
+        ("seed", "numpy.random.seed", "666"),
+        ("seed", "numpy.random.set_state", "<tuple>"),
+    ]
+
+
+def test_a_prebound_reference_is_attributed_to_the_line_that_called_it():
+    with rng_trace(print=False) as trace:
+        prebound_rand(2)
+    # 3.12+: sys.monitoring sees the call itself. 3.10/3.11: rand() looks up
+    # self.random_sample on the singleton, and that method is patched.
+    assert [(e.kind, e.stream) for e in trace.events] == [("draw", "numpy")]
+    assert trace.events[0].api in ("numpy.random.rand", "numpy.random.random_sample")
+    assert trace.events[0].stack[0].filename == HERE
+
+
+def test_an_unseen_draw_between_events_is_reported_before_the_next_recorded_call():
+    with rng_trace(print=False) as trace:
+        np.random.rand(1)
+        list(map(prebound_random_sample, [2]))  # C code calls the reference: no hook sees it
+        np.random.rand(1)
+    assert [e.kind for e in trace.events] == ["draw", "unattributed", "draw"]
+    noticed = trace.events[1]
+    assert "before this numpy.random.rand call" in noticed.detail
+    assert noticed.stack[0].filename == HERE
+
+
+def test_an_unseen_draw_after_the_last_event_is_noticed_when_the_block_ends():
+    with rng_trace(print=False) as trace:
+        np.random.rand(1)
+        list(map(prebound_random_sample, [2]))
+    assert [e.kind for e in trace.events] == ["draw", "unattributed"]
+    assert "block ended" in trace.events[-1].detail
+
+
+def test_a_cached_gaussian_drawn_unseen_is_still_noticed():
+    np.random.seed(3)
+    np.random.standard_normal()  # leaves the second gaussian cached
+    with rng_trace(print=False) as trace:
+        list(map(prebound_standard_normal, [None]))  # uses the cache: the twister does not move
+    assert [e.kind for e in trace.events] == ["unattributed"]
+
+
+@pytest.mark.parametrize("on_draw", ["log", "warn"])
+def test_counts_and_apis_do_not_depend_on_the_on_draw_policy(on_draw, recwarn):
+    with rng_trace(print=False, on_draw=on_draw) as trace:
+        np.random.rand(3)
+    assert [(e.api, e.count) for e in trace.draws] == [("numpy.random.rand", 3)]

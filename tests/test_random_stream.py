@@ -1,0 +1,85 @@
+"""Python's random module: every draw and reseed of random._inst is seen."""
+
+from __future__ import annotations
+
+import random
+import secrets
+import tempfile
+import uuid
+
+from rngtrace import rng_trace
+
+HERE = __file__
+
+# Bound at import, before any trace: the patches cannot see calls through these.
+prebound_random = random.random
+prebound_randint = random.randint
+
+
+def _lineno() -> int:
+    import inspect
+
+    return inspect.currentframe().f_back.f_lineno  # type: ignore[union-attr]
+
+
+def test_module_functions_are_recorded_with_api_count_and_caller_line():
+    with rng_trace(print=False) as trace:
+        line = _lineno() + 1
+        random.random()
+        random.choices("abc", k=5)
+        random.shuffle([1, 2, 3, 4])
+    apis = [(e.api, e.count) for e in trace.draws]
+    assert apis == [("random.random", 1), ("random.choices", 5), ("random.shuffle", 4)]
+    assert [e.stack[0].lineno for e in trace.draws] == [line, line + 1, line + 2]
+    assert all(e.stack[0].filename == HERE for e in trace.draws)
+
+
+def test_one_randint_is_one_event_although_it_calls_getrandbits_inside():
+    with rng_trace(print=False) as trace:
+        for _ in range(3):
+            random.randint(1, 10**30)  # several getrandbits calls each
+    assert [e.api for e in trace.events] == ["random.randint"] * 3
+
+
+def test_seed_and_setstate_are_seed_events_with_the_seed_value():
+    state = random.getstate()
+    with rng_trace(print=False) as trace:
+        random.seed(1234)
+        random.setstate(state)
+    assert [(e.kind, e.api) for e in trace.events] == [("seed", "random.seed"), ("seed", "random.setstate")]
+    assert trace.events[0].detail == "1234"
+
+
+def test_references_bound_before_tracing_are_never_silent():
+    with rng_trace(print=False) as trace:
+        prebound_random()
+        prebound_randint(1, 6)
+    assert trace.events, "a pre-bound draw moved the stream and nothing was recorded"
+    attributed = [e for e in trace.events if e.kind == "draw"]
+    if attributed:  # the catch-all hook saw the calls themselves
+        assert [e.api for e in attributed] == ["random.random", "random.randint"]
+        assert all(e.stack[0].filename == HERE for e in attributed)
+    else:
+        assert {e.kind for e in trace.events} == {"unattributed"}
+
+
+def test_a_draw_made_by_c_code_through_a_prebound_reference_is_never_silent():
+    with rng_trace(print=False) as trace:
+        list(map(prebound_randint, [1], [6]))  # map, in C, calls the reference
+    assert len(trace.events) == 1
+    event = trace.events[0]
+    assert (event.kind, event.api) in {("draw", "random.randint"), ("unattributed", "random state")}
+    assert event.stream == "random"
+
+
+def test_explicit_generators_and_os_entropy_record_nothing():
+    rng = random.Random(7)
+    with rng_trace(print=False) as trace:
+        rng.random()
+        rng.shuffle([1, 2, 3])
+        random.SystemRandom().random()
+        secrets.token_hex(8)
+        uuid.uuid4()
+        with tempfile.TemporaryDirectory():
+            pass
+    assert trace.events == []
