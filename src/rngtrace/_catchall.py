@@ -104,7 +104,14 @@ class MonitoringCatchAll(CatchAll):
         disable = mon.DISABLE
         lookup, handle, keep = self.lookup, self.handle, self
 
+        own: set[int] = set()  # ids of rngtrace's code objects, which live as long as we do
+
         def on_call(code: CodeType, offset: int, callee: Any, arg0: Any) -> Any:
+            if id(code) in own:
+                return disable
+            if code.co_filename.startswith(_PACKAGE_DIR):
+                own.add(id(code))
+                return disable  # our own wrappers and state reads
             source = lookup(callee, arg0)
             if source is None:
                 if keep._keep and (
@@ -112,8 +119,6 @@ class MonitoringCatchAll(CatchAll):
                 ):
                     return None
                 return disable
-            if code.co_filename.startswith(_PACKAGE_DIR):
-                return disable  # our own wrappers and state reads
             if handle(source, callee, sys._getframe(1), False) is INTERNAL:
                 return disable
             return None
@@ -160,11 +165,13 @@ class ProfileCatchAll(CatchAll):
         self._profile = profile
         threading.setprofile(profile)
         sys.setprofile(profile)
+        hub.profile_hook = profile
 
     def describe(self) -> str:
         return "c_call profile hook"
 
     def uninstall(self) -> None:
+        self.hub.profile_hook = None
         try:
             if sys.getprofile() is self._profile:
                 sys.setprofile(None)

@@ -62,6 +62,8 @@ class Hub:
         self._thread_names: dict[int, str] = {}
         self._base: dict[str, str] = {}
         self._catchall: Optional[_catchall.CatchAll] = None
+        #: the catch-all's profile function on 3.10/3.11, which wrappers step aside from
+        self.profile_hook: Optional[Callable] = None
         self._fork_registered = False
         self._locks: dict[str, Any] = {}
         # stream -> cheap fingerprint function, and its value after the last recorded call

@@ -1,7 +1,7 @@
 """Cheap stack capture and interning: the hot path.
 
-A captured stack is a tuple of ``(code, f_lasti)`` pairs, innermost first,
-interned to a small int. Reading ``f_lineno`` is costly on 3.11+, so line
+A captured stack is a flat tuple ``(id(code), f_lasti, ...)``, innermost
+first, interned to a small int; the table holds the code objects. Reading ``f_lineno`` is costly on 3.11+, so line
 numbers are computed from ``f_lasti`` only when a trace is finished.
 """
 
@@ -22,36 +22,41 @@ class StackTable:
     def __init__(self) -> None:
         self._ids: dict[tuple, int] = {}
         self._stacks: list[tuple] = []
-        self._own: dict[str, bool] = {}  # co_filename -> is it rngtrace's own file
+        # id(code) -> (code, is it rngtrace's own); holding the code keeps its id unique
+        self._codes: dict[int, tuple[CodeType, bool]] = {}
         self._lines: dict[tuple[CodeType, int], int] = {}
 
     def capture(self, frame: FrameType | None, depth: int) -> int:
         """Intern the stack starting at ``frame`` (innermost), rngtrace frames left out."""
-        own = self._own
-        out = []
+        codes = self._codes
+        key: list[int] = []
         f = frame
-        while f is not None and len(out) < depth:
+        limit = 2 * depth
+        # Keys are ints (code id, offset): hashing a code object hashes its bytecode.
+        while f is not None and len(key) < limit:
             code = f.f_code
-            filename = code.co_filename
-            is_own = own.get(filename)
-            if is_own is None:
-                is_own = own[filename] = os.path.abspath(filename).startswith(_PACKAGE_DIR)
-            if not is_own:
-                out.append((code, f.f_lasti))
+            entry = codes.get(id(code))
+            if entry is None:
+                entry = codes[id(code)] = (code, _is_own(code))
+            if not entry[1]:
+                key.append(id(code))
+                key.append(f.f_lasti)
             f = f.f_back
-        key = tuple(out)
-        sid = self._ids.get(key)
+        frozen = tuple(key)
+        sid = self._ids.get(frozen)
         if sid is None:
-            sid = self._ids[key] = len(self._stacks)
-            self._stacks.append(key)
+            sid = self._ids[frozen] = len(self._stacks)
+            self._stacks.append(frozen)
         return sid
 
     def resolve(self, sid: int, depth: int) -> tuple[Frame, ...]:
         """Turn an interned stack into Frames, at most ``depth`` of them."""
-        return tuple(
-            Frame(code.co_filename, self._lineno(code, lasti), _qualname(code))
-            for code, lasti in self._stacks[sid][:depth]
-        )
+        key = self._stacks[sid]
+        frames = []
+        for i in range(0, min(len(key), 2 * depth), 2):
+            code = self._codes[key[i]][0]
+            frames.append(Frame(code.co_filename, self._lineno(code, key[i + 1]), _qualname(code)))
+        return tuple(frames)
 
     def _lineno(self, code: CodeType, lasti: int) -> int:
         key = (code, lasti)
@@ -63,7 +68,12 @@ class StackTable:
     def clear(self) -> None:
         self._ids.clear()
         self._stacks.clear()
+        self._codes.clear()
         self._lines.clear()
+
+
+def _is_own(code: CodeType) -> bool:
+    return os.path.abspath(code.co_filename).startswith(_PACKAGE_DIR)
 
 
 def lineno_at(code: CodeType, lasti: int) -> int:

@@ -98,6 +98,18 @@ def recording_wrapper(
     is_seed = kind == SEED
 
     def call(frame: FrameType, args: tuple, kwargs: dict) -> Any:
+        # A profile-hook catch-all (3.10/3.11) would be called for every C call
+        # the recording makes; it has nothing to see in here, so step it aside.
+        hook = hub.profile_hook
+        if hook is not None and sys.getprofile() is hook:
+            sys.setprofile(None)
+            try:
+                return record_call(frame, args, kwargs)
+            finally:
+                sys.setprofile(hook)
+        return record_call(frame, args, kwargs)
+
+    def record_call(frame: FrameType, args: tuple, kwargs: dict) -> Any:
         pending = tls.pending
         if pending is not None:
             tls.pending = None
