@@ -1,0 +1,464 @@
+"""PyTorch's default generators: ``torch.default_generator`` and one per CUDA device.
+
+The drawing functions are the public names of aten operators tagged
+``nondeterministic_seeded``, found once per process, plus the Python-level
+functions that reach those operators through ``torch._VF`` (the dropout family)
+or draw on a tensor they are handed (``torch.nn.init``). Draws land on the
+stream of the result's device: "torch" for the CPU, "torch.cuda:N" for CUDA
+device N. A call given a generator of its own draws from no global stream and is
+not recorded. The recurrent ops (``torch.lstm`` ...) draw only for inter-layer
+dropout and are reached through ``torch._VF``; the end-of-block state check
+reports them.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import sys
+from types import FrameType
+from typing import Any, Callable, Iterable, Optional
+
+import torch
+import torch.nn.functional as _F
+import torch.nn.init as _init
+import torch.utils._device as _device
+
+from .._errors import GlobalRNGError
+from ..trace import DRAW, SEED
+from ._base import INTERNAL, Hit, Patch, Source, _named, seed_detail, seed_wrapper
+
+_Generator = torch.Generator
+_Tensor = torch.Tensor
+
+# Private ops worth seeing: torch.distributions' Gamma, Beta, Chi2, StudentT and
+# Dirichlet sample through them.
+_PRIVATE_DRAWS = frozenset({"_standard_gamma", "_sample_dirichlet"})
+# Inter-layer dropout only, reached through torch._VF: left to the end-of-block check.
+_NOT_PATCHED = frozenset({"lstm", "gru", "rnn_tanh", "rnn_relu"})
+
+_INIT_DRAWS = (
+    "uniform_", "normal_", "trunc_normal_", "kaiming_uniform_", "kaiming_normal_",
+    "xavier_uniform_", "xavier_normal_", "orthogonal_", "sparse_",
+)
+# Modules that bind a drawing function at import (``from torch import randperm``).
+_PREBOUND = (("torch.utils.data.dataset", "randperm"),)
+
+_CPU_SEEDS = ("manual_seed", "seed", "set_rng_state")
+_CUDA_SEEDS = ("manual_seed", "manual_seed_all", "seed", "seed_all", "set_rng_state", "set_rng_state_all")
+# Methods of a default generator that move it; its other methods only read it.
+_GENERATOR_SEEDS = frozenset({"manual_seed", "seed", "set_state", "set_offset", "graphsafe_set_state"})
+
+
+# -- which functions draw ---------------------------------------------------------
+@functools.lru_cache(maxsize=None)
+def _tagged() -> dict[str, tuple[int, ...]]:
+    """Tagged operator name -> positions where a generator may be passed positionally."""
+    candidates = [torch, _Tensor, _F]
+    out: dict[str, tuple[int, ...]] = {}
+    for full in torch._C._dispatch_get_all_op_names():
+        if not full.startswith("aten::"):
+            continue
+        name, _, overload = full[6:].partition(".")
+        # Looking up an op packet is the slow part: only for names torch exposes.
+        if not any(hasattr(ns, name) for ns in candidates):
+            continue
+        try:
+            op = getattr(getattr(torch.ops.aten, name), overload or "default")
+        except (AttributeError, RuntimeError):
+            continue
+        if torch.Tag.nondeterministic_seeded not in op.tags and name not in out:
+            continue
+        positions = set(out.get(name, ()))
+        for i, arg in enumerate(op._schema.arguments):
+            if arg.name == "generator" and not arg.kwarg_only:
+                positions.add(i)
+        out[name] = tuple(sorted(positions))
+    return out
+
+
+def _torch_draw_names() -> list[str]:
+    """Names on ``torch`` of tagged operators, without private and module attributes."""
+    builtin = type(torch.rand)
+    return [
+        name
+        for name in sorted(_tagged())
+        if (not name.startswith("_") or name in _PRIVATE_DRAWS)
+        and name not in _NOT_PATCHED
+        and type(getattr(torch, name, None)) is builtin
+    ]
+
+
+def _tensor_draw_names() -> list[str]:
+    return [n for n in sorted(_tagged()) if not n.startswith("_") and callable(getattr(_Tensor, n, None))]
+
+
+def _arg(fn: Any, name: str, index: int, default: Any) -> tuple[int, str, Any]:
+    """(position, keyword, default) of one parameter, read from the signature where there is one."""
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):  # a builtin without a text signature
+        return index, name, default
+    for i, p in enumerate(params):
+        if p.name == name:
+            return i, name, (p.default if p.default is not p.empty else default)
+    return index, name, default
+
+
+def _get(args: tuple, kwargs: dict, spec: tuple[int, str, Any]) -> Any:
+    index, name, default = spec
+    return args[index] if len(args) > index else kwargs.get(name, default)
+
+
+def _when(test: Callable[..., bool], fn: Any, *params: tuple[str, int, Any]) -> Callable[[tuple, dict], bool]:
+    """A predicate on a call's arguments: ``test`` of the values of ``params`` (name, position, default)."""
+    specs = [_arg(fn, *param) for param in params]
+    return lambda args, kwargs: test(*[_get(args, kwargs, spec) for spec in specs])
+
+
+def _dropout_draws(train: Any, p: Any) -> bool:
+    return bool(train) and 0 < p < 1  # p == 1 zeroes the input without drawing
+
+
+def _conditions() -> dict[str, Callable[[tuple, dict], bool]]:
+    """Functions that draw only for some arguments, keyed by api name."""
+    when: dict[str, Callable[[tuple, dict], bool]] = {}
+    for name in ("dropout", "alpha_dropout", "feature_dropout", "feature_alpha_dropout"):
+        for n in (name, name + "_"):
+            if hasattr(torch, n):
+                when[f"torch.{n}"] = _when(_dropout_draws, getattr(torch, n), ("train", 2, True), ("p", 1, 0.5))
+    if hasattr(torch, "native_dropout"):  # train=None means training, and p=0 still draws
+        when["torch.native_dropout"] = _when(lambda train: train is not False, None, ("train", 2, None))
+    for n in ("rrelu", "rrelu_"):
+        if hasattr(torch, n):
+            when[f"torch.{n}"] = _when(bool, getattr(torch, n), ("training", 3, False))
+    for n in ("dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout", "feature_alpha_dropout"):
+        if hasattr(_F, n):
+            fn = getattr(_F, n)
+            when[f"torch.nn.functional.{n}"] = _when(_dropout_draws, fn, ("training", 2, False), ("p", 1, 0.5))
+    if hasattr(_F, "rrelu"):
+        when["torch.nn.functional.rrelu"] = _when(bool, _F.rrelu, ("training", 3, False))
+    if hasattr(_F, "scaled_dot_product_attention"):
+        when["torch.nn.functional.scaled_dot_product_attention"] = _when(
+            lambda p: p > 0, _F.scaled_dot_product_attention, ("dropout_p", 4, 0.0)
+        )
+    return when
+
+
+def _generator_positions(fn: Any, tagged_name: Optional[str]) -> tuple[int, ...]:
+    if tagged_name is not None:
+        return _tagged().get(tagged_name, ())
+    index, _, _ = _arg(fn, "generator", -1, None)
+    return (index,) if index >= 0 else ()
+
+
+# -- where a draw landed -----------------------------------------------------------
+_CUDA_STREAMS: list[str] = []
+
+
+def _cuda_stream(index: int) -> str:
+    while len(_CUDA_STREAMS) <= index:
+        _CUDA_STREAMS.append(f"torch.cuda:{len(_CUDA_STREAMS)}")
+    return _CUDA_STREAMS[index]
+
+
+def _placed(result: Any) -> tuple[Optional[str], Optional[int]]:
+    """(stream, values drawn) for a result; stream None for a meta tensor, which draws nothing."""
+    r = result[0] if type(result) is tuple else result
+    try:
+        if r.is_cuda:
+            stream = _cuda_stream(r.get_device())
+        elif r.is_meta:
+            return None, None
+        else:
+            stream = "torch"
+        return stream, r.numel()
+    except (AttributeError, RuntimeError, TypeError):  # not a tensor, or a nested one
+        return "torch", None
+
+
+def _attention_count(result: Any, args: tuple, kwargs: dict) -> Optional[int]:
+    """Dropout in attention draws one value per attention weight: (..., L, S)."""
+    try:
+        query = args[0] if args else kwargs["query"]
+        key = args[1] if len(args) > 1 else kwargs["key"]
+        return query.numel() // query.shape[-1] * key.shape[-2]
+    except (AttributeError, IndexError, KeyError, TypeError, ZeroDivisionError):
+        return None
+
+
+def _predicted(args: tuple, kwargs: dict) -> Optional[str]:
+    """The stream a call is about to draw from, None for meta: said only when raising."""
+    device = kwargs.get("device")
+    if device is None:
+        first = args[0] if args else next(iter(kwargs.values()), None)
+        device = first.device if isinstance(first, _Tensor) else torch.get_default_device()
+    device = torch.device(device)
+    if device.type == "meta":
+        return None
+    if device.type == "cuda":
+        return _cuda_stream(device.index if device.index is not None else _current_cuda())
+    return "torch"
+
+
+def _is_default(generator: Any) -> bool:
+    return generator is torch.default_generator or generator in torch.cuda.default_generators
+
+
+# -- wrappers ------------------------------------------------------------------------
+def _stepping_aside(hub: Any, call: Callable, frame: FrameType, args: tuple, kwargs: dict) -> Any:
+    """Run ``call`` with a profile-hook catch-all (3.10/3.11) off: it has nothing to see in there."""
+    hook = hub.profile_hook
+    if hook is not None and sys.getprofile() is hook:
+        sys.setprofile(None)
+        try:
+            return call(frame, args, kwargs)
+        finally:
+            sys.setprofile(hook)
+    return call(frame, args, kwargs)
+
+
+def _recorded_by_catchall(tls: Any, frame: FrameType) -> bool:
+    """Whether the catch-all just recorded the call this wrapper runs inside."""
+    pending = tls.pending
+    if pending is None:
+        return False
+    tls.pending = None
+    return pending[0] is frame and pending[1] == frame.f_lasti
+
+
+def _call_busy(tls: Any, original: Callable, args: tuple, kwargs: dict) -> Any:
+    tls.busy = True
+    try:
+        return original(*args, **kwargs)
+    finally:
+        tls.busy = False
+
+
+def _draw_wrapper(
+    hub: Any,
+    api: str,
+    original: Callable,
+    generator_at: tuple[int, ...] = (),
+    when: Optional[Callable[[tuple, dict], bool]] = None,
+    count_of: Optional[Callable[[Any, tuple, dict], Optional[int]]] = None,
+) -> Callable:
+    """Record each outermost call that draws from a default generator, on its result's device."""
+    tls = hub.tls
+    check, record = hub.check, hub.record
+
+    def draw(frame: FrameType, args: tuple, kwargs: dict) -> Any:
+        if tls.pending is not None and _recorded_by_catchall(tls, frame):
+            return _call_busy(tls, original, args, kwargs)
+        try:
+            check("torch", api, frame)  # before the draw: on_draw="raise" leaves the stream as it was
+        except GlobalRNGError:
+            try:
+                stream = _predicted(args, kwargs)
+            except (RuntimeError, TypeError, ValueError):
+                raise  # the first error: not a meta draw, and a stream name is only cosmetic
+            if stream is None:  # a meta tensor draws nothing
+                return original(*args, **kwargs)
+            check(stream, api, frame)  # names the CUDA stream where it is one
+            raise
+        tls.busy = True
+        try:
+            result = original(*args, **kwargs)
+        finally:
+            tls.busy = False
+        stream, count = _placed(result)
+        if stream is not None:
+            if count_of is not None:
+                count = count_of(result, args, kwargs)
+            record(stream, DRAW, api, count, frame)
+        return result
+
+    def rngtrace_wrapper(*args: Any, **kwargs: Any) -> Any:
+        if tls.busy or not hub.active:
+            return original(*args, **kwargs)
+        generator = kwargs.get("generator") if kwargs else None
+        for i in generator_at:
+            if generator is None and len(args) > i:
+                generator = args[i]
+        # Its own generator draws from no global stream; what it calls inside still may.
+        if generator is not None and not _is_default(generator):
+            return original(*args, **kwargs)
+        if when is not None and not _draws(when, args, kwargs):
+            return original(*args, **kwargs)
+        return _stepping_aside(hub, draw, sys._getframe(1), args, kwargs)
+
+    return _named(rngtrace_wrapper, original)
+
+
+def _draws(when: Callable[[tuple, dict], bool], args: tuple, kwargs: dict) -> bool:
+    try:
+        return when(args, kwargs)
+    except Exception:  # arguments the function itself will reject: let it say so
+        return True
+
+
+def _current_cuda() -> int:
+    # current_device() would initialise CUDA; before that, device 0 is current.
+    return torch.cuda.current_device() if torch.cuda.is_initialized() else 0
+
+
+def _cuda_seed_stream(args: tuple, kwargs: dict, device_at: Optional[int]) -> str:
+    device = None
+    if device_at is not None:
+        device = args[device_at] if len(args) > device_at else kwargs.get("device")
+    if isinstance(device, int):
+        return _cuda_stream(device)
+    if device is not None:
+        index = torch.device(device).index
+        if index is not None:
+            return _cuda_stream(index)
+    return _cuda_stream(_current_cuda())
+
+
+def _cuda_seed_wrapper(hub: Any, api: str, original: Callable, device_at: Optional[int]) -> Callable:
+    """Record a CUDA reseed on the stream of the device it seeds (the current one for *_all)."""
+    tls = hub.tls
+
+    def seed(frame: FrameType, args: tuple, kwargs: dict) -> Any:
+        if _recorded_by_catchall(tls, frame):
+            return _call_busy(tls, original, args, kwargs)
+        result = _call_busy(tls, original, args, kwargs)
+        stream = _cuda_seed_stream(args, kwargs, device_at)
+        hub.record(stream, SEED, api, None, frame, seed_detail(args, kwargs))
+        return result
+
+    def rngtrace_wrapper(*args: Any, **kwargs: Any) -> Any:
+        if tls.busy or not hub.active:
+            return original(*args, **kwargs)
+        return _stepping_aside(hub, seed, sys._getframe(1), args, kwargs)
+
+    return _named(rngtrace_wrapper, original)
+
+
+# -- the source -------------------------------------------------------------------------
+class TorchSource(Source):
+    """The streams behind ``torch.rand()``, ``nn.init``, dropout and ``torch.manual_seed()``."""
+
+    name = "torch"
+    module = "torch"
+    hint = "torch.Generator().manual_seed(seed) passed as generator="
+
+    def __init__(self) -> None:
+        # Taken before any patch goes on: these are the originals, for references
+        # bound before tracing. Only functions that always draw and run no patched
+        # code inside, so one call is one event.
+        when = _conditions()
+        self._apis: dict[int, str] = {}
+        self._functions: list[object] = []
+        for name in _torch_draw_names():
+            if f"torch.{name}" not in when:
+                self._remember(getattr(torch, name), f"torch.{name}")
+        for name in _tensor_draw_names():
+            self._remember(getattr(_Tensor, name), f"torch.Tensor.{name}")
+
+    def _remember(self, original: object, api: str) -> None:
+        if id(original) not in self._apis:
+            self._apis[id(original)] = api
+            self._functions.append(original)
+
+    def patches(self, hub: Any) -> Iterable[Patch]:
+        # torch caches sets of its functions by identity on first use; one first
+        # filled while tracing would hold our wrappers for good, and `with
+        # torch.device("meta"):` would stop applying to torch.rand once we are gone.
+        _device._device_constructors()
+        torch.jit._builtins._get_builtin_table()
+        when = _conditions()
+        seen: dict[int, Callable] = {}
+
+        def patch(parent: Any, attr: str, api: str, make: Callable[[Callable, str], Callable]) -> Iterable[Patch]:
+            original = getattr(parent, attr, None)
+            if original is None:
+                return ()
+            # torch.manual_seed and torch.random.manual_seed are one object: one wrapper.
+            wrapper = seen.get(id(original))
+            if wrapper is None:
+                wrapper = seen[id(original)] = make(original, api)
+            return ((parent, attr, wrapper),)
+
+        def draw(tagged: Optional[str] = None, count_of: Any = None) -> Callable[[Callable, str], Callable]:
+            return lambda original, api: _draw_wrapper(
+                hub, api, original, _generator_positions(original, tagged), when.get(api), count_of
+            )
+
+        for name in _torch_draw_names():
+            yield from patch(torch, name, f"torch.{name}", draw(name))
+        for name in _tensor_draw_names():
+            yield from patch(_Tensor, name, f"torch.Tensor.{name}", draw(name))
+        for api in when:
+            if api.startswith("torch.nn.functional."):
+                name = api.rsplit(".", 1)[1]
+                count = _attention_count if name == "scaled_dot_product_attention" else None
+                yield from patch(_F, name, api, draw(None, count))
+        yield from patch(_F, "rrelu_", "torch.rrelu_", draw("rrelu_"))
+        for name in _INIT_DRAWS:
+            yield from patch(_init, name, f"torch.nn.init.{name}", draw())
+        for module_name, name in _PREBOUND:
+            module = sys.modules.get(module_name)
+            if module is not None:
+                yield from patch(module, name, f"torch.{name}", draw(name))
+        cpu_seed = lambda original, api: seed_wrapper(hub, "torch", api, original)  # noqa: E731
+        for module in (torch, torch.random):
+            for name in _CPU_SEEDS:
+                yield from patch(module, name, f"torch.{name}", cpu_seed)
+        for module in (torch.cuda, sys.modules.get("torch.cuda.random")):
+            for name in _CUDA_SEEDS if module is not None else ():
+                device_at = 1 if name == "set_rng_state" else None
+                make = lambda original, api, d=device_at: _cuda_seed_wrapper(hub, api, original, d)  # noqa: E731
+                yield from patch(module, name, f"torch.cuda.{name}", make)
+
+    def owners(self) -> Iterable[object]:
+        return (torch.default_generator, *_initialised_cuda_generators())
+
+    def functions(self) -> Iterable[object]:
+        return self._functions
+
+    def keep_types(self) -> tuple[type, ...]:
+        # A call site that calls some Generator's method may be handed a default one next time.
+        return (_Generator,)
+
+    def classify(self, callee: Any, frame: FrameType, profile: bool) -> Optional[Hit | str]:
+        api = self._apis.get(id(callee))
+        if api is not None:
+            return ("torch", DRAW, api, frame, None)
+        name = getattr(callee, "__name__", "")
+        if name not in _GENERATOR_SEEDS:
+            return INTERNAL  # a default generator's reading methods
+        owner = getattr(callee, "__self__", None)  # None for 3.12's unbound method: say CPU
+        cuda = _initialised_cuda_generators()
+        if owner is not None and owner in cuda:
+            i = cuda.index(owner)
+            return (_cuda_stream(i), SEED, f"torch.cuda.default_generators[{i}].{name}", frame, None)
+        return ("torch", SEED, f"torch.default_generator.{name}", frame, None)
+
+    def state(self) -> dict[str, Any]:
+        # The generators' own methods: torch.get_rng_state() is torch code the catch-all would see.
+        states = {"torch": torch.default_generator.get_state()}
+        for i, generator in enumerate(_initialised_cuda_generators()):
+            states[_cuda_stream(i)] = generator.get_state()
+        return states
+
+    def restore(self, states: dict[str, Any]) -> None:
+        if "torch" in states:
+            torch.default_generator.set_state(states["torch"])
+        for i, generator in enumerate(_initialised_cuda_generators()):
+            state = states.get(_cuda_stream(i))
+            if state is not None:
+                generator.set_state(state)
+
+    def same(self, a: Any, b: Any) -> bool:
+        return bool(torch.equal(a, b))
+
+
+def _initialised_cuda_generators() -> tuple:
+    """CUDA's default generators, without initialising CUDA to find them."""
+    if not torch.cuda.is_initialized():
+        return ()
+    return tuple(torch.cuda.default_generators)
+
+
+SOURCE_CLASS = TorchSource
