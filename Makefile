@@ -2,16 +2,18 @@
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
-PIP    := $(PY) -m pip
+PIP    := $(PY) -m pip --disable-pip-version-check
 # The CPU build; a bare or newer torch pulls a multi-GB CUDA build.
 TORCH  := torch==2.13.0
+# Other interpreters the random/numpy suite runs on (3.12+ uses sys.monitoring).
+OTHER_PYTHONS ?= 3.10 3.12 3.13
 
-.PHONY: demo test bench clean
+.PHONY: demo test test-versions bench clean
 
 $(VENV)/.installed: pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
-	$(PIP) install --quiet --disable-pip-version-check $(TORCH)
-	$(PIP) install --quiet --disable-pip-version-check -e '.[numpy,torch,test]'
+	$(PIP) install --quiet $(TORCH)
+	$(PIP) install --quiet -e '.[numpy,torch,test]'
 	touch $@
 
 demo: $(VENV)/.installed
@@ -20,8 +22,20 @@ demo: $(VENV)/.installed
 test: $(VENV)/.installed
 	$(PY) -m pytest -q
 
+# The suite without torch on each other Python found (pyenv or PATH); a missing one is said and skipped.
+test-versions:
+	@set -e; for v in $(OTHER_PYTHONS); do \
+	  py=$$(ls -d $$HOME/.pyenv/versions/$$v.*/bin/python 2>/dev/null | tail -n 1); \
+	  [ -n "$$py" ] || py=$$(command -v python$$v 2>/dev/null && python$$v -c '' 2>/dev/null && command -v python$$v || true); \
+	  if [ -z "$$py" ]; then echo "python$$v: not installed, skipped"; continue; fi; \
+	  echo "== Python $$v ($$py)"; \
+	  [ -x .venv-$$v/bin/python ] || $$py -m venv .venv-$$v; \
+	  .venv-$$v/bin/python -m pip install --quiet --disable-pip-version-check -e '.[numpy,test]'; \
+	  .venv-$$v/bin/python -m pytest -q -p no:cacheprovider; \
+	done
+
 bench: $(VENV)/.installed
 	$(PY) benchmarks/run.py
 
 clean:
-	rm -rf $(VENV) build *.egg-info src/*.egg-info
+	rm -rf $(VENV) .venv-* build src/*.egg-info

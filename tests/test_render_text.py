@@ -329,13 +329,17 @@ def test_no_hint_when_nothing_was_drawn(here):
 def test_numpy_hint_names_the_generator_method_for_each_legacy_call(here):
     story = (here("s.py"), 1, "<module>")
     hint = section(render(build(draw("numpy.random.rand", 1, story), draw("numpy.random.randint", 1, story))), "Hint:")
-    assert "rng = np.random.default_rng(seed); rng.random for rand, rng.integers for randint" in hint
+    assert (
+        "rng = np.random.default_rng(seed); rng.random for numpy.random.rand, "
+        "rng.integers for numpy.random.randint" in hint
+    )
 
 
 def test_cuda_streams_are_hinted_as_torch(here):
     story = (here("s.py"), 1, "<module>")
     hint = section(render(build(draw("torch.randn", 4, story, stream="torch.cuda:0"))), "Hint:")
-    assert "  torch  g = torch.Generator(device='cuda').manual_seed(seed); pass generator=g to torch.randn" in hint
+    assert "  torch  g = torch.Generator(device='cuda').manual_seed(seed)\n" in hint
+    assert "         pass generator=g to torch.randn\n" in hint + "\n"
     assert "torch.cuda:0" not in hint
 
 
@@ -343,8 +347,24 @@ def test_cpu_and_cuda_draws_share_one_torch_hint(here):
     story = (here("s.py"), 1, "<module>")
     trace = build(draw("torch.randn", 4, story, stream="torch.cuda:0"), draw("torch.rand", 1, story))
     torch_lines = [line for line in section(render(trace), "Hint:").splitlines() if "torch." in line]
-    assert len(torch_lines) == 1
-    assert "torch.Generator().manual_seed(seed) (device='cuda' for CUDA draws)" in torch_lines[0]
+    assert torch_lines == [
+        "  torch  g = torch.Generator().manual_seed(seed) (device='cuda' for CUDA draws)",
+        "         pass generator=g to torch.randn, torch.rand",
+    ]
+
+
+def test_torch_hint_sends_dataloader_draws_to_its_generator_and_dropout_to_manual_seed(here):
+    story = (here("s.py"), 1, "<module>")
+    loader = ("/venv/lib/python3.11/site-packages/torch/utils/data/dataloader.py", 692, "__init__")
+    dropout = ("/venv/lib/python3.11/site-packages/torch/nn/modules/dropout.py", 73, "forward")
+    trace = build(
+        draw("torch.Tensor.random_", 1, loader, story),
+        draw("torch.nn.functional.dropout", 8, dropout, story),
+    )
+    hint = section(render(trace), "Hint:")
+    assert "DataLoader(..., generator=g)" in hint
+    assert "torch.nn.functional.dropout takes no generator: call torch.manual_seed(seed)" in hint
+    assert "pass generator=g" not in hint
 
 
 def test_library_hint_appears_only_when_a_library_drew(here):

@@ -352,8 +352,13 @@ class Hub:
             fingerprint = self._fingerprints.get(name)
             if fingerprint is not None and self._last.get(name) not in (None, fingerprint()):
                 self.unattributed(name, frame, "moved after the last recorded event; noticed when the block ended")
-            explained = {stream for (stream, _kind) in session.trace.counts()}
-            for stream, state in source.state().items():
+            counts = session.trace.counts()
+            explained = {stream for (stream, _kind) in counts}
+            states = source.state()
+            if (name, SEED) in counts:
+                # torch.manual_seed() is one event on "torch" and reseeds every CUDA device too
+                explained.update(states)
+            for stream, state in states.items():
                 old = before.get(stream)
                 if stream in explained or (old is not None and source.same(old, state)):
                     continue

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
-from ..trace import DRAW, SEED, UNATTRIBUTED, Event, Frame, Trace
+from ..trace import DRAW, SEED, UNATTRIBUTED, Event, Frame, Statistic, Trace
 from ._paths import current_dir, describe, is_user_file, user_frame
 
 Paint = Callable[[str, str], str]
@@ -21,7 +21,6 @@ _ANSI = {"bold": "1", "dim": "2", "warn": "33", "alert": "1;31", "user": "1"}
 _STREAM_ORDER = ("random", "numpy", "torch")
 _KIND_ORDER = (SEED, DRAW, UNATTRIBUTED)
 _KIND_WORDS = {SEED: ("seed", "seeds"), DRAW: ("draw", "draws"), UNATTRIBUTED: ("unattributed",) * 2}
-_CAPS = {"api": 40, "called at": 48, "site": 48, "your code": 48}  # wider cells overflow their column
 _TAIL = 3  # events shown from the end of a long log
 _MAX_SITES = 20
 _EMPTY = "—"
@@ -42,6 +41,12 @@ _NUMPY_RENAMES = {
     "random_integers": "integers",
     "tomaxint": "integers",
 }
+# torch APIs with no generator= parameter: only seeding the global stream fixes them.
+_NO_GENERATOR = frozenset({
+    "dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout", "feature_alpha_dropout",
+    "rrelu", "scaled_dot_product_attention",
+})
+_TORCH_DATA = "torch/utils/data/"
 _UNATTRIBUTED_WHY = (
     "! unattributed: the stream moved and no recorded call explains it, usually a reference\n"
     "  bound before tracing (`from numpy.random import rand`) or C code drawing directly."
@@ -230,24 +235,19 @@ def _sites(trace: Trace, paint: Paint, cwd: str, max_lines: int) -> list[str]:
 
 def _hints(trace: Trace) -> list[str]:
     """For each library whose global stream was drawn from: the generator to use instead."""
-    drawn: dict[str, list[str]] = {}
-    torch_devices: set[bool] = set()
+    drawn: dict[str, list[Statistic]] = {}
     library = False
     for stat in trace.statistics("lineno"):  # most calls first
-        base = _base(stat.stream)
-        apis = drawn.setdefault(base, [])
-        if stat.api not in apis:
-            apis.append(stat.api)
-        if base == "torch":
-            torch_devices.add(stat.stream.startswith("torch.cuda"))
+        drawn.setdefault(_base(stat.stream), []).append(stat)
         library = library or not (stat.frame and is_user_file(stat.frame.filename))
-    cuda = "only" if torch_devices == {True} else "also" if True in torch_devices else ""
     if not drawn:
         return []
     lines = ["Hint: draw from a generator you own, seeded once, so no other code shifts your numbers:"]
     width = max(len(base) for base in drawn)
     for base in sorted(drawn, key=_stream_key):
-        lines.append(f"  {base:<{width}}  {_hint(base, drawn[base], cuda)}")
+        first, *rest = _hint(base, drawn[base])
+        lines.append(f"  {base:<{width}}  {first}")
+        lines.extend(f"  {'':<{width}}  {line}" for line in rest)
     if library:
         lines.append(
             "  Where a library draws: pass it your generator (random_state=, generator=) "
@@ -256,25 +256,41 @@ def _hints(trace: Trace) -> list[str]:
     return lines
 
 
-def _hint(base: str, apis: list[str], cuda: str) -> str:
-    """``rng = np.random.default_rng(seed); rng.random for rand, rng.shuffle``."""
+def _hint(base: str, stats: list[Statistic]) -> list[str]:
+    """The lines of one library's hint: how to make the generator, what to call instead."""
     if base not in _GENERATORS:
-        return f"an explicit {base} generator object instead of the global stream"
+        return [f"an explicit {base} generator object instead of the global stream"]
     make, name = _GENERATORS[base]
-    named = apis[:3]
-    more = ", …" if len(apis) > 3 else ""
+    apis = list(dict.fromkeys(stat.api for stat in stats))
     if base == "torch":
-        if cuda == "only":
-            make = make.replace("Generator()", "Generator(device='cuda')")
-        elif cuda:
-            make += " (device='cuda' for CUDA draws)"
-        return f"{make}; pass generator={name} to {', '.join(named)}{more}"
+        return _torch_hint(make, name, stats, apis)
     uses = []
-    for api in named:
+    for api in apis[:3]:
         called = api.rsplit(".", 1)[-1]
         method = _NUMPY_RENAMES.get(called, called) if base == "numpy" else called
-        uses.append(f"{name}.{method}" + (f" for {called}" if method != called else ""))
-    return f"{make}; " + ", ".join(uses) + more
+        uses.append(f"{name}.{method} for {api}")
+    return [f"{make}; " + ", ".join(uses) + (", …" if len(apis) > 3 else "")]
+
+
+def _torch_hint(make: str, name: str, stats: list[Statistic], apis: list[str]) -> list[str]:
+    cuda = {stat.stream.startswith("torch.cuda") for stat in stats}
+    if cuda == {True}:
+        make = make.replace("Generator()", "Generator(device='cuda')")
+    elif True in cuda:
+        make += " (device='cuda' for CUDA draws)"
+    loader = any(stat.frame and _TORCH_DATA in stat.frame.filename.replace("\\", "/") for stat in stats)
+    plain = [api for api in apis if api.rsplit(".", 1)[-1] not in _NO_GENERATOR and not (
+        loader and api == "torch.Tensor.random_")]
+    fixed = [api for api in apis if api.rsplit(".", 1)[-1] in _NO_GENERATOR]
+    lines = [make]
+    if plain:
+        lines.append(f"pass generator={name} to " + ", ".join(plain[:3]) + (", …" if len(plain) > 3 else ""))
+    if loader:
+        lines.append(f"DataLoader(..., generator={name}) for its shuffle order and worker base seed")
+    if fixed:
+        lines.append(f"{', '.join(fixed)} take{'s' if len(fixed) == 1 else ''} no generator: "
+                     "call torch.manual_seed(seed) once where the run starts")
+    return lines
 
 
 def _notes(trace: Trace) -> list[str]:
@@ -287,11 +303,7 @@ def _notes(trace: Trace) -> list[str]:
 def _format(table: _Table, paint: Paint) -> list[str]:
     """Align the table's columns, dropping columns no row fills; style after padding."""
     keep = [i for i, title in enumerate(table.titles) if any(row.cells[i][0] for row in table.rows)]
-    widths = {
-        i: min(max(len(table.titles[i]), *(len(row.cells[i][0]) for row in table.rows)),
-               _CAPS.get(table.titles[i], 1000))
-        for i in keep
-    }
+    widths = {i: max(len(table.titles[i]), *(len(row.cells[i][0]) for row in table.rows)) for i in keep}
     last = keep[-1]
 
     def line(cells: list[tuple[str, str]]) -> str:
