@@ -89,6 +89,7 @@ class Hub:
     def start(self, trace: Trace, streams: frozenset, on_draw: str) -> _Session:
         """Begin recording into ``trace``; install what it needs."""
         session = _Session(trace, streams, on_draw)
+        trace._live = (self.stacks.resolve, self._thread_names)
         with self._lock:
             if not self._fork_registered:
                 os.register_at_fork(after_in_child=self._after_fork_in_child)

@@ -95,6 +95,8 @@ class Trace:
         self._stacks: dict[int, tuple[Frame, ...]] = {}
         self._events: list[Event] | None = None
         self._finished = False
+        # While recording: the hub's (resolve_stack, thread_names), to read events mid-block.
+        self._live: tuple | None = None
 
     # -- hot path ---------------------------------------------------------
     def _add(self, raw: RawEvent) -> None:
@@ -118,12 +120,15 @@ class Trace:
         self._stacks = {sid: resolve_stack(sid, self.depth) for sid in used}
         self._threads = {raw[5]: thread_names.get(raw[5], f"thread-{raw[5]}") for raw in self._raw}
         self._finished = True
+        self._live = None
         self._events = None
 
     # -- reading ------------------------------------------------------------
     @property
     def events(self) -> list[Event]:
         """Every kept event, in the order it happened."""
+        if not self._finished and self._live is not None:
+            return self._snapshot()
         if self._events is None:
             stacks, threads, pid = self._stacks, self._threads, self.pid
             self._events = [
@@ -131,6 +136,23 @@ class Trace:
                 for i, (s, k, a, c, sid, t, d) in enumerate(self._raw)
             ]
         return self._events
+
+    def _stack_map(self) -> dict[int, tuple[Frame, ...]]:
+        """Stack id -> frames; resolved on the spot while the block is still recording."""
+        if self._finished or self._live is None:
+            return self._stacks
+        resolve = self._live[0]
+        used = {raw[4] for raw in list(self._raw)} | {key[3] for key in list(self._overflow)}
+        return {sid: resolve(sid, self.depth) for sid in used}
+
+    def _snapshot(self) -> list[Event]:
+        """Events so far, resolved now: the block is still recording."""
+        names = self._live[1]  # type: ignore[index]
+        stacks = self._stack_map()
+        return [
+            Event(i, s, k, a, c, stacks[sid], names.get(t, str(t)), self.pid, d)
+            for i, (s, k, a, c, sid, t, d) in enumerate(list(self._raw))
+        ]
 
     @property
     def draws(self) -> list[Event]:
@@ -163,6 +185,7 @@ class Trace:
         if kind not in KINDS:
             raise ValueError(f"unknown kind {kind!r}; choose from {', '.join(KINDS)}")
         groups: dict[tuple, list[Any]] = {}
+        stacks = self._stack_map()
 
         def add(stream: str, api: str, stack: tuple[Frame, ...], calls: int, values: int) -> None:
             site = stack if key_type == "traceback" else stack[:1]
@@ -172,10 +195,10 @@ class Trace:
 
         for raw in self._raw:
             if raw[1] == kind:
-                add(raw[0], raw[2], self._stacks.get(raw[4], ()), 1, raw[3] or 0)
+                add(raw[0], raw[2], stacks.get(raw[4], ()), 1, raw[3] or 0)
         for (stream, k, api, sid), (calls, values) in self._overflow.items():
             if k == kind:
-                add(stream, api, self._stacks.get(sid, ()), calls, values)
+                add(stream, api, stacks.get(sid, ()), calls, values)
         stats = [
             Statistic(stream, kind, api, stack if key_type == "traceback" else stack[:1], calls, values)
             for (stream, api, _site), (stack, calls, values) in groups.items()
