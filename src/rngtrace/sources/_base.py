@@ -97,30 +97,10 @@ def recording_wrapper(
     lock = hub.stream_lock(stream)
     is_seed = kind == SEED
 
-    def call(frame: FrameType, args: tuple, kwargs: dict) -> Any:
-        # A profile-hook catch-all (3.10/3.11) would be called for every C call
-        # the recording makes; it has nothing to see in here, so step it aside.
-        hook = hub.profile_hook
-        if hook is not None and sys.getprofile() is hook:
-            sys.setprofile(None)
-            try:
-                return record_call(frame, args, kwargs)
-            finally:
-                sys.setprofile(hook)
-        return record_call(frame, args, kwargs)
-
     def record_call(frame: FrameType, args: tuple, kwargs: dict) -> Any:
-        pending = tls.pending
-        if pending is not None:
-            tls.pending = None
-            if pending[0] is frame and pending[1] == frame.f_lasti:
-                # The catch-all already recorded this call (a reference bound
-                # before tracing); C code is now calling one of our methods inside it.
-                tls.busy = True
-                try:
-                    return original(*args, **kwargs)
-                finally:
-                    tls.busy = False
+        if tls.pending is not None and recorded_by_catchall(tls, frame):
+            # C code is calling one of our methods inside a call the catch-all recorded.
+            return call_busy(tls, original, args, kwargs)
         # The lock keeps another thread's draw from landing between the
         # fingerprint checks in before() and after().
         with lock:
@@ -144,16 +124,46 @@ def recording_wrapper(
         def rngtrace_wrapper(*args: Any, **kwargs: Any) -> Any:
             if tls.busy or not hub.active:
                 return original(*args, **kwargs)
-            return call(sys._getframe(1), args, kwargs)
+            return stepping_aside(hub, record_call, sys._getframe(1), args, kwargs)
 
         return _named(rngtrace_wrapper, original)
 
     def rngtrace_method(self: Any, *args: Any, **kwargs: Any) -> Any:
         if self is not owner or tls.busy or not hub.active:
             return original(self, *args, **kwargs)
-        return call(sys._getframe(1), (self, *args), kwargs)
+        return stepping_aside(hub, record_call, sys._getframe(1), (self, *args), kwargs)
 
     return _named(rngtrace_method, original)
+
+
+def stepping_aside(hub: Any, call: Callable, frame: FrameType, args: tuple, kwargs: dict) -> Any:
+    """Run ``call`` with a profile-hook catch-all (3.10/3.11) off: it has nothing to see in there."""
+    hook = hub.profile_hook
+    if hook is not None and sys.getprofile() is hook:
+        sys.setprofile(None)
+        try:
+            return call(frame, args, kwargs)
+        finally:
+            sys.setprofile(hook)
+    return call(frame, args, kwargs)
+
+
+def recorded_by_catchall(tls: Any, frame: FrameType) -> bool:
+    """Whether the catch-all just recorded the call this wrapper runs inside."""
+    pending = tls.pending
+    if pending is None:
+        return False
+    tls.pending = None
+    return pending[0] is frame and pending[1] == frame.f_lasti
+
+
+def call_busy(tls: Any, original: Callable, args: tuple, kwargs: dict) -> Any:
+    """Call ``original`` with nested calls marked as part of it."""
+    tls.busy = True
+    try:
+        return original(*args, **kwargs)
+    finally:
+        tls.busy = False
 
 
 def draw_wrapper(hub: Any, stream: str, api: str, original: Callable, count_of: Callable) -> Callable:
@@ -164,6 +174,15 @@ def draw_wrapper(hub: Any, stream: str, api: str, original: Callable, count_of: 
 def seed_wrapper(hub: Any, stream: str, api: str, original: Callable) -> Callable:
     """Wrap a reseeding function; the seed argument is kept as the event's detail."""
     return recording_wrapper(hub, stream, SEED, api, original)
+
+
+def inplace_count(args: tuple, kwargs: dict, name: str = "x") -> Optional[int]:
+    """Values drawn by an in-place shuffle: the length of the sequence it shuffled."""
+    seq = args[0] if args else kwargs.get(name)
+    try:
+        return len(seq)
+    except TypeError:
+        return None
 
 
 def seed_detail(args: tuple, kwargs: dict) -> str | None:

@@ -16,7 +16,7 @@ _nprandom = importlib.import_module("numpy.random")
 _mtrand = importlib.import_module("numpy.random.mtrand")
 
 from ..trace import DRAW, SEED
-from ._base import INTERNAL, Hit, Patch, Source, draw_wrapper, recording_wrapper, seed_wrapper
+from ._base import INTERNAL, Hit, Patch, Source, draw_wrapper, inplace_count, recording_wrapper, seed_wrapper
 
 _SEEDS = frozenset({"seed", "set_state", "set_bit_generator"})
 _NOT_DRAWS = frozenset({"get_state", "get_bit_generator", "__getstate__", "__reduce__"})
@@ -28,11 +28,7 @@ def _count(result: Any, args: tuple, kwargs: dict) -> Optional[int]:
     if isinstance(result, np.ndarray):
         return int(result.size)
     if result is None:  # shuffle works in place
-        seq = args[0] if args else kwargs.get("x")
-        try:
-            return len(seq)
-        except TypeError:
-            return None
+        return inplace_count(args, kwargs)
     if isinstance(result, bytes):
         return len(result)
     return 1

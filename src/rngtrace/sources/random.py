@@ -8,7 +8,7 @@ from types import FrameType
 from typing import Any, Callable, Hashable, Iterable, Optional
 
 from ..trace import DRAW, SEED
-from ._base import INTERNAL, Hit, Patch, Source, draw_wrapper, seed_wrapper
+from ._base import INTERNAL, Hit, Patch, Source, draw_wrapper, inplace_count, seed_wrapper
 
 _SEEDS = frozenset({"seed", "setstate"})
 _NOT_DRAWS = frozenset({"getstate"})
@@ -28,11 +28,7 @@ def _count(result: Any, args: tuple, kwargs: dict) -> Optional[int]:
     if isinstance(result, (list, bytes)):
         return len(result)  # choices, sample, randbytes
     if result is None:  # shuffle works in place
-        seq = args[0] if args else kwargs.get("x")
-        try:
-            return len(seq)
-        except TypeError:
-            return None
+        return inplace_count(args, kwargs)
     return 1
 
 

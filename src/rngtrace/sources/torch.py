@@ -26,7 +26,18 @@ import torch.utils._device as _device
 
 from .._errors import GlobalRNGError
 from ..trace import DRAW, SEED
-from ._base import INTERNAL, Hit, Patch, Source, _named, seed_detail, seed_wrapper
+from ._base import (
+    INTERNAL,
+    Hit,
+    Patch,
+    Source,
+    _named,
+    call_busy,
+    recorded_by_catchall,
+    seed_detail,
+    seed_wrapper,
+    stepping_aside,
+)
 
 _Generator = torch.Generator
 _Tensor = torch.Tensor
@@ -206,35 +217,6 @@ def _is_default(generator: Any) -> bool:
 
 
 # -- wrappers ------------------------------------------------------------------------
-def _stepping_aside(hub: Any, call: Callable, frame: FrameType, args: tuple, kwargs: dict) -> Any:
-    """Run ``call`` with a profile-hook catch-all (3.10/3.11) off: it has nothing to see in there."""
-    hook = hub.profile_hook
-    if hook is not None and sys.getprofile() is hook:
-        sys.setprofile(None)
-        try:
-            return call(frame, args, kwargs)
-        finally:
-            sys.setprofile(hook)
-    return call(frame, args, kwargs)
-
-
-def _recorded_by_catchall(tls: Any, frame: FrameType) -> bool:
-    """Whether the catch-all just recorded the call this wrapper runs inside."""
-    pending = tls.pending
-    if pending is None:
-        return False
-    tls.pending = None
-    return pending[0] is frame and pending[1] == frame.f_lasti
-
-
-def _call_busy(tls: Any, original: Callable, args: tuple, kwargs: dict) -> Any:
-    tls.busy = True
-    try:
-        return original(*args, **kwargs)
-    finally:
-        tls.busy = False
-
-
 def _draw_wrapper(
     hub: Any,
     api: str,
@@ -248,8 +230,8 @@ def _draw_wrapper(
     check, record = hub.check, hub.record
 
     def draw(frame: FrameType, args: tuple, kwargs: dict) -> Any:
-        if tls.pending is not None and _recorded_by_catchall(tls, frame):
-            return _call_busy(tls, original, args, kwargs)
+        if tls.pending is not None and recorded_by_catchall(tls, frame):
+            return call_busy(tls, original, args, kwargs)
         try:
             check("torch", api, frame)  # before the draw: on_draw="raise" leaves the stream as it was
         except GlobalRNGError:
@@ -285,7 +267,7 @@ def _draw_wrapper(
             return original(*args, **kwargs)
         if when is not None and not _draws(when, args, kwargs):
             return original(*args, **kwargs)
-        return _stepping_aside(hub, draw, sys._getframe(1), args, kwargs)
+        return stepping_aside(hub, draw, sys._getframe(1), args, kwargs)
 
     return _named(rngtrace_wrapper, original)
 
@@ -320,9 +302,9 @@ def _cuda_seed_wrapper(hub: Any, api: str, original: Callable, device_at: Option
     tls = hub.tls
 
     def seed(frame: FrameType, args: tuple, kwargs: dict) -> Any:
-        if _recorded_by_catchall(tls, frame):
-            return _call_busy(tls, original, args, kwargs)
-        result = _call_busy(tls, original, args, kwargs)
+        if recorded_by_catchall(tls, frame):
+            return call_busy(tls, original, args, kwargs)
+        result = call_busy(tls, original, args, kwargs)
         stream = _cuda_seed_stream(args, kwargs, device_at)
         hub.record(stream, SEED, api, None, frame, seed_detail(args, kwargs))
         return result
@@ -330,7 +312,7 @@ def _cuda_seed_wrapper(hub: Any, api: str, original: Callable, device_at: Option
     def rngtrace_wrapper(*args: Any, **kwargs: Any) -> Any:
         if tls.busy or not hub.active:
             return original(*args, **kwargs)
-        return _stepping_aside(hub, seed, sys._getframe(1), args, kwargs)
+        return stepping_aside(hub, seed, sys._getframe(1), args, kwargs)
 
     return _named(rngtrace_wrapper, original)
 
