@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import random
 import secrets
+import sys
 import tempfile
 import uuid
+
+import pytest
 
 from rngtrace import rng_trace
 
@@ -61,6 +64,21 @@ def test_references_bound_before_tracing_are_never_silent():
         assert all(e.stack[0].filename == HERE for e in attributed)
     else:
         assert {e.kind for e in trace.events} == {"unattributed"}
+
+
+@pytest.mark.skipif(sys.version_info >= (3, 12), reason="3.10/3.11 arm the profile hook on demand")
+def test_the_first_unattributed_move_arms_the_profile_hook_which_attributes_the_next_ones():
+    with rng_trace(print=False) as trace:
+        prebound_random()  # unseen: no hook yet
+        random.random()  # the fingerprint check notices the move before this call
+        prebound_random()  # the profile hook, armed by then, sees this one
+    assert [(e.kind, e.api) for e in trace.events] == [
+        ("unattributed", "random state"),
+        ("draw", "random.random"),
+        ("draw", "random.random"),
+    ]
+    assert trace.events[2].stack[0].filename == HERE
+    assert any("armed" in note for note in trace.notes)
 
 
 def test_a_draw_made_by_c_code_through_a_prebound_reference_is_never_silent():

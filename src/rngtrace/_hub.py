@@ -17,6 +17,8 @@ import warnings
 from types import FrameType
 from typing import Any, Callable, Optional
 
+from _thread import get_ident
+
 from . import _catchall
 from ._errors import GlobalRNGError, RNGDrawWarning
 from ._stack import StackTable
@@ -31,6 +33,9 @@ _STRENGTH = {"log": 0, "warn": 1, "raise": 2}
 class _ThreadState(threading.local):
     busy = False  # inside a recording wrapper: nested calls are part of that call
     pending = None  # (frame, f_lasti) of a call the catch-all recorded just before it ran
+    hooked = False  # 3.10/3.11: the catch-all's profile hook runs on this thread
+    frames: Optional[dict] = None  # live frame id -> (f_lasti, stack node); see _stack
+    epoch = -1  # the hub epoch ``frames`` belongs to
 
 
 class _Session:
@@ -58,17 +63,22 @@ class Hub:
         self._undo: dict[str, list[tuple[object, str, object]]] = {}
         self._import_hooks: dict[str, Callable] = {}
         self._policy: dict[str, str] = {}
+        self.strict = False  # some trace asked for "warn" or "raise"
         self._depth = 0
         self._thread_names: dict[int, str] = {}
         self._base: dict[str, str] = {}
         self._catchall: Optional[_catchall.CatchAll] = None
         #: the catch-all's profile function on 3.10/3.11, which wrappers step aside from
         self.profile_hook: Optional[Callable] = None
+        #: how frame exits are seen: None (not seen), "profile" (per hooked thread), "monitoring" (all)
+        self.frame_exits: Optional[str] = None
+        self._epoch = 0
         self._fork_registered = False
         self._locks: dict[str, Any] = {}
-        # stream -> cheap fingerprint function, and its value after the last recorded call
-        self._fingerprints: dict[str, Callable[[], Any]] = {}
-        self._last: dict[str, Any] = {}
+        #: stream -> cheap fingerprint function, and its value after the last recorded call
+        #: (read directly by the recording wrappers: the hot path)
+        self.fingerprints: dict[str, Callable[[], Any]] = {}
+        self.last_fingerprint: dict[str, Any] = {}
         self._warn_registry: dict[Any, Any] = {}
 
     # -- what is hooked ----------------------------------------------------
@@ -157,6 +167,7 @@ class Hub:
                     policy[name] = s.on_draw
                 policy.setdefault(name, "log")
         self._policy = policy
+        self.strict = any(p != "log" for p in policy.values())
         self._depth = max((s.trace.depth for s in self.active), default=0)
 
     # -- sources -------------------------------------------------------------
@@ -168,14 +179,11 @@ class Hub:
         self._sources[name] = source
         self._undo[name] = undo
         try:
+            self.reseeded(name)
             for parent, attr, replacement in source.patches(self):
                 original = vars(parent).get(attr, _INHERITED)
                 undo.append((parent, attr, original))
                 _set_attribute(parent, attr, replacement)
-            fingerprint = source.fingerprint()
-            if fingerprint is not None:
-                self._fingerprints[name] = fingerprint
-                self._last[name] = fingerprint()
         except BaseException:
             self._uninstall(name)
             raise
@@ -183,8 +191,8 @@ class Hub:
     def _uninstall(self, name: str) -> None:
         source = self._sources.pop(name, None)
         undo = self._undo.pop(name, [])
-        self._fingerprints.pop(name, None)
-        self._last.pop(name, None)
+        self.fingerprints.pop(name, None)
+        self.last_fingerprint.pop(name, None)
         try:
             for parent, attr, original in reversed(undo):
                 _set_attribute(parent, attr, original)
@@ -262,44 +270,48 @@ class Hub:
                 f"use an explicit generator ({_hint(self._sources.get(self._base_of(stream)))})"
             )
 
-    def before(self, stream: str, kind: str, api: str, frame: FrameType) -> None:
-        """Before a recorded call: enforce on_draw="raise", notice unrecorded moves."""
-        if kind == DRAW:
-            self.check(stream, api, frame)
-        fingerprint = self._fingerprints.get(stream)
-        if fingerprint is not None:
-            last = self._last.get(stream)
-            if last is not None and fingerprint() != last:
-                self.unattributed(stream, frame, f"moved since the previous recorded event; noticed before this {api} call")
-
-    def after(
-        self,
-        stream: str,
-        kind: str,
-        api: str,
-        count: Optional[int],
-        frame: FrameType,
-        detail: Optional[str] = None,
-    ) -> None:
-        """After a recorded call: record it and remember the stream's fingerprint."""
-        self.record(stream, kind, api, count, frame, detail)
-        self.rebase(stream)
+    def reseeded(self, stream: str) -> None:
+        """A seed may have swapped what the fingerprint reads: read it afresh, and rebase."""
+        source = self._sources.get(stream)
+        fingerprint = source.fingerprint() if source is not None else None
+        if fingerprint is None:
+            self.fingerprints.pop(stream, None)
+            self.last_fingerprint.pop(stream, None)
+        else:
+            self.fingerprints[stream] = fingerprint
+            self.last_fingerprint[stream] = fingerprint()
 
     def rebase(self, stream: str) -> None:
         """Take the stream's current fingerprint as explained."""
-        fingerprint = self._fingerprints.get(stream)
+        fingerprint = self.fingerprints.get(stream)
         if fingerprint is not None:
-            self._last[stream] = fingerprint()
+            self.last_fingerprint[stream] = fingerprint()
 
     def forget_fingerprint(self, stream: str) -> None:
         """A call is about to move the stream where no wrapper sees it finish."""
-        if stream in self._last:
-            self._last[stream] = None
+        if stream in self.last_fingerprint:
+            self.last_fingerprint[stream] = None
 
     def unattributed(self, stream: str, frame: Optional[FrameType], note: str) -> None:
         """Record that ``stream`` moved with no recorded call, noticed at ``frame``."""
         self.record(stream, UNATTRIBUTED, f"{stream} state", None, frame, note)
         self.rebase(stream)
+        if isinstance(self._catchall, _catchall.ArmedCatchAll):
+            self._arm()
+
+    def _arm(self) -> None:
+        """Swap the armed catch-all for the profile hook, now that there is something to find."""
+        with self._lock:
+            armed = self._catchall
+            if not isinstance(armed, _catchall.ArmedCatchAll):
+                return
+            hook = armed.arm()
+            if hook is None:
+                return
+            self._catchall = hook
+            for session in self.active:
+                if _catchall.ARMED_NOTE not in session.trace.notes:
+                    session.trace.notes.append(_catchall.ARMED_NOTE)
 
     def record(
         self,
@@ -315,16 +327,45 @@ class Hub:
         if not active:
             return
         base = self._base.get(stream) or self._base_of(stream)
-        sid = self.stacks.capture(frame, self._depth)
-        ident = threading.get_ident()
+        known = None
+        if self.frame_exits is not None:
+            tls = self.tls
+            known = tls.frames
+            if known is None or tls.epoch != self._epoch or (self.frame_exits == "profile" and not tls.hooked):
+                known = self.known_frames()
+        sid = self.stacks.capture(frame, self._depth, known)
+        ident = get_ident()
         if ident not in self._thread_names:
             self._thread_names[ident] = threading.current_thread().name
         raw = (stream, kind, api, count, sid, ident, detail)
         for session in active:
             if base in session.streams:
-                session.trace._add(raw)
-        if kind == DRAW and self._policy.get(base) == "warn":
+                trace = session.trace
+                if len(trace._raw) < trace.max_events:
+                    trace._raw.append(raw)
+                else:
+                    trace._add(raw)
+        if self.strict and kind == DRAW and self._policy.get(base) == "warn":
             self._warn(stream, api, sid)
+
+    def known_frames(self) -> Optional[dict]:
+        """This thread's cache of live frames, or None where their exits are not seen."""
+        mode = self.frame_exits
+        if mode is None:
+            return None
+        tls = self.tls
+        if mode == "profile" and not tls.hooked:
+            tls.frames = None  # exits on this thread went unseen: forget what it knew
+            return None
+        frames = tls.frames
+        if frames is None or tls.epoch != self._epoch:
+            frames = tls.frames = {}
+            tls.epoch = self._epoch
+        return frames
+
+    def new_epoch(self) -> None:
+        """Invalidate every thread's frame cache (the catch-all came or went)."""
+        self._epoch += 1
 
     def _base_of(self, stream: str) -> str:
         base = self._base.get(stream)
@@ -350,8 +391,8 @@ class Hub:
             source = self._sources.get(name)
             if source is None:
                 continue
-            fingerprint = self._fingerprints.get(name)
-            if fingerprint is not None and self._last.get(name) not in (None, fingerprint()):
+            fingerprint = self.fingerprints.get(name)
+            if fingerprint is not None and self.last_fingerprint.get(name) not in (None, fingerprint()):
                 self.unattributed(name, frame, "moved after the last recorded event; noticed when the block ended")
             counts = session.trace.counts()
             explained = {stream for (stream, _kind) in counts}

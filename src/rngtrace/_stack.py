@@ -1,8 +1,18 @@
 """Cheap stack capture and interning: the hot path.
 
-A captured stack is a flat tuple ``(id(code), f_lasti, ...)``, innermost
-first, interned to a small int; the table holds the code objects. Reading ``f_lineno`` is costly on 3.11+, so line
-numbers are computed from ``f_lasti`` only when a trace is finished.
+Stacks are interned as a tree: a node is ``(parent node, id(code), f_lasti)``
+and a captured stack is the id of its innermost node, so an event stores one
+int. Reading ``f_lineno`` is costly on 3.11+, so line numbers are computed
+from ``f_lasti`` only when a trace is finished.
+
+Draws from a loop share every frame above the caller with the previous draw.
+Where the catch-all can tell us when a frame exits (a ``return`` profile event
+on 3.10/3.11, ``PY_RETURN``/``PY_YIELD``/``PY_UNWIND`` monitoring events on
+3.12+), a per-thread cache maps each live frame to the node of the stack from
+it outward, and capture stops at the first frame it already knows: one or two
+frames walked instead of sixteen. A frame leaves the cache when it exits, so an
+id in the cache always names a live frame and is never confused with a new
+frame at the same address. Without such events every capture walks in full.
 """
 
 from __future__ import annotations
@@ -10,52 +20,90 @@ from __future__ import annotations
 import os
 import sys
 from types import CodeType, FrameType
+from typing import Callable, Optional
 
 from .trace import Frame
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+ROOT = -1  # the parent of an outermost (or depth-truncated) frame
 
 
 class StackTable:
     """Interns captured stacks; one table serves every active trace."""
 
     def __init__(self) -> None:
-        self._ids: dict[tuple, int] = {}
-        self._stacks: list[tuple] = []
+        self._ids: dict[tuple[int, int, int], int] = {}
+        # node -> (parent node, id(code), f_lasti, frames in the chain, reached the outermost frame)
+        self._nodes: list[tuple[int, int, int, int, bool]] = []
         # id(code) -> (code, is it rngtrace's own); holding the code keeps its id unique
         self._codes: dict[int, tuple[CodeType, bool]] = {}
         self._lines: dict[tuple[CodeType, int], int] = {}
+        #: called once per code object whose frames enter a ``known`` cache (3.12+: so
+        #: the catch-all can ask for that code's exit events)
+        self.watch_code: Optional[Callable[[CodeType], None]] = None
+        self._watched: set[int] = set()
 
-    def capture(self, frame: FrameType | None, depth: int) -> int:
-        """Intern the stack starting at ``frame`` (innermost), rngtrace frames left out."""
+    def capture(self, frame: Optional[FrameType], depth: int, known: Optional[dict] = None) -> int:
+        """Intern the stack from ``frame`` (innermost) outward; rngtrace's frames left out.
+
+        ``known`` is the calling thread's cache of live frames (id -> (f_lasti, node)),
+        or None where frame exits are not being watched.
+        """
         codes = self._codes
-        key: list[int] = []
+        walked: list[tuple[FrameType, int, int]] = []
+        node, kept, complete = ROOT, 0, True
         f = frame
-        limit = 2 * depth
-        # Keys are ints (code id, offset): hashing a code object hashes its bytecode.
-        while f is not None and len(key) < limit:
+        while f is not None:
+            lasti = f.f_lasti
+            if known is not None:
+                hit = known.get(id(f))
+                # A known frame ends the walk if its chain is long enough for this depth.
+                if hit is not None and hit[0] == lasti:
+                    info = self._nodes[hit[1]] if hit[1] >= 0 else None
+                    if info is None or info[4] or kept + info[3] >= depth:
+                        node = hit[1]
+                        break
             code = f.f_code
             entry = codes.get(id(code))
             if entry is None:
                 entry = codes[id(code)] = (code, _is_own(code))
+            walked.append((f, id(code), lasti))
             if not entry[1]:
-                key.append(id(code))
-                key.append(f.f_lasti)
+                kept += 1
+                if kept >= depth and known is None:
+                    complete = f.f_back is None
+                    break
             f = f.f_back
-        frozen = tuple(key)
-        sid = self._ids.get(frozen)
-        if sid is None:
-            sid = self._ids[frozen] = len(self._stacks)
-            self._stacks.append(frozen)
-        return sid
+        watch = self.watch_code if known is not None else None
+        for f, code_id, lasti in reversed(walked):
+            if not codes[code_id][1]:
+                node = self._intern(node, code_id, lasti, complete)
+            if known is not None:
+                known[id(f)] = (lasti, node)
+                if watch is not None and code_id not in self._watched:
+                    self._watched.add(code_id)
+                    watch(codes[code_id][0])
+        return node
+
+    def _intern(self, parent: int, code_id: int, lasti: int, complete: bool) -> int:
+        key = (parent, code_id, lasti)
+        node = self._ids.get(key)
+        if node is None:
+            length = self._nodes[parent][3] + 1 if parent >= 0 else 1
+            reached = self._nodes[parent][4] if parent >= 0 else complete
+            node = self._ids[key] = len(self._nodes)
+            self._nodes.append((parent, code_id, lasti, length, reached))
+        return node
 
     def resolve(self, sid: int, depth: int) -> tuple[Frame, ...]:
-        """Turn an interned stack into Frames, at most ``depth`` of them."""
-        key = self._stacks[sid]
+        """Turn an interned stack into Frames, innermost first, at most ``depth`` of them."""
         frames = []
-        for i in range(0, min(len(key), 2 * depth), 2):
-            code = self._codes[key[i]][0]
-            frames.append(Frame(code.co_filename, self._lineno(code, key[i + 1]), _qualname(code)))
+        node = sid
+        while node >= 0 and len(frames) < depth:
+            parent, code_id, lasti, _length, _reached = self._nodes[node]
+            code = self._codes[code_id][0]
+            frames.append(Frame(code.co_filename, self._lineno(code, lasti), _qualname(code)))
+            node = parent
         return tuple(frames)
 
     def _lineno(self, code: CodeType, lasti: int) -> int:
@@ -66,8 +114,9 @@ class StackTable:
         return line
 
     def clear(self) -> None:
+        self._watched.clear()
         self._ids.clear()
-        self._stacks.clear()
+        self._nodes.clear()
         self._codes.clear()
         self._lines.clear()
 

@@ -91,32 +91,49 @@ def recording_wrapper(
     seeding CUDA) are part of the outer call and are not recorded again. With
     ``owner``, the wrapper replaces a method on a class and records only calls
     on that one instance (the singleton); other instances pass straight through.
+    This is the hot path: the hub's tables are read directly, not through methods.
     """
     tls = hub.tls
-    before, after, rebase = hub.before, hub.after, hub.rebase
+    fingerprints, last = hub.fingerprints, hub.last_fingerprint
     lock = hub.stream_lock(stream)
-    is_seed = kind == SEED
+    acquire, release = lock.acquire, lock.release
+    record = hub.record
+    is_draw = kind == DRAW
+    getframe = sys._getframe
+    moved = f"moved since the previous recorded event; noticed before this {api} call"
 
     def record_call(frame: FrameType, args: tuple, kwargs: dict) -> Any:
         if tls.pending is not None and recorded_by_catchall(tls, frame):
             # C code is calling one of our methods inside a call the catch-all recorded.
             return call_busy(tls, original, args, kwargs)
         # The lock keeps another thread's draw from landing between the
-        # fingerprint checks in before() and after().
-        with lock:
-            before(stream, kind, api, frame)
+        # fingerprint read before the call and the one after it.
+        acquire()
+        try:
+            if is_draw and hub.strict:
+                hub.check(stream, api, frame)
+            fingerprint = fingerprints.get(stream)
+            if fingerprint is not None:
+                previous = last.get(stream)
+                if previous is not None and fingerprint() != previous:
+                    hub.unattributed(stream, frame, moved)
             tls.busy = True
             try:
                 result = original(*args, **kwargs)
             except BaseException:
-                rebase(stream)
+                hub.rebase(stream)
                 raise
             finally:
                 tls.busy = False
-            if is_seed:
-                after(stream, kind, api, None, frame, seed_detail(args[1:] if owner is not None else args, kwargs))
+            if is_draw:
+                record(stream, DRAW, api, count_of(result, args, kwargs) if count_of else None, frame)
+                if fingerprint is not None:
+                    last[stream] = fingerprint()
             else:
-                after(stream, kind, api, count_of(result, args, kwargs) if count_of else None, frame)
+                record(stream, SEED, api, None, frame, seed_detail(args[1:] if owner is not None else args, kwargs))
+                hub.reseeded(stream)
+        finally:
+            release()
         return result
 
     if owner is None:
@@ -124,14 +141,18 @@ def recording_wrapper(
         def rngtrace_wrapper(*args: Any, **kwargs: Any) -> Any:
             if tls.busy or not hub.active:
                 return original(*args, **kwargs)
-            return stepping_aside(hub, record_call, sys._getframe(1), args, kwargs)
+            if hub.profile_hook is None:
+                return record_call(getframe(1), args, kwargs)
+            return stepping_aside(hub, record_call, getframe(1), args, kwargs)
 
         return _named(rngtrace_wrapper, original)
 
     def rngtrace_method(self: Any, *args: Any, **kwargs: Any) -> Any:
         if self is not owner or tls.busy or not hub.active:
             return original(self, *args, **kwargs)
-        return stepping_aside(hub, record_call, sys._getframe(1), (self, *args), kwargs)
+        if hub.profile_hook is None:
+            return record_call(getframe(1), (self, *args), kwargs)
+        return stepping_aside(hub, record_call, getframe(1), (self, *args), kwargs)
 
     return _named(rngtrace_method, original)
 
@@ -140,11 +161,13 @@ def stepping_aside(hub: Any, call: Callable, frame: FrameType, args: tuple, kwar
     """Run ``call`` with a profile-hook catch-all (3.10/3.11) off: it has nothing to see in there."""
     hook = hub.profile_hook
     if hook is not None and sys.getprofile() is hook:
+        hub.tls.hooked = True  # frame exits on this thread are seen: stacks may use the cache
         sys.setprofile(None)
         try:
             return call(frame, args, kwargs)
         finally:
             sys.setprofile(hook)
+    hub.tls.hooked = False
     return call(frame, args, kwargs)
 
 

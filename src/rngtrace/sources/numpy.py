@@ -108,7 +108,7 @@ class NumpySource(Source):
         return _same_state(a, b)
 
     def fingerprint(self) -> Optional[Callable[[], Hashable]]:
-        return _MTView()
+        return _mt_view()
 
 
 def _same_state(a: Any, b: Any) -> bool:
@@ -119,26 +119,24 @@ def _same_state(a: Any, b: Any) -> bool:
     return bool(a == b)
 
 
-class _MTView:
-    """Read (pos, key[0]) of the singleton's MT19937 in place, without get_state()'s copy."""
+def _mt_view() -> Optional[Callable[[], Hashable]]:
+    """Read (pos, key[0]) of the singleton's MT19937 in place, without get_state()'s copy.
 
-    def __init__(self) -> None:
-        self._bitgen: Any = None
-        self._words: Any = None
+    ``mt19937_state`` is ``uint32_t key[624]`` followed by ``int pos``. The hub
+    asks again after every seed, so a bit generator swapped by
+    ``set_bit_generator()`` is read from then on; the closure holds the one it
+    reads, so the memory stays valid whatever happens to the singleton.
+    """
+    bitgen = _mtrand._rand._bit_generator
+    if type(bitgen).__name__ != "MT19937":
+        return None  # another bit generator: checked at block ends only
+    words = (ctypes.c_uint32 * 625).from_address(bitgen.ctypes.state_address)
 
-    def __call__(self) -> Hashable:
-        bitgen = _mtrand._rand._bit_generator
-        if bitgen is not self._bitgen:  # set_bit_generator() swapped it
-            self._bitgen = bitgen
-            self._words = None
-            if type(bitgen).__name__ == "MT19937":
-                # mt19937_state is uint32_t key[624] followed by int pos
-                address = bitgen.ctypes.state_address
-                self._words = (ctypes.c_uint32 * 625).from_address(address)
-        words = self._words
-        if words is None:
-            return id(bitgen)
+    def fingerprint(bitgen: Any = bitgen) -> Hashable:
+        # pos moves with every 32-bit word drawn; key[0] when the key is regenerated
         return (words[624], words[0])
+
+    return fingerprint
 
 
 SOURCE_CLASS = NumpySource
