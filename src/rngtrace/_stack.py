@@ -38,6 +38,8 @@ class StackTable:
         # id(code) -> (code, is it rngtrace's own); holding the code keeps its id unique
         self._codes: dict[int, tuple[CodeType, bool]] = {}
         self._lines: dict[tuple[CodeType, int], int] = {}
+        # flat (id(code), f_lasti, ...) key of an uncached capture -> its node
+        self._flat: dict[tuple[int, ...], int] = {}
         #: called once per code object whose frames enter a ``known`` cache (3.12+: so
         #: the catch-all can ask for that code's exit events)
         self.watch_code: Optional[Callable[[CodeType], None]] = None
@@ -49,6 +51,8 @@ class StackTable:
         ``known`` is the calling thread's cache of live frames (id -> (f_lasti, node)),
         or None where frame exits are not being watched.
         """
+        if known is None:
+            return self._capture_flat(frame, depth)
         codes = self._codes
         walked: list[tuple[FrameType, int, int]] = []
         node, kept, complete = ROOT, 0, True
@@ -85,6 +89,40 @@ class StackTable:
                     watch(codes[code_id][0])
         return node
 
+    def _capture_flat(self, frame: Optional[FrameType], depth: int) -> int:
+        """Walk ``depth`` frames into a flat key of ints; build tree nodes only for a new key."""
+        key: list[int] = []
+        append = key.append
+        f = frame
+        for _ in range(depth):
+            if f is None:
+                break
+            append(id(f.f_code))
+            append(f.f_lasti)
+            f = f.f_back
+        flat = tuple(key)
+        node = self._flat.get(flat)
+        if node is None:
+            node = self._flat[flat] = self._build(frame, depth, f is None)
+        return node
+
+    def _build(self, frame: Optional[FrameType], depth: int, complete: bool) -> int:
+        walked = []
+        f = frame
+        for _ in range(depth):
+            if f is None:
+                break
+            walked.append(f)
+            f = f.f_back
+        node = ROOT
+        for f in reversed(walked):
+            code = f.f_code
+            if id(code) not in self._codes:
+                self._codes[id(code)] = (code, _is_own(code))
+            if not self._codes[id(code)][1]:
+                node = self._intern(node, id(code), f.f_lasti, complete)
+        return node
+
     def _intern(self, parent: int, code_id: int, lasti: int, complete: bool) -> int:
         key = (parent, code_id, lasti)
         node = self._ids.get(key)
@@ -115,6 +153,7 @@ class StackTable:
 
     def clear(self) -> None:
         self._watched.clear()
+        self._flat.clear()
         self._ids.clear()
         self._nodes.clear()
         self._codes.clear()
