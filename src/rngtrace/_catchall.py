@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
+from _thread import get_ident
 from types import CodeType, FrameType
 from typing import Any, Optional
 
@@ -73,18 +74,21 @@ class CatchAll:
     def handle(self, source: Any, callee: Any, frame: FrameType, profile: bool) -> Any:
         """Record a call the hook saw; returns INTERNAL for a site never worth seeing again."""
         hub = self.hub
-        if hub.tls.busy or not hub.active:
+        if not hub.active:
+            return None
+        st = hub.state()
+        if st.busy:
             return None
         if profile:
-            hub.tls.hooked = True
+            st.hooked = True
         hit = source.classify(callee, frame, profile)
         if hit is None or hit is INTERNAL:
             return hit
         stream, kind, api, start, detail = hit
         if kind == "draw":
             hub.check(stream, api, start)
-        hub.record(stream, kind, api, None, start, detail)
-        hub.tls.pending = (frame, frame.f_lasti)
+        hub.record(stream, kind, api, None, start, detail, st)
+        st.pending = (frame, frame.f_lasti)
         # The call happens after this hook returns: its move is explained, not yet seen.
         hub.forget_fingerprint(stream)
         return None
@@ -125,14 +129,14 @@ class MonitoringCatchAll(CatchAll):
                 return disable
             return None
 
-        tls = hub.tls
+        states = hub.states
         getframe = sys._getframe
 
         def on_exit(code: CodeType, offset: int, value: Any) -> None:
             # A frame the stack cache knows is leaving: its id may name another frame next.
-            frames = tls.frames
-            if frames:
-                frames.pop(id(getframe(1)), None)
+            st = states.get(get_ident())
+            if st is not None and st.frames:
+                st.frames.pop(id(getframe(1)), None)
 
         self._callback = on_call
         self._on_exit = on_exit
@@ -184,14 +188,14 @@ class ProfileCatchAll(CatchAll):
         lookup, handle = self.lookup, self.handle
         self._previous_threading = threading.getprofile() if hasattr(threading, "getprofile") else None
 
-        tls = hub.tls
+        states = hub.states
 
         def profile(frame: FrameType, event: str, arg: Any) -> None:
             if event != "c_call":
                 if event == "return":  # also on exceptions and yields: the frame is leaving
-                    frames = tls.frames
-                    if frames:
-                        frames.pop(id(frame), None)
+                    st = states.get(get_ident())
+                    if st is not None and st.frames:
+                        st.frames.pop(id(frame), None)
                 return
             if not hub.active:
                 # A thread started during a trace outlived it: take the hook off here.

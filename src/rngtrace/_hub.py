@@ -30,12 +30,18 @@ ON_DRAW = ("log", "warn", "raise")
 _STRENGTH = {"log": 0, "warn": 1, "raise": 2}
 
 
-class _ThreadState(threading.local):
-    busy = False  # inside a recording wrapper: nested calls are part of that call
-    pending = None  # (frame, f_lasti) of a call the catch-all recorded just before it ran
-    hooked = False  # 3.10/3.11: the catch-all's profile hook runs on this thread
-    frames: Optional[dict] = None  # live frame id -> (f_lasti, stack node); see _stack
-    epoch = -1  # the hub epoch ``frames`` belongs to
+class ThreadState:
+    """What the hot path keeps per thread (a plain object: threading.local costs a lookup per read)."""
+
+    __slots__ = ("ident", "busy", "pending", "hooked", "frames", "epoch")
+
+    def __init__(self, ident: int) -> None:
+        self.ident = ident
+        self.busy = False  # inside a recording wrapper: nested calls are part of that call
+        self.pending: Optional[tuple] = None  # (frame, f_lasti) the catch-all recorded just before the call
+        self.hooked = False  # 3.10/3.11: the catch-all's profile hook runs on this thread
+        self.frames: Optional[dict] = None  # live frame id -> (f_lasti, stack node); see _stack
+        self.epoch = -1  # the hub epoch ``frames`` belongs to
 
 
 class _Session:
@@ -54,7 +60,8 @@ class Hub:
     """Installs and removes hooks; routes every recorded call to the active traces."""
 
     def __init__(self) -> None:
-        self.tls = _ThreadState()
+        #: thread ident -> ThreadState; read by the hot path as ``states.get(get_ident())``
+        self.states: dict[int, ThreadState] = {}
         #: active sessions; replaced, never mutated, so the hot path can iterate it
         self.active: tuple[_Session, ...] = ()
         self.stacks = StackTable()
@@ -64,6 +71,7 @@ class Hub:
         self._import_hooks: dict[str, Callable] = {}
         self._policy: dict[str, str] = {}
         self.strict = False  # some trace asked for "warn" or "raise"
+        self._sink: Optional[tuple] = None
         self._depth = 0
         self._thread_names: dict[int, str] = {}
         self._base: dict[str, str] = {}
@@ -75,11 +83,21 @@ class Hub:
         self._epoch = 0
         self._fork_registered = False
         self._locks: dict[str, Any] = {}
-        #: stream -> cheap fingerprint function, and its value after the last recorded call
-        #: (read directly by the recording wrappers: the hot path)
-        self.fingerprints: dict[str, Callable[[], Any]] = {}
+        #: stream -> a ctypes view whose ``.value`` changes when the stream is drawn from,
+        #: and that value after the last recorded call (read directly by the hot path)
+        self.fingerprints: dict[str, Any] = {}
         self.last_fingerprint: dict[str, Any] = {}
         self._warn_registry: dict[Any, Any] = {}
+
+    def state(self) -> ThreadState:
+        """This thread's ThreadState, made on first use."""
+        ident = get_ident()
+        st = self.states.get(ident)
+        if st is None:
+            st = self.states[ident] = ThreadState(ident)
+            if ident not in self._thread_names:
+                self._thread_names[ident] = threading.current_thread().name
+        return st
 
     # -- what is hooked ----------------------------------------------------
     def hooked(self) -> dict[str, Any]:
@@ -139,6 +157,7 @@ class Hub:
             session.trace._finish(self.stacks.resolve, self._thread_names)
             if not self.active:
                 self.stacks.clear()
+                self.states.clear()
         return session.trace
 
     def _release(self, session: _Session) -> None:
@@ -168,6 +187,12 @@ class Hub:
                 policy.setdefault(name, "log")
         self._policy = policy
         self.strict = any(p != "log" for p in policy.values())
+        # (raw list, max_events, stream names, trace) when exactly one trace is recording;
+        # a sub-stream such as "torch.cuda:0" is not in the names and takes the general path
+        self._sink: Optional[tuple] = None
+        if len(self.active) == 1:
+            only = self.active[0]
+            self._sink = (only.trace._raw, only.trace.max_events, only.streams, only.trace)
         self._depth = max((s.trace.depth for s in self.active), default=0)
 
     # -- sources -------------------------------------------------------------
@@ -279,13 +304,13 @@ class Hub:
             self.last_fingerprint.pop(stream, None)
         else:
             self.fingerprints[stream] = fingerprint
-            self.last_fingerprint[stream] = fingerprint()
+            self.last_fingerprint[stream] = fingerprint.value
 
     def rebase(self, stream: str) -> None:
         """Take the stream's current fingerprint as explained."""
         fingerprint = self.fingerprints.get(stream)
         if fingerprint is not None:
-            self.last_fingerprint[stream] = fingerprint()
+            self.last_fingerprint[stream] = fingerprint.value
 
     def forget_fingerprint(self, stream: str) -> None:
         """A call is about to move the stream where no wrapper sees it finish."""
@@ -321,46 +346,55 @@ class Hub:
         count: Optional[int],
         frame: Optional[FrameType],
         detail: Optional[str] = None,
+        st: Optional[ThreadState] = None,
     ) -> None:
         """Append one event to every active trace that watches ``stream``."""
         active = self.active
         if not active:
             return
-        base = self._base.get(stream) or self._base_of(stream)
+        if st is None:
+            st = self.state()
         known = None
         if self.frame_exits is not None:
-            tls = self.tls
-            known = tls.frames
-            if known is None or tls.epoch != self._epoch or (self.frame_exits == "profile" and not tls.hooked):
-                known = self.known_frames()
+            known = st.frames
+            if known is None or st.epoch != self._epoch or (self.frame_exits == "profile" and not st.hooked):
+                known = self.known_frames(st)
         sid = self.stacks.capture(frame, self._depth, known)
-        ident = get_ident()
-        if ident not in self._thread_names:
-            self._thread_names[ident] = threading.current_thread().name
-        raw = (stream, kind, api, count, sid, ident, detail)
-        for session in active:
-            if base in session.streams:
-                trace = session.trace
-                if len(trace._raw) < trace.max_events:
-                    trace._raw.append(raw)
-                else:
-                    trace._add(raw)
+        raw = (stream, kind, api, count, sid, st.ident, detail)
+        sink = self._sink
+        if sink is not None and stream in sink[2]:
+            # One trace, watching this stream: the usual case, without the loop.
+            if len(sink[0]) < sink[1]:
+                sink[0].append(raw)
+            else:
+                sink[3]._add(raw)
+            if not self.strict:
+                return
+        else:
+            base = self._base.get(stream) or self._base_of(stream)
+            for session in active:
+                if base in session.streams:
+                    trace = session.trace
+                    if len(trace._raw) < trace.max_events:
+                        trace._raw.append(raw)
+                    else:
+                        trace._add(raw)
+        base = self._base.get(stream) or self._base_of(stream)
         if self.strict and kind == DRAW and self._policy.get(base) == "warn":
             self._warn(stream, api, sid)
 
-    def known_frames(self) -> Optional[dict]:
-        """This thread's cache of live frames, or None where their exits are not seen."""
+    def known_frames(self, st: ThreadState) -> Optional[dict]:
+        """The thread's cache of live frames, or None where their exits are not seen."""
         mode = self.frame_exits
         if mode is None:
             return None
-        tls = self.tls
-        if mode == "profile" and not tls.hooked:
-            tls.frames = None  # exits on this thread went unseen: forget what it knew
+        if mode == "profile" and not st.hooked:
+            st.frames = None  # exits on this thread went unseen: forget what it knew
             return None
-        frames = tls.frames
-        if frames is None or tls.epoch != self._epoch:
-            frames = tls.frames = {}
-            tls.epoch = self._epoch
+        frames = st.frames
+        if frames is None or st.epoch != self._epoch:
+            frames = st.frames = {}
+            st.epoch = self._epoch
         return frames
 
     def new_epoch(self) -> None:
@@ -392,7 +426,7 @@ class Hub:
             if source is None:
                 continue
             fingerprint = self.fingerprints.get(name)
-            if fingerprint is not None and self.last_fingerprint.get(name) not in (None, fingerprint()):
+            if fingerprint is not None and self.last_fingerprint.get(name) not in (None, fingerprint.value):
                 self.unattributed(name, frame, "moved after the last recorded event; noticed when the block ended")
             counts = session.trace.counts()
             explained = {stream for (stream, _kind) in counts}
@@ -419,7 +453,7 @@ class Hub:
         # The child's copy of a trace is not the parent's: stop recording and
         # take the hooks off, so the child runs untraced and unchanged.
         self.active = ()
-        self.tls = _ThreadState()
+        self.states = {}
         self._lock = threading.RLock()
         try:
             for name in list(self._sources):

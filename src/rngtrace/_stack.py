@@ -53,20 +53,30 @@ class StackTable:
         """
         if known is None:
             return self._capture_flat(frame, depth)
+        # The common case, a draw from a loop: the caller is new or moved, its caller
+        # is known. One tuple lookup, no walk.
+        if frame is not None:
+            parent = frame.f_back
+            hit = known.get(id(parent)) if parent is not None else None
+            if hit is not None and hit[0] == parent.f_lasti and hit[1] >= 0:
+                info = self._nodes[hit[1]]
+                if info[4] or info[3] + 1 >= depth:
+                    node = self._ids.get((hit[1], id(frame.f_code), frame.f_lasti))
+                    if node is not None:
+                        return node
         codes = self._codes
+        nodes = self._nodes
         walked: list[tuple[FrameType, int, int]] = []
-        node, kept, complete = ROOT, 0, True
+        node, kept = ROOT, 0
         f = frame
         while f is not None:
             lasti = f.f_lasti
-            if known is not None:
-                hit = known.get(id(f))
-                # A known frame ends the walk if its chain is long enough for this depth.
-                if hit is not None and hit[0] == lasti:
-                    info = self._nodes[hit[1]] if hit[1] >= 0 else None
-                    if info is None or info[4] or kept + info[3] >= depth:
-                        node = hit[1]
-                        break
+            hit = known.get(id(f))
+            # A known frame ends the walk if its chain is long enough for this depth.
+            if hit is not None and hit[0] == lasti:
+                if hit[1] < 0 or nodes[hit[1]][4] or kept + nodes[hit[1]][3] >= depth:
+                    node = hit[1]
+                    break
             code = f.f_code
             entry = codes.get(id(code))
             if entry is None:
@@ -74,15 +84,15 @@ class StackTable:
             walked.append((f, id(code), lasti))
             if not entry[1]:
                 kept += 1
-                if kept >= depth and known is None:
-                    complete = f.f_back is None
-                    break
             f = f.f_back
-        watch = self.watch_code if known is not None else None
+        watch = self.watch_code
+        innermost = walked[0][0] if walked else None
         for f, code_id, lasti in reversed(walked):
             if not codes[code_id][1]:
-                node = self._intern(node, code_id, lasti, complete)
-            if known is not None:
+                node = self._intern(node, code_id, lasti, True)
+            # The innermost frame is the one most likely to be new at the next draw
+            # (a loop body, a helper): caching it would cost an exit event per draw.
+            if f is not innermost:
                 known[id(f)] = (lasti, node)
                 if watch is not None and code_id not in self._watched:
                     self._watched.add(code_id)

@@ -9,10 +9,11 @@ patches it lists and undoes them.
 from __future__ import annotations
 
 import functools
+from _thread import get_ident
 from abc import ABC, abstractmethod
 import sys
 from types import FrameType
-from typing import Any, Callable, ClassVar, Hashable, Iterable, Optional
+from typing import Any, Callable, ClassVar, Iterable, Optional
 
 from ..trace import DRAW, SEED
 
@@ -60,11 +61,12 @@ class Source(ABC):
     def restore(self, states: dict[str, Any]) -> None:
         """Put back states returned by ``state()``."""
 
-    def fingerprint(self) -> Optional[Callable[[], Hashable]]:
-        """A cheap function whose value changes whenever the stream is drawn from, or None.
+    def fingerprint(self) -> Optional[Any]:
+        """A ctypes view of the stream's state whose ``.value`` changes with every draw, or None.
 
-        The hub compares it before and after each recorded call to notice
-        draws nobody recorded, between events rather than only at the end.
+        The hub reads it before and after each recorded call to notice draws
+        nobody recorded, between events rather than only at the end. Reading it
+        must cost next to nothing: it is on the hot path.
         """
         return None
 
@@ -87,13 +89,16 @@ def recording_wrapper(
 ) -> Callable:
     """Wrap a drawing or seeding function so each outermost call is recorded.
 
+    ``count_of(result, args, kwargs)`` counts the values a draw returned; None
+    means one.
+
     Nested calls (``random.randint`` calling ``getrandbits``, ``torch.manual_seed``
     seeding CUDA) are part of the outer call and are not recorded again. With
     ``owner``, the wrapper replaces a method on a class and records only calls
     on that one instance (the singleton); other instances pass straight through.
     This is the hot path: the hub's tables are read directly, not through methods.
     """
-    tls = hub.tls
+    states, new_state = hub.states, hub.state
     fingerprints, last = hub.fingerprints, hub.last_fingerprint
     lock = hub.stream_lock(stream)
     acquire, release = lock.acquire, lock.release
@@ -102,10 +107,10 @@ def recording_wrapper(
     getframe = sys._getframe
     moved = f"moved since the previous recorded event; noticed before this {api} call"
 
-    def record_call(frame: FrameType, args: tuple, kwargs: dict) -> Any:
-        if tls.pending is not None and recorded_by_catchall(tls, frame):
+    def record_call(st: Any, frame: FrameType, args: tuple, kwargs: dict) -> Any:
+        if st.pending is not None and recorded_by_catchall(st, frame):
             # C code is calling one of our methods inside a call the catch-all recorded.
-            return call_busy(tls, original, args, kwargs)
+            return call_busy(st, original, args, kwargs)
         # The lock keeps another thread's draw from landing between the
         # fingerprint read before the call and the one after it.
         acquire()
@@ -115,22 +120,22 @@ def recording_wrapper(
             fingerprint = fingerprints.get(stream)
             if fingerprint is not None:
                 previous = last.get(stream)
-                if previous is not None and fingerprint() != previous:
+                if previous is not None and fingerprint.value != previous:
                     hub.unattributed(stream, frame, moved)
-            tls.busy = True
+            st.busy = True
             try:
                 result = original(*args, **kwargs)
             except BaseException:
                 hub.rebase(stream)
                 raise
             finally:
-                tls.busy = False
+                st.busy = False
             if is_draw:
-                record(stream, DRAW, api, count_of(result, args, kwargs) if count_of else None, frame)
+                record(stream, DRAW, api, 1 if count_of is None else count_of(result, args, kwargs), frame, None, st)
                 if fingerprint is not None:
-                    last[stream] = fingerprint()
+                    last[stream] = fingerprint.value
             else:
-                record(stream, SEED, api, None, frame, seed_detail(args[1:] if owner is not None else args, kwargs))
+                record(stream, SEED, api, None, frame, seed_detail(args[1:] if owner is not None else args, kwargs), st)
                 hub.reseeded(stream)
         finally:
             release()
@@ -139,58 +144,64 @@ def recording_wrapper(
     if owner is None:
 
         def rngtrace_wrapper(*args: Any, **kwargs: Any) -> Any:
-            if tls.busy or not hub.active:
+            if not hub.active:
+                return original(*args, **kwargs)
+            st = states.get(get_ident()) or new_state()
+            if st.busy:
                 return original(*args, **kwargs)
             if hub.profile_hook is None:
-                return record_call(getframe(1), args, kwargs)
-            return stepping_aside(hub, record_call, getframe(1), args, kwargs)
+                return record_call(st, getframe(1), args, kwargs)
+            return stepping_aside(hub, st, record_call, getframe(1), args, kwargs)
 
         return _named(rngtrace_wrapper, original)
 
     def rngtrace_method(self: Any, *args: Any, **kwargs: Any) -> Any:
-        if self is not owner or tls.busy or not hub.active:
+        if self is not owner or not hub.active:
+            return original(self, *args, **kwargs)
+        st = states.get(get_ident()) or new_state()
+        if st.busy:
             return original(self, *args, **kwargs)
         if hub.profile_hook is None:
-            return record_call(getframe(1), (self, *args), kwargs)
-        return stepping_aside(hub, record_call, getframe(1), (self, *args), kwargs)
+            return record_call(st, getframe(1), (self, *args), kwargs)
+        return stepping_aside(hub, st, record_call, getframe(1), (self, *args), kwargs)
 
     return _named(rngtrace_method, original)
 
 
-def stepping_aside(hub: Any, call: Callable, frame: FrameType, args: tuple, kwargs: dict) -> Any:
+def stepping_aside(hub: Any, st: Any, call: Callable, frame: FrameType, args: tuple, kwargs: dict) -> Any:
     """Run ``call`` with a profile-hook catch-all (3.10/3.11) off: it has nothing to see in there."""
     hook = hub.profile_hook
     if hook is not None and sys.getprofile() is hook:
-        hub.tls.hooked = True  # frame exits on this thread are seen: stacks may use the cache
+        st.hooked = True  # frame exits on this thread are seen: stacks may use the cache
         sys.setprofile(None)
         try:
-            return call(frame, args, kwargs)
+            return call(st, frame, args, kwargs)
         finally:
             sys.setprofile(hook)
-    hub.tls.hooked = False
-    return call(frame, args, kwargs)
+    st.hooked = False
+    return call(st, frame, args, kwargs)
 
 
-def recorded_by_catchall(tls: Any, frame: FrameType) -> bool:
+def recorded_by_catchall(st: Any, frame: FrameType) -> bool:
     """Whether the catch-all just recorded the call this wrapper runs inside."""
-    pending = tls.pending
+    pending = st.pending
     if pending is None:
         return False
-    tls.pending = None
+    st.pending = None
     return pending[0] is frame and pending[1] == frame.f_lasti
 
 
-def call_busy(tls: Any, original: Callable, args: tuple, kwargs: dict) -> Any:
+def call_busy(st: Any, original: Callable, args: tuple, kwargs: dict) -> Any:
     """Call ``original`` with nested calls marked as part of it."""
-    tls.busy = True
+    st.busy = True
     try:
         return original(*args, **kwargs)
     finally:
-        tls.busy = False
+        st.busy = False
 
 
-def draw_wrapper(hub: Any, stream: str, api: str, original: Callable, count_of: Callable) -> Callable:
-    """Wrap a drawing function; ``count_of(result, args, kwargs)`` counts the values drawn."""
+def draw_wrapper(hub: Any, stream: str, api: str, original: Callable, count_of: Optional[Callable]) -> Callable:
+    """Wrap a drawing function; ``count_of(result, args, kwargs)`` counts the values drawn (None: one)."""
     return recording_wrapper(hub, stream, DRAW, api, original, count_of)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ctypes
 from types import FrameType
-from typing import Any, Callable, Hashable, Iterable, Optional
+from typing import Any, Iterable, Optional
 
 import importlib
 
@@ -107,7 +107,7 @@ class NumpySource(Source):
     def same(self, a: Any, b: Any) -> bool:
         return _same_state(a, b)
 
-    def fingerprint(self) -> Optional[Callable[[], Hashable]]:
+    def fingerprint(self) -> Optional[Any]:
         return _mt_view()
 
 
@@ -119,24 +119,21 @@ def _same_state(a: Any, b: Any) -> bool:
     return bool(a == b)
 
 
-def _mt_view() -> Optional[Callable[[], Hashable]]:
-    """Read (pos, key[0]) of the singleton's MT19937 in place, without get_state()'s copy.
+def _mt_view() -> Optional[Any]:
+    """A 64-bit view of the singleton's MT19937: ``key[623]`` and ``pos``, read in place.
 
-    ``mt19937_state`` is ``uint32_t key[624]`` followed by ``int pos``. The hub
+    ``mt19937_state`` is ``uint32_t key[624]`` followed by ``int pos``: pos moves
+    with every 32-bit word drawn, key[623] when the key is regenerated. The hub
     asks again after every seed, so a bit generator swapped by
-    ``set_bit_generator()`` is read from then on; the closure holds the one it
+    ``set_bit_generator()`` is read from then on; the view holds the one it
     reads, so the memory stays valid whatever happens to the singleton.
     """
     bitgen = _mtrand._rand._bit_generator
     if type(bitgen).__name__ != "MT19937":
         return None  # another bit generator: checked at block ends only
-    words = (ctypes.c_uint32 * 625).from_address(bitgen.ctypes.state_address)
-
-    def fingerprint(bitgen: Any = bitgen) -> Hashable:
-        # pos moves with every 32-bit word drawn; key[0] when the key is regenerated
-        return (words[624], words[0])
-
-    return fingerprint
+    view = ctypes.c_uint64.from_address(bitgen.ctypes.state_address + 623 * 4)
+    view.owner = bitgen
+    return view
 
 
 SOURCE_CLASS = NumpySource

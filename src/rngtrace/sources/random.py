@@ -5,13 +5,14 @@ from __future__ import annotations
 import ctypes
 import random as _random
 from types import FrameType
-from typing import Any, Callable, Hashable, Iterable, Optional
+from typing import Any, Iterable, Optional
 
 from ..trace import DRAW, SEED
 from ._base import INTERNAL, Hit, Patch, Source, draw_wrapper, inplace_count, seed_wrapper
 
 _SEEDS = frozenset({"seed", "setstate"})
 _NOT_DRAWS = frozenset({"getstate"})
+_MANY = frozenset({"choices", "sample", "shuffle", "randbytes"})
 _FILE = _random.__file__
 
 
@@ -50,7 +51,9 @@ class RandomSource(Source):
             if name in _SEEDS:
                 yield _random, name, seed_wrapper(hub, "random", api, original)
             else:
-                yield _random, name, draw_wrapper(hub, "random", api, original, _count)
+                # Most return one number; only these return several, or shuffle in place.
+                counted = _count if name in _MANY else None
+                yield _random, name, draw_wrapper(hub, "random", api, original, counted)
 
     def owners(self) -> Iterable[object]:
         return (self._inst,)
@@ -87,35 +90,35 @@ class RandomSource(Source):
         if "random" in states:
             _random._inst.setstate(states["random"])
 
-    def fingerprint(self) -> Optional[Callable[[], Hashable]]:
+    def fingerprint(self) -> Optional[Any]:
         return _mt_view()
 
     def forget(self) -> None:
         self._last_outer = None
 
 
-def _mt_view() -> Optional[Callable[[], Hashable]]:
-    """Read (index, state[0]) of random._inst's Mersenne Twister without copying it.
+def _mt_view() -> Optional[Any]:
+    """A 64-bit view of random._inst's Mersenne Twister: ``index`` and ``state[0]``.
 
-    CPython's RandomObject is ``PyObject_HEAD; int index; uint32_t state[624]``.
-    The view is used only after checking it against ``getstate()``; a build
-    with another layout gets no fingerprint and is checked at block ends only.
+    CPython's RandomObject is ``PyObject_HEAD; int index; uint32_t state[624]``:
+    index moves with every 32-bit word drawn, state[0] when the block is
+    regenerated. The view is used only after checking it against
+    ``getstate()``; a build with another layout gets no fingerprint and is
+    checked at block ends only. (gauss()'s cached value is compared with the
+    full state at block ends.)
     """
     inst = _random._inst
     try:
-        words = (ctypes.c_uint32 * 625).from_address(id(inst) + 2 * ctypes.sizeof(ctypes.c_void_p))
-        version, internal, gauss = inst.getstate()
-        if tuple(words[1:625]) != internal[:-1] or words[0] != internal[-1]:
+        address = id(inst) + 2 * ctypes.sizeof(ctypes.c_void_p)
+        words = (ctypes.c_uint32 * 2).from_address(address)
+        internal = inst.getstate()[1]
+        if words[0] != internal[-1] or words[1] != internal[0]:
             return None
-    except (ValueError, TypeError, AttributeError):
+        view = ctypes.c_uint64.from_address(address)
+    except (ValueError, TypeError, AttributeError, IndexError):
         return None
-
-    def fingerprint() -> Hashable:
-        # index moves with every 32-bit word drawn; state[0] when the block is regenerated.
-        # (gauss_next, gauss()'s cached value, is compared with the full state at block ends.)
-        return (words[0], words[1])
-
-    return fingerprint
+    view.owner = inst  # keeps the memory it reads alive
+    return view
 
 
 SOURCE_CLASS = RandomSource

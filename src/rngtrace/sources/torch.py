@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import inspect
 import sys
+from _thread import get_ident
 from types import FrameType
 from typing import Any, Callable, Iterable, Optional
 
@@ -226,12 +227,12 @@ def _draw_wrapper(
     count_of: Optional[Callable[[Any, tuple, dict], Optional[int]]] = None,
 ) -> Callable:
     """Record each outermost call that draws from a default generator, on its result's device."""
-    tls = hub.tls
+    states, new_state = hub.states, hub.state
     check, record = hub.check, hub.record
 
-    def draw(frame: FrameType, args: tuple, kwargs: dict) -> Any:
-        if tls.pending is not None and recorded_by_catchall(tls, frame):
-            return call_busy(tls, original, args, kwargs)
+    def draw(st: Any, frame: FrameType, args: tuple, kwargs: dict) -> Any:
+        if st.pending is not None and recorded_by_catchall(st, frame):
+            return call_busy(st, original, args, kwargs)
         try:
             check("torch", api, frame)  # before the draw: on_draw="raise" leaves the stream as it was
         except GlobalRNGError:
@@ -243,20 +244,19 @@ def _draw_wrapper(
                 return original(*args, **kwargs)
             check(stream, api, frame)  # names the CUDA stream where it is one
             raise
-        tls.busy = True
-        try:
-            result = original(*args, **kwargs)
-        finally:
-            tls.busy = False
+        result = call_busy(st, original, args, kwargs)
         stream, count = _placed(result)
         if stream is not None:
             if count_of is not None:
                 count = count_of(result, args, kwargs)
-            record(stream, DRAW, api, count, frame)
+            record(stream, DRAW, api, count, frame, None, st)
         return result
 
     def rngtrace_wrapper(*args: Any, **kwargs: Any) -> Any:
-        if tls.busy or not hub.active:
+        if not hub.active:
+            return original(*args, **kwargs)
+        st = states.get(get_ident()) or new_state()
+        if st.busy:
             return original(*args, **kwargs)
         generator = kwargs.get("generator") if kwargs else None
         for i in generator_at:
@@ -267,7 +267,7 @@ def _draw_wrapper(
             return original(*args, **kwargs)
         if when is not None and not _draws(when, args, kwargs):
             return original(*args, **kwargs)
-        return stepping_aside(hub, draw, sys._getframe(1), args, kwargs)
+        return stepping_aside(hub, st, draw, sys._getframe(1), args, kwargs)
 
     return _named(rngtrace_wrapper, original)
 
@@ -299,20 +299,23 @@ def _cuda_seed_stream(args: tuple, kwargs: dict, device_at: Optional[int]) -> st
 
 def _cuda_seed_wrapper(hub: Any, api: str, original: Callable, device_at: Optional[int]) -> Callable:
     """Record a CUDA reseed on the stream of the device it seeds (the current one for *_all)."""
-    tls = hub.tls
+    states, new_state = hub.states, hub.state
 
-    def seed(frame: FrameType, args: tuple, kwargs: dict) -> Any:
-        if recorded_by_catchall(tls, frame):
-            return call_busy(tls, original, args, kwargs)
-        result = call_busy(tls, original, args, kwargs)
+    def seed(st: Any, frame: FrameType, args: tuple, kwargs: dict) -> Any:
+        if recorded_by_catchall(st, frame):
+            return call_busy(st, original, args, kwargs)
+        result = call_busy(st, original, args, kwargs)
         stream = _cuda_seed_stream(args, kwargs, device_at)
-        hub.record(stream, SEED, api, None, frame, seed_detail(args, kwargs))
+        hub.record(stream, SEED, api, None, frame, seed_detail(args, kwargs), st)
         return result
 
     def rngtrace_wrapper(*args: Any, **kwargs: Any) -> Any:
-        if tls.busy or not hub.active:
+        if not hub.active:
             return original(*args, **kwargs)
-        return stepping_aside(hub, seed, sys._getframe(1), args, kwargs)
+        st = states.get(get_ident()) or new_state()
+        if st.busy:
+            return original(*args, **kwargs)
+        return stepping_aside(hub, st, seed, sys._getframe(1), args, kwargs)
 
     return _named(rngtrace_wrapper, original)
 
