@@ -2,17 +2,28 @@
 
 from __future__ import annotations
 
-from ._errors import GlobalRNGError, RNGDrawWarning
+from typing import Any
+
+from ._errors import GlobalRNGError, LogError, RNGDrawWarning
 from .isolate import rng_isolate
 from .trace import Event, Frame, Statistic, Trace
 from .tracer import RngTrace, rng_trace
 
 __version__ = "0.1.0"
 
+
+def load_ipython_extension(ipython: Any) -> None:
+    """Register ``%rng_trace`` and ``%%rng_trace``: ``%load_ext rngtrace`` calls this."""
+    from ._ipython import load_ipython_extension as load  # IPython only when asked for
+
+    load(ipython)
+
+
 __all__ = [
     "Event",
     "Frame",
     "GlobalRNGError",
+    "LogError",
     "RNGDrawWarning",
     "RngTrace",
     "Statistic",

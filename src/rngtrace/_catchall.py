@@ -69,7 +69,7 @@ class CatchAll:
                 source = by_id.get(id(arg0))
                 if source is not None and getattr(type(arg0), getattr(callee, "__name__", ""), None) is not callee:
                     source = None
-        return source if source is not OURS else None
+        return source
 
     def handle(self, source: Any, callee: Any, frame: FrameType, profile: bool) -> Any:
         """Record a call the hook saw; returns INTERNAL for a site never worth seeing again."""
@@ -119,6 +119,8 @@ class MonitoringCatchAll(CatchAll):
                 own.add(id(code))
                 return disable  # our own wrappers and state reads
             source = lookup(callee, arg0)
+            if source is OURS:
+                return disable  # a patched wrapper: it records the call itself
             if source is None:
                 if keep._keep and (
                     isinstance(arg0, keep._keep) or isinstance(getattr(callee, "__self__", None), keep._keep)
@@ -203,7 +205,7 @@ class ProfileCatchAll(CatchAll):
                     sys.setprofile(None)
                 return
             source = lookup(arg)
-            if source is None or frame.f_code.co_filename.startswith(_PACKAGE_DIR):
+            if source is None or source is OURS or frame.f_code.co_filename.startswith(_PACKAGE_DIR):
                 return
             handle(source, arg, frame, True)
 

@@ -9,3 +9,7 @@ class GlobalRNGError(RuntimeError):
 
 class RNGDrawWarning(UserWarning):
     """A global random stream was drawn from under ``on_draw="warn"``."""
+
+
+class LogError(ValueError):
+    """A saved draw log could not be read; the message says why and what to do."""

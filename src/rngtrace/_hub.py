@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ctypes
 import gc
+import itertools
 import os
 import sys
 import threading
@@ -30,13 +31,30 @@ ON_DRAW = ("log", "warn", "raise")
 _STRENGTH = {"log": 0, "warn": 1, "raise": 2}
 
 
+_THREAD_KEYS = itertools.count(1)
+
+
+class _ThreadGuard:
+    """Lives in a thread's threading.local: when the thread ends, its ThreadState goes too."""
+
+    __slots__ = ("states", "ident", "state")
+
+    def __init__(self, states: dict, ident: int, state: Any) -> None:
+        self.states, self.ident, self.state = states, ident, state
+
+    def __del__(self) -> None:
+        if self.states.get(self.ident) is self.state:
+            del self.states[self.ident]
+
+
 class ThreadState:
     """What the hot path keeps per thread (a plain object: threading.local costs a lookup per read)."""
 
-    __slots__ = ("ident", "busy", "pending", "hooked", "frames", "epoch")
+    __slots__ = ("key", "busy", "pending", "hooked", "frames", "epoch")
 
     def __init__(self, ident: int) -> None:
-        self.ident = ident
+        # Events name their thread by this key, unique per thread even where the OS reuses idents.
+        self.key = next(_THREAD_KEYS)
         self.busy = False  # inside a recording wrapper: nested calls are part of that call
         self.pending: Optional[tuple] = None  # (frame, f_lasti) the catch-all recorded just before the call
         self.hooked = False  # 3.10/3.11: the catch-all's profile hook runs on this thread
@@ -60,8 +78,9 @@ class Hub:
     """Installs and removes hooks; routes every recorded call to the active traces."""
 
     def __init__(self) -> None:
-        #: thread ident -> ThreadState; read by the hot path as ``states.get(get_ident())``
+        #: OS thread ident -> ThreadState; read by the hot path as ``states.get(get_ident())``
         self.states: dict[int, ThreadState] = {}
+        self._guards = threading.local()
         #: active sessions; replaced, never mutated, so the hot path can iterate it
         self.active: tuple[_Session, ...] = ()
         self.stacks = StackTable()
@@ -95,8 +114,9 @@ class Hub:
         st = self.states.get(ident)
         if st is None:
             st = self.states[ident] = ThreadState(ident)
-            if ident not in self._thread_names:
-                self._thread_names[ident] = threading.current_thread().name
+            self._thread_names[st.key] = threading.current_thread().name
+            # A new thread may get a dead one's ident: drop this state when the thread ends.
+            self._guards.guard = _ThreadGuard(self.states, ident, st)
         return st
 
     # -- what is hooked ----------------------------------------------------
@@ -360,7 +380,7 @@ class Hub:
             if known is None or st.epoch != self._epoch or (self.frame_exits == "profile" and not st.hooked):
                 known = self.known_frames(st)
         sid = self.stacks.capture(frame, self._depth, known)
-        raw = (stream, kind, api, count, sid, st.ident, detail)
+        raw = (stream, kind, api, count, sid, st.key, detail)
         sink = self._sink
         if sink is not None and stream in sink[2]:
             # One trace, watching this stream: the usual case, without the loop.
@@ -444,9 +464,7 @@ class Hub:
                     else "appeared during the block with no recorded call; noticed when the block ended"
                 )
                 sid = self.stacks.capture(frame, session.trace.depth)
-                ident = threading.get_ident()
-                self._thread_names.setdefault(ident, threading.current_thread().name)
-                session.trace._add((stream, UNATTRIBUTED, f"{stream} state", None, sid, ident, note))
+                session.trace._add((stream, UNATTRIBUTED, f"{stream} state", None, sid, self.state().key, note))
 
     # -- fork ------------------------------------------------------------------
     def _after_fork_in_child(self) -> None:

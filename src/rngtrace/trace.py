@@ -7,9 +7,12 @@ offset -> file, line, function) once, when the trace is finished.
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass
 from typing import Any, Iterable, Iterator
+
+from ._errors import LogError
 
 FORMAT = "rngtrace"
 FORMAT_VERSION = 1
@@ -267,6 +270,97 @@ class Trace:
         trace._finished = True
         return trace
 
+    def save(self, path: str | os.PathLike[str]) -> None:
+        """Write the trace to ``path`` as a JSON log that ``Trace.load`` reads back."""
+        if self._live is not None and not self._finished:
+            raise RuntimeError("this trace is still recording; save it after its block ends")
+        with open(path, "w", encoding="utf-8") as out:
+            out.write(_dumps(self.to_dict()))
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> Trace:
+        """Read a log written by ``save``; raise ``LogError`` saying what to do if it cannot."""
+        name = repr(os.fspath(path))
+        data = _read_json(path, name)
+        if not isinstance(data, dict) or data.get("format") != FORMAT:
+            raise LogError(f"{name} is not an rngtrace log (no \"format\": \"rngtrace\"); {_PASS_A_LOG}")
+        version = data.get("version")
+        if isinstance(version, int) and not isinstance(version, bool) and version > FORMAT_VERSION:
+            raise LogError(
+                f"{name} was written by a newer rngtrace (log format version {version}, this one reads "
+                f"up to {FORMAT_VERSION}); upgrade rngtrace: pip install -U rngtrace"
+            )
+        why = _damage(data)
+        if why is None:
+            try:
+                trace = cls.from_dict(data)
+                trace.statistics()  # resolve now, so a damaged log fails here, not in a renderer
+                _ = trace.events
+                return trace
+            except (LookupError, TypeError, ValueError) as exc:
+                why = f"{type(exc).__name__}: {exc}"
+        raise LogError(f"{name} is a truncated or damaged rngtrace log ({why}); record it again")
+
     def __repr__(self) -> str:
         counts = ", ".join(f"{s} {k}: {n}" for (s, k), n in sorted(self.counts().items()))
         return f"<Trace {len(self)} events ({counts or 'none'})>"
+
+
+# -- saved logs -------------------------------------------------------------------
+
+_PASS_A_LOG = "pass a file written by `rngtrace run --json` or Trace.save()"
+_FIELDS = ("version", "pid", "streams", "depth", "max_events", "dropped", "stacks", "threads", "events", "overflow")
+
+
+def _dumps(data: dict[str, Any]) -> str:
+    """JSON with one top-level field, event or stack a line: small, and readable in a diff."""
+    lines = []
+    for key, value in data.items():
+        if isinstance(value, list) and value and isinstance(value[0], list):
+            items = ",\n".join("    " + json.dumps(item, ensure_ascii=False) for item in value)
+            text = f"[\n{items}\n  ]"
+        else:
+            text = json.dumps(value, ensure_ascii=False)
+        lines.append(f"  {json.dumps(key)}: {text}")
+    return "{\n" + ",\n".join(lines) + "\n}\n"
+
+
+def _read_json(path: str | os.PathLike[str], name: str) -> Any:
+    """The parsed contents of ``path``, or a LogError saying why there are none."""
+    try:
+        with open(path, encoding="utf-8") as src:
+            text = src.read()
+    except FileNotFoundError:
+        raise LogError(f"no such file: {name}; check the path") from None
+    except IsADirectoryError:
+        raise LogError(f"{name} is a directory; {_PASS_A_LOG}") from None
+    except UnicodeDecodeError:
+        raise LogError(f"{name} is not JSON (not UTF-8 text); {_PASS_A_LOG}") from None
+    except OSError as exc:
+        raise LogError(f"cannot read {name} ({exc.strerror}); check its permissions") from None
+    if not text.strip():
+        raise LogError(f"{name} is empty; record the log again")
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        where = f"{exc.msg} at line {exc.lineno} column {exc.colno}"
+        if text.lstrip().startswith("{") and f'"{FORMAT}"' in text[:200]:
+            raise LogError(f"{name} is a truncated or damaged rngtrace log ({where}); record it again") from None
+        raise LogError(f"{name} is not JSON ({where}); {_PASS_A_LOG}") from None
+
+
+def _damage(data: dict[str, Any]) -> str | None:
+    """What is wrong with the shape of a log's fields, or None."""
+    missing = [key for key in _FIELDS if key not in data]
+    if missing:
+        return "no " + ", ".join(repr(key) for key in missing) + " field" + ("s" if len(missing) > 1 else "")
+    version = data["version"]
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        return f"version {version!r} is not a positive int"
+    for key in ("stacks", "events", "overflow"):
+        if not isinstance(data[key], list) or not all(isinstance(row, list) for row in data[key]):
+            return f"{key!r} is not a list of lists"
+    bad = next((row for row in data["events"] if len(row) != 7), None)
+    if bad is not None:
+        return f"an event has {len(bad)} fields, not 7"
+    return None

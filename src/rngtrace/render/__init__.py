@@ -5,10 +5,11 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from ..trace import Trace
-from . import text
+from . import html, text
 
 RENDERERS: dict[str, Callable[..., str]] = {
     "text": text.render,
+    "html": html.render,
 }
 
 

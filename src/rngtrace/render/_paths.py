@@ -121,3 +121,23 @@ def describe(frame: Frame | None, cwd: str) -> str:
     if frame is None:
         return "—"
     return f"{short_path(frame.filename, cwd)}:{frame.lineno} in {frame.function}"
+
+
+@functools.lru_cache(maxsize=4096)
+def package_of(filename: str) -> str | None:
+    """The top-level installed package ``filename`` belongs to ("sklearn"), "stdlib", or None.
+
+    None is code that is neither installed nor the standard library: the user's
+    own files and generated code such as ``<string>``.
+    """
+    if filename.startswith("<"):
+        return None
+    tail = _package_tail(filename)
+    if tail is None:
+        path = _norm(filename)
+        stdlib, packages = _library_dirs()
+        tail = next((_relative(filename, d) for d in packages if _under(path, d)), None)
+        if tail is None:
+            return "stdlib" if any(_under(path, d) for d in stdlib) else None
+    top = tail.split("/", 1)[0]
+    return top[:-3] if top.endswith(".py") else top

@@ -47,6 +47,21 @@ class NumpySource(Source):
 
     def patches(self, hub: Any) -> Iterable[Patch]:
         rand = _mtrand._rand
+        # First the singleton's methods, on its type: scikit-learn's check_random_state(None)
+        # and scipy's distributions hand out np.random.mtrand._rand itself. The hub
+        # applies each patch as it is yielded, so the module functions below can be
+        # re-bound to these wrappers: one wrapper per call, not two.
+        state_type = type(rand)
+        wrapped = set()
+        for name, original in list(vars(state_type).items()):
+            if name.startswith("_") or name in _NOT_DRAWS or not callable(original):
+                continue
+            api = f"numpy.random.{name}"
+            kind = SEED if name in _SEEDS else DRAW
+            yield state_type, name, recording_wrapper(
+                hub, "numpy", kind, api, original, None if kind == SEED else _method_count, owner=rand
+            )
+            wrapped.add(name)
         seen: dict[int, Any] = {}
         for module in (_nprandom, _mtrand):
             for name in dir(module):
@@ -54,7 +69,11 @@ class NumpySource(Source):
                 bound = getattr(original, "__self__", None) is rand
                 if not (bound or name in _MODULE_FUNCTIONS) or name in _NOT_DRAWS:
                     continue
-                # np.random.rand and np.random.mtrand.rand are one object: one wrapper.
+                if bound and original.__name__ in wrapped:
+                    # np.random.rand is rand.rand bound at import: bind it to the wrapper.
+                    yield module, name, getattr(rand, original.__name__)
+                    continue
+                # np.random.seed and np.random.mtrand.seed are one object: one wrapper.
                 wrapper = seen.get(id(original))
                 if wrapper is None:
                     api = f"numpy.random.{name}"
@@ -64,17 +83,6 @@ class NumpySource(Source):
                         wrapper = draw_wrapper(hub, "numpy", api, original, _count)
                     seen[id(original)] = wrapper
                 yield module, name, wrapper
-        # Methods called on the singleton itself: scikit-learn's check_random_state(None)
-        # and scipy's distributions hand out np.random.mtrand._rand.
-        state_type = type(rand)
-        for name, original in list(vars(state_type).items()):
-            if name.startswith("_") or name in _NOT_DRAWS or not callable(original):
-                continue
-            api = f"numpy.random.{name}"
-            kind = SEED if name in _SEEDS else DRAW
-            yield state_type, name, recording_wrapper(
-                hub, "numpy", kind, api, original, None if kind == SEED else _method_count, owner=rand
-            )
 
     def owners(self) -> Iterable[object]:
         return (_mtrand._rand,)

@@ -1,0 +1,8 @@
+"""``python -m rngtrace``: the same program as the ``rngtrace`` command."""
+
+import sys
+
+from .cli import main
+
+if __name__ == "__main__":
+    sys.exit(main())

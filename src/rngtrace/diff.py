@@ -1,0 +1,172 @@
+"""Compare two traces: where do two runs' draws part ways?
+
+Each stream is aligned on its own, so a draw in another stream or a thread's
+different interleaving does not shift it. An event is keyed by its kind, its
+api and the line that called it; the line's file is named by its path after
+site-packages or by its bare file name, so runs from two checkouts or two
+virtualenvs in different places still align. Within the aligned calls, a draw
+of another number of values or a seed with another value is a divergence too.
+Everything here is data; ``TraceDiff.report()`` turns it into text.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+from dataclasses import dataclass
+
+from .render._paths import _package_tail
+from .trace import DRAW, KINDS, SEED, Event, Frame, Trace
+
+#: what a Divergence is: events only A made, only B made, other events in each run, or
+#: the same call drawing another number of values / seeding another value
+ONLY_A, ONLY_B, REPLACED, VALUES = "only A", "only B", "replaced", "values"
+
+
+@dataclass(frozen=True)
+class Divergence:
+    """One place in one stream where the runs part."""
+
+    kind: str  # ONLY_A, ONLY_B, REPLACED or VALUES
+    stream: str
+    a: tuple[Event, ...]  # A's events that B does not match (for VALUES: A's side of the pair)
+    b: tuple[Event, ...]
+    #: the next event both runs make after this place, as A and as B recorded it; None at the end
+    next_a: Event | None
+    next_b: Event | None
+    #: where this happens in A's and in B's event order; the earliest is the first divergence
+    position: tuple[int, int]
+
+
+@dataclass(frozen=True)
+class SiteDifference:
+    """A call site that A and B called a different number of times, or drew a different number of values at."""
+
+    stream: str
+    kind: str
+    api: str
+    frame: Frame | None  # the calling line, as A recorded it where A has it
+    a_calls: int
+    b_calls: int
+    a_values: int
+    b_values: int
+
+
+@dataclass(frozen=True)
+class TraceDiff:
+    """How two traces differ: every divergence, earliest first, and the call sites whose counts differ."""
+
+    a: Trace
+    b: Trace
+    divergences: tuple[Divergence, ...]
+    sites: tuple[SiteDifference, ...]  # largest difference in calls first
+
+    @property
+    def same(self) -> bool:
+        """True when the runs made the same calls, in the same order per stream, with the same values."""
+        return not self.divergences and not self.sites
+
+    @property
+    def first(self) -> Divergence | None:
+        """The earliest place where the runs part, or None."""
+        return self.divergences[0] if self.divergences else None
+
+    def report(self, *, names: tuple[str, str] = ("A", "B"), color: bool = False) -> str:
+        """Return the comparison as text; ``names`` say where A and B came from."""
+        from .render.diff_text import render
+
+        return render(self, names=names, color=color)
+
+
+def compare(a: Trace, b: Trace) -> TraceDiff:
+    """Align ``a`` and ``b`` stream by stream and say where they part."""
+    events_a, events_b = a.events, b.events
+    found: list[Divergence] = []
+    for stream in sorted({e.stream for e in events_a} | {e.stream for e in events_b}):
+        xs = [e for e in events_a if e.stream == stream]
+        ys = [e for e in events_b if e.stream == stream]
+        found += _align(stream, xs, ys, (len(events_a), len(events_b)))
+    found.sort(key=lambda d: (min(d.position), d.position))
+    return TraceDiff(a, b, tuple(found), _site_differences(a, b))
+
+
+def _align(stream: str, xs: list[Event], ys: list[Event], ends: tuple[int, int]) -> list[Divergence]:
+    """The divergences between one stream's events in A (``xs``) and in B (``ys``)."""
+    matcher = difflib.SequenceMatcher(None, [_key(e) for e in xs], [_key(e) for e in ys], autojunk=False)
+    out = []
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag == "equal":
+            out += [
+                Divergence(VALUES, stream, (x,), (y,), None, None, (x.index, y.index))
+                for x, y in zip(xs[i1:i2], ys[j1:j2], strict=True)
+                if _values_differ(x, y)
+            ]
+            continue
+        # Between two matched blocks there is exactly one other opcode, so what follows is shared.
+        next_a = xs[i2] if i2 < len(xs) else None
+        next_b = ys[j2] if j2 < len(ys) else None
+        kind = {"delete": ONLY_A, "insert": ONLY_B}.get(tag, REPLACED)
+        position = (
+            _position(xs, i1, i2, ends[0]),
+            _position(ys, j1, j2, ends[1]),
+        )
+        out.append(Divergence(kind, stream, tuple(xs[i1:i2]), tuple(ys[j1:j2]), next_a, next_b, position))
+    return out
+
+
+def _position(events: list[Event], start: int, stop: int, end: int) -> int:
+    """Where events[start:stop] sit in their run; for none, where they would have been."""
+    if start < len(events):
+        return events[start].index
+    return events[start - 1].index + 1 if start else end
+
+
+def _key(event: Event) -> tuple:
+    frame = event.frame
+    site = (_file_key(frame.filename), frame.lineno) if frame else None
+    return (event.kind, event.api, site)
+
+
+@functools.lru_cache(maxsize=4096)
+def _file_key(filename: str) -> str:
+    """A file's name as two runs from different places agree on it."""
+    tail = _package_tail(filename)
+    if tail is not None or filename.startswith("<"):
+        return tail or filename
+    return filename.replace("\\", "/").rsplit("/", 1)[-1]
+
+
+def _values_differ(x: Event, y: Event) -> bool:
+    """Same call, other values: a seed to another value, or a draw of another number of values."""
+    if x.kind == SEED:
+        return x.detail != y.detail
+    if x.kind == DRAW:
+        return x.count is not None and y.count is not None and x.count != y.count
+    return False
+
+
+def _site_differences(a: Trace, b: Trace) -> tuple[SiteDifference, ...]:
+    """Every call site whose calls or values differ between the runs, dropped events counted."""
+    counts_a, counts_b = _site_counts(a), _site_counts(b)
+    rows = []
+    for key in counts_a.keys() | counts_b.keys():
+        frame_a, calls_a, values_a = counts_a.get(key, (None, 0, 0))
+        frame_b, calls_b, values_b = counts_b.get(key, (None, 0, 0))
+        if (calls_a, values_a) != (calls_b, values_b):
+            stream, kind, api, _site = key
+            rows.append(SiteDifference(stream, kind, api, frame_a or frame_b, calls_a, calls_b, values_a, values_b))
+    rows.sort(key=lambda r: (-abs(r.a_calls - r.b_calls), -abs(r.a_values - r.b_values), r.stream, r.api))
+    return tuple(rows)
+
+
+def _site_counts(trace: Trace) -> dict[tuple, tuple[Frame | None, int, int]]:
+    """(stream, kind, api, site key) -> (a frame there, calls, values)."""
+    out: dict[tuple, tuple[Frame | None, int, int]] = {}
+    for kind in KINDS:
+        for stat in trace.statistics("lineno", kind):
+            frame = stat.frame
+            key = (stat.stream, kind, stat.api, (_file_key(frame.filename), frame.lineno) if frame else None)
+            seen, calls, values = out.get(key, (frame, 0, 0))
+            out[key] = (seen, calls + stat.calls, values + stat.values)
+    return out
+

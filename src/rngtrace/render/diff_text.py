@@ -1,0 +1,184 @@
+"""A comparison of two runs as text: where they first part, then the call sites whose counts differ.
+
+What a reader needs first is one sentence naming the line to look at ("B has 1
+extra numpy draw at acc/devinit.py:10 in init, before the draw both runs make at
+story.py:10 in <module>"), then both runs' stacks at that place.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ..diff import ONLY_A, ONLY_B, VALUES, Divergence, SiteDifference, TraceDiff
+from ..trace import DRAW, SEED, UNATTRIBUTED, Event, Frame
+from ._paths import current_dir, describe, is_user_file
+from .text import Paint, _api, _format, _painter, _plural, _Row, _Table
+
+_SHOWN = 3  # a side's divergent events shown with their stacks
+_LATER = 5  # later divergences listed by their headline
+_MAX_SITES = 20
+_STACK = 8  # frames shown per stack
+_EMPTY = "—"
+
+
+def render(diff: TraceDiff, *, names: tuple[str, str] = ("A", "B"), color: bool = False) -> str:
+    """Return the comparison as text; ANSI colour only when ``color`` is true."""
+    paint = _painter(color)
+    cwd = current_dir()
+    sections = [[paint(_header(diff, names), "bold")]]
+    first = diff.first
+    if first is not None:
+        sections.append(_first(first, paint, cwd))
+        later = diff.divergences[1:]
+        if later:
+            sections.append(_later(later, paint, cwd))
+    if diff.sites:
+        sections.append(_sites(diff.sites, paint, cwd))
+    sections.append(_notes(diff))
+    return "\n\n".join("\n".join(s) for s in sections if s)
+
+
+def _header(diff: TraceDiff, names: tuple[str, str]) -> str:
+    a, b = (("A", "B") if names == ("A", "B") else (f"A = {names[0]}", f"B = {names[1]}"))
+    if diff.same:
+        n = len(diff.a)
+        return (f"rngtrace diff: {a} and {b} drew the same — {_plural(n, 'event')} each, "
+                "the same calls from the same lines in the same order")
+    sizes = f"{a} ({_plural(len(diff.a), 'event')}) and {b} ({_plural(len(diff.b), 'event')})"
+    n = len(diff.divergences)
+    if not n:
+        return f"rngtrace diff: {sizes} differ in how often they drew at some call sites"
+    return f"rngtrace diff: {sizes} part in {n:,} place{'' if n == 1 else 's'}"
+
+
+# -- the first divergence ----------------------------------------------------------
+
+
+def _headline(d: Divergence, cwd: str) -> str:
+    """One sentence saying where the runs part and what each did there."""
+    if d.kind == VALUES:
+        x, y = d.a[0], d.b[0]
+        where = f"the {x.stream} {x.kind} at {describe(x.frame, cwd)} differs"
+        if x.kind == SEED:
+            return f"{where}: A seeded {_seed(x)}, B {_seed(y)}"
+        return f"{where}: A drew {x.count:,} value{'' if x.count == 1 else 's'}, B {y.count:,}"
+    if d.kind == ONLY_A:
+        text = f"A has {_count(d.a)} {_at(d.a, cwd)} that B lacks"
+    elif d.kind == ONLY_B:
+        text = f"B has {_count(d.b, 'extra ')} {_at(d.b, cwd)}"
+    else:
+        text = f"A has {_count(d.a)} {_at(d.a, cwd)} where B has {_count(d.b)} {_at(d.b, cwd)}"
+    shared = d.next_b if d.kind == ONLY_B else d.next_a  # in the timeline the sentence is about
+    if shared is not None:
+        return f"{text}, before the {_noun([shared])} both runs make at {describe(shared.frame, cwd)}"
+    return f"{text}, at the end of the {d.stream} stream"
+
+
+def _seed(event: Event) -> str:
+    return str(event.detail) if event.detail is not None else "without a value"
+
+
+def _count(events: Sequence[Event], extra: str = "") -> str:
+    """``1 extra numpy draw``, ``3 numpy draws``, ``2 torch events`` (mixed kinds)."""
+    n = len(events)
+    return f"{n:,} {extra}{events[0].stream} {_noun(events)}{'' if n == 1 else 's'}"
+
+
+def _noun(events: Sequence[Event]) -> str:
+    kinds = {e.kind for e in events}
+    kind = kinds.pop() if len(kinds) == 1 else "event"
+    return "unattributed move" if kind == UNATTRIBUTED else kind
+
+
+def _at(events: Sequence[Event], cwd: str) -> str:
+    """``at story.py:9 in <module>``, or ``starting at ...`` when they come from several lines."""
+    where = describe(events[0].frame, cwd)
+    same = all(e.frame == events[0].frame for e in events)
+    return f"at {where}" if same else f"starting at {where}"
+
+
+def _first(d: Divergence, paint: Paint, cwd: str) -> list[str]:
+    """The headline, then each run's events at that place with their stacks."""
+    rows = {side: _side_rows(d, side) for side in ("A", "B")}
+    width = max(len(_api(e)) for side in rows.values() for e, _tag, _stack in side if e is not None)
+    number = max(len(f"#{e.index}") for side in rows.values() for e, _tag, _stack in side if e is not None)
+    lines = [paint("First divergence: ", "bold") + _headline(d, cwd)]
+    for side, side_rows in rows.items():
+        label = side
+        for event, tag, stack in side_rows:
+            if event is None:
+                lines.append(f"  {label}  {paint(tag, 'dim')}")
+            else:
+                text = f"  {label}  {'#' + str(event.index):<{number}}  {_api(event):<{width}}  "
+                lines.append(text + paint(tag, "warn" if tag.startswith(("only", "differs")) else "dim"))
+                indent = " " * (6 + len(label) + number)  # under the api
+                lines += [f"{indent}{paint(frame, style)}" for frame, style in (_stack(event, cwd) if stack else [])]
+            label = " " * len(side)
+    return lines
+
+
+def _side_rows(d: Divergence, side: str) -> list[tuple[Event | None, str, bool]]:
+    """(event, tag, show its stack) for one run: its own events here, then the next shared one."""
+    own, nxt = (d.a, d.next_a) if side == "A" else (d.b, d.next_b)
+    if d.kind == VALUES:
+        return [(own[0], "differs", True)]  # the api column already shows the count or the seed
+    rows: list[tuple[Event | None, str, bool]] = [(e, f"only in {side}", True) for e in own[:_SHOWN]]
+    if len(own) > _SHOWN:
+        rows.append((None, f"… {len(own) - _SHOWN:,} more only in {side}", False))
+    if nxt is not None:
+        rows.append((nxt, "next in both runs", not own))
+    elif not own:
+        rows.append((None, f"(no more {d.stream} events)", False))
+    return rows
+
+
+def _stack(event: Event, cwd: str) -> list[tuple[str, str]]:
+    """The event's frames, innermost first, down to the outermost one in the user's code."""
+    frames: Sequence[Frame] = event.stack
+    user = [i for i, f in enumerate(frames) if is_user_file(f.filename)]
+    if user:
+        frames = frames[: user[-1] + 1]
+    shown = [(describe(f, cwd), "" if is_user_file(f.filename) else "dim") for f in frames[:_STACK]]
+    if len(frames) > _STACK:
+        shown.append((f"… {len(frames) - _STACK} more frames", "dim"))
+    return shown
+
+
+def _later(later: Sequence[Divergence], paint: Paint, cwd: str) -> list[str]:
+    lines = [paint(f"Then {len(later):,} more place{'' if len(later) == 1 else 's'} where the runs part:", "bold")]
+    said: dict[str, int] = {}  # the same sentence for several places is said once, with a count
+    for d in later:
+        text = _headline(d, cwd)
+        said[text] = said.get(text, 0) + 1
+    lines += [f"  - {text}" + (f" (×{n})" if n > 1 else "") for text, n in list(said.items())[:_LATER]]
+    if len(said) > _LATER:
+        lines.append(paint(f"  … {len(said) - _LATER:,} more (rngtrace.diff.compare(a, b).divergences)", "dim"))
+    return lines
+
+
+# -- call sites whose counts differ -------------------------------------------------
+
+
+def _sites(sites: Sequence[SiteDifference], paint: Paint, cwd: str) -> list[str]:
+    titles = ["calls A", "calls B", "values A", "values B", "stream", "kind", "api", "site"]
+    table = _Table(titles, ">>>><<<<")
+    for s in sites[:_MAX_SITES]:
+        counted = s.kind == DRAW and (s.a_values or s.b_values)  # else: seeds, or counts unknown
+        values = [f"{v:,}" if counted else _EMPTY for v in (s.a_values, s.b_values)]
+        user = bool(s.frame and is_user_file(s.frame.filename))
+        table.rows.append(_Row([(f"{s.a_calls:,}", ""), (f"{s.b_calls:,}", ""), (values[0], ""),
+                                (values[1], ""), (s.stream, ""), (s.kind, ""), (s.api, ""),
+                                (describe(s.frame, cwd), "" if user else "dim")]))
+    lines = [paint("Call sites whose counts differ:", "bold")] + _format(table, paint)
+    if len(sites) > _MAX_SITES:
+        lines.append(paint(f"  … {len(sites) - _MAX_SITES:,} more call sites", "dim"))
+    return lines
+
+
+def _notes(diff: TraceDiff) -> list[str]:
+    return [
+        f"Note: {side} counted {_plural(trace.dropped, 'event')} past max_events={trace.max_events:,} "
+        "without keeping them; only kept events are aligned, the call-site counts include them all."
+        for side, trace in (("A", diff.a), ("B", diff.b))
+        if trace.dropped
+    ]

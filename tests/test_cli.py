@@ -1,0 +1,249 @@
+"""The command line, run for real: `python -m rngtrace run | show | diff`."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+
+DRAWS = """\
+import random
+import sys
+
+print("argv", sys.argv[1:])
+random.seed(1)
+random.random()
+if sys.argv[1:2] == ["exit"]:
+    sys.exit(int(sys.argv[2]))
+if sys.argv[1:2] == ["fail"]:
+    {}["missing"]
+"""
+
+
+def rngtrace(*args: object, cwd: Path) -> subprocess.CompletedProcess:
+    """Run ``python -m rngtrace ARGS`` in ``cwd``; stdout and stderr as text."""
+    env = {**os.environ, "PYTHONIOENCODING": "utf-8"}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SRC), env.get("PYTHONPATH")]))
+    return subprocess.run(
+        [sys.executable, "-m", "rngtrace", *map(str, args)],
+        cwd=cwd, env=env, check=False, capture_output=True, text=True, encoding="utf-8", timeout=120,
+    )
+
+
+def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(textwrap.dedent(text), encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def draws(tmp_path: Path) -> Path:
+    return write(tmp_path / "draws.py", DRAWS)
+
+
+# -- rngtrace run --------------------------------------------------------------------
+
+
+def test_run_leaves_the_programs_stdout_alone_and_prints_the_log_to_stderr(draws):
+    done = rngtrace("run", "draws.py", cwd=draws.parent)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "argv []\n"
+    assert done.stderr.startswith("rngtrace: 2 events — random: 1 seed, 1 draw\n")
+    assert "random.random ×1  draws.py:6 in <module>" in done.stderr
+    assert "\x1b[" not in done.stderr  # not a terminal: no colour
+
+
+def test_run_gives_the_program_its_arguments_name_and_sys_path_as_python_would(tmp_path):
+    write(tmp_path / "app" / "helper.py", "VALUE = 'found next to the script'\n")
+    write(tmp_path / "app" / "main.py", """\
+        import sys
+        import helper
+        print(__name__, sys.argv[1:], helper.VALUE)
+    """)
+    done = rngtrace("run", "--quiet", "app/main.py", "--depth", "-x", "one", cwd=tmp_path)
+    assert (done.returncode, done.stderr) == (0, "")
+    assert done.stdout == "__main__ ['--depth', '-x', 'one'] found next to the script\n"
+
+
+def test_run_keeps_the_exit_status_of_sys_exit_and_still_prints_the_log(draws):
+    done = rngtrace("run", "draws.py", "exit", "3", cwd=draws.parent)
+    assert done.returncode == 3
+    assert done.stderr.startswith("rngtrace: 2 events")
+
+
+def test_an_uncaught_exception_prints_its_traceback_exits_1_and_still_prints_the_log(draws):
+    done = rngtrace("run", "draws.py", "fail", cwd=draws.parent)
+    assert done.returncode == 1
+    traceback, log = done.stderr.split("rngtrace: 2 events")
+    assert traceback.startswith("Traceback (most recent call last):\n")
+    assert 'draws.py", line 10, in <module>' in traceback and traceback.endswith("KeyError: 'missing'\n")
+    assert "runpy" not in traceback and "cli.py" not in traceback  # the runner's frames are left out
+    assert "random.random" in log
+
+
+def test_run_m_runs_a_module_as_main_with_its_arguments(tmp_path):
+    write(tmp_path / "pkg" / "__init__.py", "")
+    write(tmp_path / "pkg" / "tool.py", """\
+        import random
+        import sys
+        print(__name__, sys.argv[1:])
+        random.getrandbits(8)
+    """)
+    done = rngtrace("run", "-m", "pkg.tool", "--quiet", "x", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "__main__ ['--quiet', 'x']\n"  # options after -m are the module's
+    assert "random.getrandbits ×1  pkg/tool.py:4 in <module>" in done.stderr
+
+
+def test_json_saves_the_log_and_show_prints_it(draws):
+    done = rngtrace("run", "--json", "run.json", "draws.py", cwd=draws.parent)
+    assert done.stderr.endswith("rngtrace: log saved to run.json\n")
+    assert json.loads((draws.parent / "run.json").read_text(encoding="utf-8"))["format"] == "rngtrace"
+    shown = rngtrace("show", "run.json", cwd=draws.parent)
+    assert (shown.returncode, shown.stderr) == (0, "")
+    assert shown.stdout == done.stderr.split("rngtrace: log saved")[0]
+
+
+def test_html_saves_the_html_report_from_run_and_from_show(draws):
+    done = rngtrace("run", "--quiet", "--html", "run.html", "--json", "run.json", "draws.py", cwd=draws.parent)
+    assert (done.returncode, done.stderr) == (0, "")
+    assert "random.random" in (draws.parent / "run.html").read_text(encoding="utf-8")
+    shown = rngtrace("show", "run.json", "--html", "again.html", cwd=draws.parent)
+    assert shown.returncode == 0 and "random.random" in (draws.parent / "again.html").read_text(encoding="utf-8")
+
+
+def test_quiet_prints_no_log(draws):
+    done = rngtrace("run", "--quiet", "draws.py", cwd=draws.parent)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "argv []\n", "")
+
+
+def test_streams_limits_what_is_traced(draws):
+    done = rngtrace("run", "--streams", "numpy,torch", "draws.py", cwd=draws.parent)
+    assert done.stderr == "rngtrace: no draws or reseeds of global random streams (watched: numpy, torch)\n"
+
+
+def test_on_draw_raise_stops_the_first_draw_with_global_rng_error_and_exits_1(draws):
+    done = rngtrace("run", "--on-draw", "raise", "draws.py", cwd=draws.parent)
+    assert done.returncode == 1
+    traceback = done.stderr.split("rngtrace: 1 event")[0].splitlines()
+    assert traceback[-1] == (
+        f"rngtrace._errors.GlobalRNGError: random.random draws from the global random stream at {draws}:6 "
+        "in <module>; use an explicit generator (random.Random(seed))"
+    )
+    # The draw site is the only frame shown: not the runner's, not rngtrace's wrapper.
+    assert [line for line in traceback if line.startswith("  File")] == [f'  File "{draws}", line 6, in <module>']
+
+
+# -- rngtrace diff: the README story -------------------------------------------------
+
+STORY_A = """\
+import numpy as np
+
+np.random.seed(666)
+pass  # this run initialises no device
+x = np.random.rand(1)
+print(f"x = {x[0]:.6f}")
+"""
+STORY_B = STORY_A.replace("pass  # this run initialises no device", "devinit.init()").replace(
+    "\n\n", "\nfrom acc import devinit\n", 1)
+DEVINIT = """\
+import numpy as np
+
+_ready = False
+
+
+def init():
+    global _ready
+    if not _ready:
+        jitter = np.random.uniform(0, 1e-3)
+        _ready = jitter >= 0
+    return _ready
+"""
+
+
+@pytest.fixture(scope="module")
+def story(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Two runs of the story saved as a.json and b.json: A without the device init, B with it."""
+    pytest.importorskip("numpy")
+    tmp_path = tmp_path_factory.mktemp("story")
+    write(tmp_path / "a" / "story.py", STORY_A)
+    write(tmp_path / "b" / "story.py", STORY_B)
+    write(tmp_path / "b" / "acc" / "__init__.py", "")
+    write(tmp_path / "b" / "acc" / "devinit.py", DEVINIT)
+    for run, x in (("a", "0.700437"), ("b", "0.844187")):
+        done = rngtrace("run", "--quiet", "--json", f"../{run}.json", "story.py", cwd=tmp_path / run)
+        assert (done.returncode, done.stdout) == (0, f"x = {x}\n"), done.stderr
+    return tmp_path
+
+
+def test_diff_of_the_story_names_the_extra_draw_and_exits_1(story):
+    done = rngtrace("diff", "a.json", "b.json", cwd=story)
+    assert done.returncode == 1, done.stderr
+    assert done.stdout.splitlines()[:3] == [
+        "rngtrace diff: A = a.json (2 events) and B = b.json (3 events) part in 1 place",
+        "",
+        (
+            "First divergence: B has 1 extra numpy draw at b/acc/devinit.py:9 in init, "
+            "before the draw both runs make at b/story.py:5 in <module>"
+        ),
+    ]
+    assert "numpy.random.uniform  b/acc/devinit.py:9 in init" in done.stdout  # the call-site table
+
+
+def test_diff_of_two_runs_that_drew_the_same_exits_0(story):
+    done = rngtrace("diff", "a.json", "a.json", cwd=story)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("rngtrace diff: A = a.json and B = a.json drew the same")
+
+
+# -- mistakes: one line, exit status 2 ----------------------------------------------
+
+
+def _bad_logs(folder: Path) -> None:
+    write(folder / "text.json", "hello\n")
+    write(folder / "other.json", '{"a": 1}\n')
+    write(folder / "cut.json", '{\n  "format": "rngtrace",\n  "version": 1,\n  "pid": 1')
+    write(folder / "newer.json", '{"format": "rngtrace", "version": 99}\n')
+    write(folder / "x.py", "")
+
+
+MISTAKES = {
+    "no command": ((), "no command; choose from run, show, diff"),
+    "missing script": (("run", "nope.py"), "no such file: 'nope.py'; check the path"),
+    "missing module": (("run", "-m", "nope.mod"), "no module named 'nope.mod'; check the name"),
+    "nothing to run": (("run", "--quiet"), "nothing to run; give a script or -m module"),
+    "unknown stream": (("run", "--streams", "nump", "x.py"), "unknown stream 'nump'; choose from random, numpy, torch"),
+    "bad depth": (("run", "--depth", "0", "x.py"), "argument --depth: expected a whole number >= 1, got '0'"),
+    "no folder for json": (("run", "--json", "no/such/dir/x.json", "x.py"), "no such directory: "),
+    "missing log": (("show", "x.json"), "no such file: 'x.json'; check the path"),
+    "not JSON": (("show", "text.json"), "'text.json' is not JSON (Expecting value at line 1 column 1)"),
+    "not a log": (("diff", "other.json", "other.json"), "'other.json' is not an rngtrace log"),
+    "truncated": (("show", "cut.json"), "'cut.json' is a truncated or damaged rngtrace log"),
+    "newer": (("show", "newer.json"), "'newer.json' was written by a newer rngtrace (log format version 99"),
+}
+
+
+@pytest.mark.parametrize("case", list(MISTAKES))
+def test_a_mistake_is_one_line_on_stderr_and_exit_status_2(tmp_path, case):
+    _bad_logs(tmp_path)
+    args, said = MISTAKES[case]
+    done = rngtrace(*args, cwd=tmp_path)
+    assert done.returncode == 2
+    assert done.stdout == ""
+    assert done.stderr.startswith("rngtrace: error: ") and said in done.stderr
+    assert done.stderr.count("\n") == 1
+
+
+def test_the_rngtrace_command_is_the_same_program():
+    command = Path(sys.executable).with_name("rngtrace")
+    if not command.exists():
+        pytest.skip("the rngtrace console script is not installed next to this python")
+    done = subprocess.run([str(command), "--version"], check=False, capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stdout) == (0, "rngtrace 0.1.0\n")
