@@ -187,7 +187,7 @@ def test_diff_of_the_story_names_the_extra_draw_and_exits_1(story):
     done = rngtrace("diff", "a.json", "b.json", cwd=story)
     assert done.returncode == 1, done.stderr
     assert done.stdout.splitlines()[:3] == [
-        "rngtrace diff: A = a.json (2 events) and B = b.json (3 events) part in 1 place",
+        "rngtrace diff: A = a.json (2 events) and B = b.json (3 events) differ in 1 place",
         "",
         (
             "First divergence: B has 1 extra numpy draw at b/acc/devinit.py:9 in init, "

@@ -158,7 +158,7 @@ def test_events_past_max_events_count_in_the_table_and_are_noted():
 
 def test_the_report_names_where_a_and_b_came_from():
     report = compare(trace(rand()), trace(rand(), rand())).report(names=("a.json", "b.json"))
-    assert report.splitlines()[0] == "rngtrace diff: A = a.json (1 event) and B = b.json (2 events) part in 1 place"
+    assert report.splitlines()[0] == "rngtrace diff: A = a.json (1 event) and B = b.json (2 events) differ in 1 place"
 
 
 def test_colour_only_when_asked():

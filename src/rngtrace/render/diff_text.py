@@ -48,7 +48,7 @@ def _header(diff: TraceDiff, names: tuple[str, str]) -> str:
     n = len(diff.divergences)
     if not n:
         return f"rngtrace diff: {sizes} differ in how often they drew at some call sites"
-    return f"rngtrace diff: {sizes} part in {n:,} place{'' if n == 1 else 's'}"
+    return f"rngtrace diff: {sizes} differ in {n:,} place{'' if n == 1 else 's'}"
 
 
 # -- the first divergence ----------------------------------------------------------
