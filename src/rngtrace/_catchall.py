@@ -88,7 +88,7 @@ class CatchAll:
         if kind == "draw":
             hub.check(stream, api, start)
         hub.record(stream, kind, api, None, start, detail, st)
-        st.pending = (frame, frame.f_lasti)
+        st.pending = (id(frame), frame.f_lasti)  # an id: rngtrace keeps no frame alive
         # The call happens after this hook returns: its move is explained, not yet seen.
         hub.forget_fingerprint(stream)
         return None

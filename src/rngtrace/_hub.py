@@ -56,7 +56,7 @@ class ThreadState:
         # Events name their thread by this key, unique per thread even where the OS reuses idents.
         self.key = next(_THREAD_KEYS)
         self.busy = False  # inside a recording wrapper: nested calls are part of that call
-        self.pending: Optional[tuple] = None  # (frame, f_lasti) the catch-all recorded just before the call
+        self.pending: Optional[tuple] = None  # (id(frame), f_lasti) the catch-all recorded just before the call
         self.hooked = False  # 3.10/3.11: the catch-all's profile hook runs on this thread
         self.frames: Optional[dict] = None  # live frame id -> (f_lasti, stack node); see _stack
         self.epoch = -1  # the hub epoch ``frames`` belongs to

@@ -188,7 +188,7 @@ def recorded_by_catchall(st: Any, frame: FrameType) -> bool:
     if pending is None:
         return False
     st.pending = None
-    return pending[0] is frame and pending[1] == frame.f_lasti
+    return pending[0] == id(frame) and pending[1] == frame.f_lasti
 
 
 def call_busy(st: Any, original: Callable, args: tuple, kwargs: dict) -> Any:
