@@ -8,9 +8,6 @@ through here, so "what is hooked right now" has one answer: ``HUB.hooked()``.
 
 from __future__ import annotations
 
-import ctypes
-import gc
-import itertools
 import os
 import sys
 import threading
@@ -22,44 +19,15 @@ from _thread import get_ident
 
 from . import _catchall
 from ._errors import GlobalRNGError, RNGDrawWarning
+from ._patch import INHERITED, set_attribute
 from ._stack import StackTable
+from ._threads import ThreadGuard, ThreadState
 from .sources import SOURCES, load_source
 from .sources._base import Source
 from .trace import DRAW, SEED, UNATTRIBUTED, Trace
 
 ON_DRAW = ("log", "warn", "raise")
 _STRENGTH = {"log": 0, "warn": 1, "raise": 2}
-
-
-_THREAD_KEYS = itertools.count(1)
-
-
-class _ThreadGuard:
-    """Lives in a thread's threading.local: when the thread ends, its ThreadState goes too."""
-
-    __slots__ = ("states", "ident", "state")
-
-    def __init__(self, states: dict, ident: int, state: Any) -> None:
-        self.states, self.ident, self.state = states, ident, state
-
-    def __del__(self) -> None:
-        if self.states.get(self.ident) is self.state:
-            del self.states[self.ident]
-
-
-class ThreadState:
-    """What the hot path keeps per thread (a plain object: threading.local costs a lookup per read)."""
-
-    __slots__ = ("key", "busy", "pending", "hooked", "frames", "epoch")
-
-    def __init__(self, ident: int) -> None:
-        # Events name their thread by this key, unique per thread even where the OS reuses idents.
-        self.key = next(_THREAD_KEYS)
-        self.busy = False  # inside a recording wrapper: nested calls are part of that call
-        self.pending: Optional[tuple] = None  # (id(frame), f_lasti) the catch-all recorded just before the call
-        self.hooked = False  # 3.10/3.11: the catch-all's profile hook runs on this thread
-        self.frames: Optional[dict] = None  # live frame id -> (f_lasti, stack node); see _stack
-        self.epoch = -1  # the hub epoch ``frames`` belongs to
 
 
 class _Session:
@@ -116,7 +84,7 @@ class Hub:
             st = self.states[ident] = ThreadState(ident)
             self._thread_names[st.key] = threading.current_thread().name
             # A new thread may get a dead one's ident: drop this state when the thread ends.
-            self._guards.guard = _ThreadGuard(self.states, ident, st)
+            self._guards.guard = ThreadGuard(self.states, ident, st)
         return st
 
     # -- what is hooked ----------------------------------------------------
@@ -226,9 +194,9 @@ class Hub:
         try:
             self.reseeded(name)
             for parent, attr, replacement in source.patches(self):
-                original = vars(parent).get(attr, _INHERITED)
+                original = vars(parent).get(attr, INHERITED)
                 undo.append((parent, attr, original))
-                _set_attribute(parent, attr, replacement)
+                set_attribute(parent, attr, replacement)
         except BaseException:
             self._uninstall(name)
             raise
@@ -240,7 +208,7 @@ class Hub:
         self.last_fingerprint.pop(name, None)
         try:
             for parent, attr, original in reversed(undo):
-                _set_attribute(parent, attr, original)
+                set_attribute(parent, attr, original)
         finally:
             if source is not None:
                 source.forget()
@@ -482,26 +450,6 @@ class Hub:
             if self._catchall is not None:
                 catchall, self._catchall = self._catchall, None
                 catchall.uninstall()
-
-
-_INHERITED = object()  # the attribute lived on a base class: undo by deleting ours
-
-
-def _set_attribute(parent: Any, attr: str, value: Any) -> None:
-    """setattr, also on an extension type (numpy's RandomState) that refuses it."""
-    if value is _INHERITED:
-        delattr(parent, attr)
-        return
-    try:
-        setattr(parent, attr, value)
-    except TypeError:
-        if not isinstance(parent, type):
-            raise
-        # The type's namespace is an ordinary dict behind a read-only proxy;
-        # PyType_Modified drops the method caches that remember the old entry.
-        namespace = gc.get_referents(parent.__dict__)[0]
-        namespace[attr] = value
-        ctypes.pythonapi.PyType_Modified(ctypes.py_object(parent))
 
 
 def _hint(source: Optional[Source]) -> str:

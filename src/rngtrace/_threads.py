@@ -1,0 +1,36 @@
+"""Per-thread state of the hot path, without threading.local's lookup per read."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any, Optional
+
+_THREAD_KEYS = itertools.count(1)
+
+
+class ThreadGuard:
+    """Lives in a thread's threading.local: when the thread ends, its ThreadState goes too."""
+
+    __slots__ = ("states", "ident", "state")
+
+    def __init__(self, states: dict, ident: int, state: Any) -> None:
+        self.states, self.ident, self.state = states, ident, state
+
+    def __del__(self) -> None:
+        if self.states.get(self.ident) is self.state:
+            del self.states[self.ident]
+
+
+class ThreadState:
+    """What the hot path keeps per thread (a plain object: threading.local costs a lookup per read)."""
+
+    __slots__ = ("key", "busy", "pending", "hooked", "frames", "epoch")
+
+    def __init__(self, ident: int) -> None:
+        # Events name their thread by this key, unique per thread even where the OS reuses idents.
+        self.key = next(_THREAD_KEYS)
+        self.busy = False  # inside a recording wrapper: nested calls are part of that call
+        self.pending: Optional[tuple] = None  # (id(frame), f_lasti) the catch-all recorded just before the call
+        self.hooked = False  # 3.10/3.11: the catch-all's profile hook runs on this thread
+        self.frames: Optional[dict] = None  # live frame id -> (f_lasti, stack node); see _stack
+        self.epoch = -1  # the hub epoch ``frames`` belongs to
