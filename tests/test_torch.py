@@ -364,6 +364,29 @@ def test_recurrent_dropout_is_reported_as_unattributed():
     assert [(e.stream, e.kind) for e in trace.events] == [("torch", "unattributed")]
 
 
+def test_a_move_nothing_recorded_after_a_recorded_draw_is_still_noticed():
+    lstm = nn.LSTM(4, 4, num_layers=2, dropout=0.5).train()
+    with torch_trace() as trace:
+        torch.rand(2)
+        lstm(torch.ones(3, 1, 4))  # dropout between layers, inside C++
+    assert [(e.api, e.kind) for e in trace.events] == [("torch.rand", "draw"), ("torch state", "unattributed")]
+    assert "block ended" in trace.events[1].detail
+
+
+def test_a_move_nothing_recorded_between_draws_is_noticed_before_the_next_draw():
+    lstm = nn.LSTM(4, 4, num_layers=2, dropout=0.5).train()
+    with torch_trace() as trace:
+        torch.rand(2)
+        lstm(torch.ones(3, 1, 4))
+        line = next_line()
+        torch.rand(2)
+    kinds = [(e.api, e.kind) for e in trace.events]
+    assert kinds == [("torch.rand", "draw"), ("torch state", "unattributed"), ("torch.rand", "draw")]
+    noticed = trace.events[1]
+    assert "before this torch.rand call" in noticed.detail
+    assert noticed.stack[0].lineno == line
+
+
 # -- CUDA ------------------------------------------------------------------------------------
 @needs_cuda
 def test_cuda_draws_land_on_the_device_stream():
