@@ -75,3 +75,10 @@ def nothing_left_behind():
         now = after_ns.get(name, {})
         changed = [k for k, v in attrs.items() if k in now and now[k] is not v and callable(v)]
         assert not changed, f"{name} attributes not restored: {changed}"
+
+
+@pytest.fixture
+def here(tmp_path, monkeypatch):
+    """Work in a fresh directory; returns a function making a user file path inside it."""
+    monkeypatch.chdir(tmp_path)
+    return lambda *parts: str(tmp_path.joinpath(*parts))

@@ -14,6 +14,7 @@ import time
 from typing import Any
 
 import pytest
+from literal_traces import build, draw, ev
 
 from rngtrace import Trace, rng_trace
 from rngtrace.render import RENDERERS
@@ -27,49 +28,6 @@ SCIPY = (os.path.join(SITE, "scipy", "stats", "_distn_infrastructure.py"), 1138,
 NUMPY_RANDOM = (os.path.join(SITE, "numpy", "random", "_pickle.py"), 10, "__randomstate_ctor")
 RANDOM_PY = (os.path.join(STDLIB, "random.py"), 362, "shuffle")
 CHROMIUM = shutil.which("chromium")
-
-
-# -- building traces from literals ------------------------------------------------------
-
-
-def ev(stream: str, kind: str, api: str, count: int | None, *stack: tuple, detail: str | None = None,
-       thread: int = 1) -> dict[str, Any]:
-    """One event; ``stack`` holds (filename, lineno, function) tuples, innermost first."""
-    return {"stream": stream, "kind": kind, "api": api, "count": count, "stack": stack, "detail": detail,
-            "thread": thread}
-
-
-def draw(api: str, count: int | None, *stack: tuple, stream: str | None = None, thread: int = 1) -> dict:
-    return ev(stream or api.split(".")[0], "draw", api, count, *stack, thread=thread)
-
-
-def build(*events: dict, overflow: tuple = (), notes: tuple = (), max_events: int = 100_000) -> Trace:
-    """A finished Trace via ``Trace.from_dict``; ``overflow`` holds (event, calls, values)."""
-    stacks: list[list] = []
-    ids: dict[tuple, int] = {}
-
-    def sid(stack: tuple) -> int:
-        if stack not in ids:
-            ids[stack] = len(stacks)
-            stacks.append([list(f) for f in stack])
-        return ids[stack]
-
-    raw = [[e["stream"], e["kind"], e["api"], e["count"], sid(e["stack"]), e["thread"], e["detail"]]
-           for e in events]
-    over = [[e["stream"], e["kind"], e["api"], sid(e["stack"]), calls, values] for e, calls, values in overflow]
-    return Trace.from_dict({
-        "format": "rngtrace", "version": 1, "pid": 1, "streams": ["numpy", "random", "torch"],
-        "depth": 16, "max_events": max_events, "dropped": sum(calls for _e, calls, _v in overflow),
-        "notes": list(notes), "stacks": stacks, "threads": {"1": "MainThread", "2": "loader-0"},
-        "events": raw, "overflow": over,
-    })
-
-
-@pytest.fixture
-def here(tmp_path, monkeypatch):
-    """Work in a fresh directory; returns a function making a user file path inside it."""
-    monkeypatch.chdir(tmp_path)
-    return lambda *parts: str(tmp_path.joinpath(*parts))
 
 
 @pytest.fixture
