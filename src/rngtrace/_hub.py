@@ -54,6 +54,8 @@ class Hub:
         self.stacks = StackTable()
         self._lock = threading.RLock()
         self._sources: dict[str, Source] = {}
+        # stream -> (source, [(parent, attr, original, wrapper)]) kept for the next install
+        self._prepared: dict[str, tuple[Source, list[tuple[Any, str, Any, Any]]]] = {}
         self._undo: dict[str, list[tuple[object, str, object]]] = {}
         self._import_hooks: dict[str, Callable] = {}
         self._policy: dict[str, str] = {}
@@ -187,17 +189,34 @@ class Hub:
     def _install(self, name: str) -> None:
         if name in self._sources:
             return
-        source = load_source(name)
+        prepared = self._prepared.get(name)
+        # Wrappers are made once per process: a decorated function traced on every call
+        # must not rebuild a hundred of them each time. They are reused only while every
+        # attribute still holds the original they wrap (nobody patched it since).
+        if prepared is not None and all(vars(p).get(a, INHERITED) is o for p, a, o, _ in prepared[1]):
+            source, patches = prepared
+            plan = ((p, a, r) for p, a, _o, r in patches)
+        else:
+            source, patches = load_source(name), []
+            self._prepared[name] = (source, patches)
+            plan = source.patches(self)
         undo: list[tuple[object, str, object]] = []
         self._sources[name] = source
         self._undo[name] = undo
         try:
+            source.prepare()
             self.reseeded(name)
-            for parent, attr, replacement in source.patches(self):
+            fresh = not patches
+            # The hub applies each patch as the source yields it (numpy binds later
+            # patches to earlier ones), recording what it replaced for the undo.
+            for parent, attr, replacement in plan:
                 original = vars(parent).get(attr, INHERITED)
                 undo.append((parent, attr, original))
                 set_attribute(parent, attr, replacement)
+                if fresh:
+                    patches.append((parent, attr, original, replacement))
         except BaseException:
+            self._prepared.pop(name, None)
             self._uninstall(name)
             raise
 

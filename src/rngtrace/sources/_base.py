@@ -33,8 +33,14 @@ class Source(ABC):
     #: the isolated replacement, named in the log's hint
     hint: ClassVar[str]
 
+    def prepare(self) -> None:
+        """Get the library ready before each install (fill caches that must not see a patch)."""
+
     def patches(self, hub: Any) -> Iterable[Patch]:
-        """The attributes to replace while tracing, with their replacements."""
+        """The attributes to replace while tracing, with their replacements.
+
+        Called once per process: the hub keeps the wrappers for later installs.
+        """
         return ()
 
     def owners(self) -> Iterable[object]:

@@ -383,12 +383,14 @@ class TorchSource(Source):
             self._apis[id(original)] = api
             self._functions.append(original)
 
-    def patches(self, hub: Any) -> Iterable[Patch]:
+    def prepare(self) -> None:
         # torch caches sets of its functions by identity on first use; one first
         # filled while tracing would hold our wrappers for good, and `with
         # torch.device("meta"):` would stop applying to torch.rand once we are gone.
         _device._device_constructors()
         torch.jit._builtins._get_builtin_table()
+
+    def patches(self, hub: Any) -> Iterable[Patch]:
         when = _conditions()
         seen: dict[int, Callable] = {}
 
