@@ -5,8 +5,10 @@ singleton scikit-learn hands out from ``check_random_state(None)`` all reach
 the stream without touching a patched attribute. On 3.12+ ``sys.monitoring``
 CALL events see every call made from Python code, and a call site that calls
 anything else is disabled after its first call, so it costs next to nothing.
-On 3.10/3.11 a ``c_call`` profile hook does the same job, more slowly; it is
-installed only when no other profiler is, so it never clobbers one.
+On 3.10/3.11 a ``c_call`` profile hook does the same job, more slowly: it runs
+on every call in the program, so it is armed, installed the first time a stream
+moves with no recorded call, and only when no other profiler is, so it never
+clobbers one. Both also report frame exits, which keep the stack cache exact.
 """
 
 from __future__ import annotations
@@ -53,7 +55,7 @@ class CatchAll:
         self._by_id, self._keep, self._refs = by_id, tuple(keep), refs
 
     def lookup(self, callee: Any, arg0: Any = None) -> Any:
-        """The source a callee belongs to, or None.
+        """The source a callee belongs to, OURS for one of our wrappers, or None.
 
         A callee is the stream's when it is one of its functions, a method bound
         to a singleton, or (3.12+ method calls pass self as ``arg0``) a method of
