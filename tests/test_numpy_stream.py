@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import pytest
+
 # Bound at import, before any trace: the module patches cannot see calls through these.
 from numpy.random import rand as prebound_rand
 from numpy.random import random_sample as prebound_random_sample
@@ -88,6 +91,17 @@ def test_an_unseen_draw_between_events_is_reported_before_the_next_recorded_call
     noticed = trace.events[1]
     assert "before this numpy.random.rand call" in noticed.detail
     assert noticed.stack[0].filename == HERE
+
+
+@pytest.mark.skipif(sys.version_info >= (3, 12), reason="3.10/3.11 arm a profile hook on demand")
+def test_a_numpy_move_does_not_arm_a_profile_hook_that_could_not_see_it():
+    with rng_trace(print=False) as trace:
+        np.random.rand(1)
+        list(map(prebound_random_sample, [2]))
+        np.random.rand(1)
+        armed = sys.getprofile() is not None
+    assert not armed
+    assert not any("armed" in note for note in trace.notes)
 
 
 def test_an_unseen_draw_after_the_last_event_is_noticed_when_the_block_ends():

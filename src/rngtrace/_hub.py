@@ -328,7 +328,9 @@ class Hub:
         """Record that ``stream`` moved with no recorded call, noticed at ``frame``."""
         self.record(stream, UNATTRIBUTED, f"{stream} state", None, frame, note)
         self.rebase(stream)
-        if isinstance(self._catchall, _catchall.ArmedCatchAll):
+        source = self._sources.get(self._base_of(stream))
+        # Arm the profile hook only where it can see what moved the stream.
+        if isinstance(self._catchall, _catchall.ArmedCatchAll) and source is not None and source.profile_visible:
             self._arm()
 
     def _arm(self) -> None:

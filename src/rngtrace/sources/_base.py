@@ -32,6 +32,8 @@ class Source(ABC):
     module: ClassVar[str]  # the module whose import makes the stream exist
     #: the isolated replacement, named in the log's hint
     hint: ClassVar[str]
+    #: whether a c_call profile hook can see this stream's callables (C builtins, not Cython)
+    profile_visible: ClassVar[bool] = True
 
     def prepare(self) -> None:
         """Get the library ready before each install (fill caches that must not see a patch)."""

@@ -44,6 +44,7 @@ class NumpySource(Source):
     name = "numpy"
     module = "numpy.random"
     hint = "np.random.default_rng(seed)"
+    profile_visible = False  # Cython methods raise no c_call events
 
     def patches(self, hub: Any) -> Iterable[Patch]:
         rand = _mtrand._rand
