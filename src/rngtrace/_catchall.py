@@ -20,6 +20,7 @@ from _thread import get_ident
 from types import CodeType, FrameType
 from typing import Any, Optional
 
+from ._threads import Sweeper
 from .sources._base import INTERNAL
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
@@ -232,7 +233,22 @@ class ProfileCatchAll(CatchAll):
             threading.setprofile(self._previous_threading)  # type: ignore[arg-type]
 
 
-class NoCatchAll(CatchAll):
+class PinningCatchAll(CatchAll):
+    """No hook sees calls or frame exits: the stack cache pins frames, a Sweeper lets them go."""
+
+    def __init__(self, hub: Any) -> None:
+        super().__init__(hub)
+        hub.frame_exits = "pinned"
+        hub.new_epoch()
+        self._sweeper = Sweeper(hub.states)
+
+    def uninstall(self) -> None:
+        self.hub.frame_exits = None
+        self.hub.new_epoch()  # drops every pin
+        self._sweeper.stop()
+
+
+class NoCatchAll(PinningCatchAll):
     """No hook could be installed without displacing another tool's."""
 
     def __init__(self, hub: Any, note: str) -> None:
@@ -240,10 +256,10 @@ class NoCatchAll(CatchAll):
         self.note = note
 
     def describe(self) -> str:
-        return "none"
+        return "none (frames pinned)"
 
 
-class ArmedCatchAll(CatchAll):
+class ArmedCatchAll(PinningCatchAll):
     """3.10/3.11: no hook yet; the first unattributed move installs the profile hook.
 
     A profile hook runs on every call and return in the program (about 1.2x on a
@@ -251,14 +267,12 @@ class ArmedCatchAll(CatchAll):
     no recorded call, that is, once there is something for it to find.
     """
 
-    def arm(self) -> Optional[CatchAll]:
-        """The profile hook, installed now; None if another profiler took the slot."""
-        if sys.getprofile() is not None:
-            return None
+    def arm(self) -> CatchAll:
+        """The profile hook, installed now (the caller checked that the slot is free)."""
         return ProfileCatchAll(self.hub)
 
     def describe(self) -> str:
-        return "profile hook armed"
+        return "profile hook armed (frames pinned)"
 
 
 ARMED_NOTE = (

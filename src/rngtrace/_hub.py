@@ -67,7 +67,8 @@ class Hub:
         self._catchall: Optional[_catchall.CatchAll] = None
         #: the catch-all's profile function on 3.10/3.11, which wrappers step aside from
         self.profile_hook: Optional[Callable] = None
-        #: how frame exits are seen: None (not seen), "profile" (per hooked thread), "monitoring" (all)
+        #: how the stack cache stays exact: "monitoring" or "profile" (frame exit events, the
+        #: latter per hooked thread), "pinned" (frames held, dropped by a Sweeper), or None
         self.frame_exits: Optional[str] = None
         self._epoch = 0
         self._fork_registered = False
@@ -339,9 +340,10 @@ class Hub:
             armed = self._catchall
             if not isinstance(armed, _catchall.ArmedCatchAll):
                 return
+            if sys.getprofile() is not None:
+                return  # another profiler took the slot: stay armed, never displace it
+            armed.uninstall()
             hook = armed.arm()
-            if hook is None:
-                return
             self._catchall = hook
             for session in self.active:
                 if _catchall.ARMED_NOTE not in session.trace.notes:
@@ -364,11 +366,12 @@ class Hub:
         if st is None:
             st = self.state()
         known = None
-        if self.frame_exits is not None:
+        exits = self.frame_exits
+        if exits is not None:
             known = st.frames
-            if known is None or st.epoch != self._epoch or (self.frame_exits == "profile" and not st.hooked):
+            if known is None or st.epoch != self._epoch or (exits == "profile" and not st.hooked):
                 known = self.known_frames(st)
-        sid = self.stacks.capture(frame, self._depth, known)
+        sid = self.stacks.capture(frame, self._depth, known, exits == "pinned")
         raw = (stream, kind, api, count, sid, st.key, detail)
         sink = self._sink
         if sink is not None and stream in sink[2]:
@@ -407,8 +410,10 @@ class Hub:
         return frames
 
     def new_epoch(self) -> None:
-        """Invalidate every thread's frame cache (the catch-all came or went)."""
+        """Invalidate every thread's frame cache (the catch-all came or went), pins included."""
         self._epoch += 1
+        for st in list(self.states.values()):
+            st.frames = None
 
     def _base_of(self, stream: str) -> str:
         base = self._base.get(stream)

@@ -17,6 +17,7 @@ frame at the same address. Without such events every capture walks in full.
 
 from __future__ import annotations
 
+import inspect
 import os
 import sys
 from types import CodeType, FrameType
@@ -26,6 +27,7 @@ from .trace import Frame
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 ROOT = -1  # the parent of an outermost (or depth-truncated) frame
+_SUSPENDABLE = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
 
 
 class StackTable:
@@ -45,11 +47,15 @@ class StackTable:
         self.watch_code: Optional[Callable[[CodeType], None]] = None
         self._watched: set[int] = set()
 
-    def capture(self, frame: Optional[FrameType], depth: int, known: Optional[dict] = None) -> int:
+    def capture(
+        self, frame: Optional[FrameType], depth: int, known: Optional[dict] = None, pin: bool = False
+    ) -> int:
         """Intern the stack from ``frame`` (innermost) outward; rngtrace's frames left out.
 
         ``known`` is the calling thread's cache of live frames (id -> (f_lasti, node)),
-        or None where frame exits are not being watched.
+        or None where it cannot be kept exact. With ``pin``, nothing reports frame
+        exits: each entry also holds its frame, so its id cannot name another frame,
+        and a Sweeper drops it once the frame has finished.
         """
         if known is None:
             return self._capture_flat(frame, depth)
@@ -92,7 +98,15 @@ class StackTable:
                 node = self._intern(node, code_id, lasti, True)
             # The innermost frame is the one most likely to be new at the next draw
             # (a loop body, a helper): caching it would cost an exit event per draw.
-            if f is not innermost:
+            if f is innermost:
+                continue
+            if pin:
+                # A suspended generator keeps its frame and may be resumed from elsewhere:
+                # a pinned one could hand out a stale chain. Only plain frames are pinned.
+                if codes[code_id][0].co_flags & _SUSPENDABLE:
+                    continue
+                known[id(f)] = (lasti, node, f)
+            else:
                 known[id(f)] = (lasti, node)
                 if watch is not None and code_id not in self._watched:
                     self._watched.add(code_id)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import gc
 import itertools
+import threading
 from typing import Any, Optional
 
 _THREAD_KEYS = itertools.count(1)
@@ -34,3 +36,40 @@ class ThreadState:
         self.hooked = False  # 3.10/3.11: the catch-all's profile hook runs on this thread
         self.frames: Optional[dict] = None  # live frame id -> (f_lasti, stack node); see _stack
         self.epoch = -1  # the hub epoch ``frames`` belongs to
+
+
+class Sweeper:
+    """Drops pinned frames soon after they finish, where no hook reports frame exits.
+
+    Without exit events (3.10/3.11 before the profile hook is armed) the stack
+    cache holds the frames it knows, so an id can never name a new frame. A
+    frame object becomes GC-tracked only once it outlives its execution, so
+    every few milliseconds this thread lets go of each pinned frame that has
+    finished: its locals are freed a few milliseconds late, never kept for good.
+    """
+
+    INTERVAL = 0.005
+
+    def __init__(self, states: dict) -> None:
+        self._states = states
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="rngtrace-sweeper", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        is_tracked = gc.is_tracked
+        while not self._stop.wait(self.INTERVAL):
+            for st in list(self._states.values()):
+                frames = st.frames
+                if not frames:
+                    continue
+                for key, entry in list(frames.items()):
+                    if len(entry) > 2 and is_tracked(entry[2]):
+                        frames.pop(key, None)
+
+    def stop(self) -> None:
+        """Stop the thread and wait for it."""
+        self._stop.set()
+        if self._thread is not threading.current_thread():
+            self._thread.join()
+

@@ -34,7 +34,15 @@ def _count(result: Any, args: tuple, kwargs: dict) -> Optional[int]:
     return 1
 
 
+_ndarray = np.ndarray
+
+
 def _method_count(result: Any, args: tuple, kwargs: dict) -> Optional[int]:
+    kind = type(result)  # the usual answers first: this runs on every draw
+    if kind is _ndarray:
+        return int(result.size)
+    if kind is float or kind is int:
+        return 1
     return _count(result, args[1:], kwargs)  # args[0] is the RandomState itself
 
 
