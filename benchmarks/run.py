@@ -239,7 +239,7 @@ def main(argv: list[str] | None = None) -> int:
         epoch = cnn_epoch()
         for _ in range(2):  # warm up: allocator, kernels, DataLoader
             epoch()
-        a, b = alternate(epoch, traced(epoch), max(3, rounds // 2))
+        a, b = alternate(epoch, traced(epoch), 15 if not args.quick else 5)
         row("CNN epoch (32 batches)", f"{a:.3f} s", f"{b:.3f} s", f"{b / a:.2f}×", "≤ 1.10×")
         a2, m = alternate(epoch, with_tracemalloc(epoch), 3)
         row("  anchor: tracemalloc on the CNN epoch", f"{a2:.3f} s", f"{m:.3f} s", f"{m / a2:.2f}×", "—")
@@ -256,7 +256,7 @@ def main(argv: list[str] | None = None) -> int:
     mib, calls, dropped = memory(n)
     row(f"RSS added by {n:,} draws (max_events=100,000)", "—", f"{mib:.1f} MiB",
         f"{calls:,} counted, {dropped:,} not kept", "≤ 32 MB")
-    ratio = after_trace(3 if args.quick else 7)
+    ratio = after_trace(3 if args.quick else 15)
     row("draws after a trace ended vs before any", "—", "—", f"{ratio:.3f}×", "≤ 1.02×")
     if args.markdown:
         print("\n".join(lines))
