@@ -21,13 +21,24 @@ def step() -> float:
     return draw_here()
 
 
+def after_warm_up(trace) -> list:
+    return [e for e in trace.draws if not any(f.function == "warm_up" for f in e.stack)]
+
+
 def caller_lines(trace) -> list[int]:
-    """For each draw, the line in this file's outermost test function that led to it."""
-    return [next(f.lineno for f in e.stack if f.function.startswith("test_")) for e in trace.draws]
+    """For each draw after the warm-up, the line in the test function that led to it."""
+    return [next(f.lineno for f in e.stack if f.function.startswith("test_")) for e in after_warm_up(trace)]
+
+
+def warm_up() -> None:
+    """Enough draws for the stack cache to be on, whichever way this Python keeps it."""
+    for _ in range(200):
+        random.random()
 
 
 def test_the_same_function_called_from_two_lines_gets_two_stacks():
     with rng_trace(print=False) as trace:
+        warm_up()
         first = sys._getframe().f_lineno + 1
         step()
         step()
@@ -46,14 +57,16 @@ def test_a_generator_resumed_from_different_callers_is_attributed_to_each_caller
 
     gen = drawer()
     with rng_trace(print=False) as trace:
+        warm_up()
         line = sys._getframe().f_lineno + 1
         next(gen)
         consume(gen)
         next(gen)
-    callers = [[f.function for f in e.stack[:3]] for e in trace.draws]
+    draws = after_warm_up(trace)
+    callers = [[f.function for f in e.stack[:3]] for e in draws]
     assert callers[0][1].startswith("test_") and callers[2][1].startswith("test_")
     assert callers[1][1].endswith("consume")
-    assert [e.stack[1].lineno for e in (trace.draws[0], trace.draws[2])] == [line, line + 2]
+    assert [e.stack[1].lineno for e in (draws[0], draws[2])] == [line, line + 2]
 
 
 def test_recursion_at_varying_depths_keeps_every_stack_exact():
@@ -63,9 +76,10 @@ def test_recursion_at_varying_depths_keeps_every_stack_exact():
         return random.random()
 
     with rng_trace(print=False, depth=64) as trace:
+        warm_up()
         for n in (3, 1, 5, 1, 3):
             down(n)
-    depths = [sum(1 for f in e.stack if f.function.endswith("down")) for e in trace.draws]
+    depths = [sum(1 for f in e.stack if f.function.endswith("down")) for e in after_warm_up(trace)]
     assert depths == [4, 2, 6, 2, 4]
 
 
@@ -84,6 +98,8 @@ def test_a_returned_frame_that_drew_does_not_keep_its_locals_alive():
         random.random()  # helper is now an outer frame: the cache may hold it
 
     with rng_trace(print=False):
+        for _ in range(200):  # enough draws for the stack cache to be worth turning on
+            random.random()
         ref = helper()
         deadline = time.monotonic() + 2.0
         while ref() is not None and time.monotonic() < deadline:

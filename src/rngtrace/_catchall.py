@@ -234,18 +234,36 @@ class ProfileCatchAll(CatchAll):
 
 
 class PinningCatchAll(CatchAll):
-    """No hook sees calls or frame exits: the stack cache pins frames, a Sweeper lets them go."""
+    """No hook sees calls or frame exits: the stack cache may pin frames, a Sweeper lets them go.
+
+    Pinning costs a thread, which pays off only where a trace draws often: the
+    first ``PIN_AFTER`` draws walk the whole stack, and only then does the hub
+    call ``start_pinning`` (a decorated function drawing a few times never starts it).
+    """
+
+    PIN_AFTER = 64
 
     def __init__(self, hub: Any) -> None:
         super().__init__(hub)
-        hub.frame_exits = "pinned"
-        hub.new_epoch()
-        self._sweeper = Sweeper(hub.states)
+        self._sweeper: Optional[Sweeper] = None
+        hub.pinnable = self
+
+    def start_pinning(self) -> None:
+        """Switch the stack cache on: pin frames, sweep the finished ones."""
+        if self._sweeper is None:
+            self._sweeper = Sweeper(self.hub.states)
+            self.hub.frame_exits = "pinned"
+            self.hub.new_epoch()
+        self.hub.pinnable = None
 
     def uninstall(self) -> None:
-        self.hub.frame_exits = None
-        self.hub.new_epoch()  # drops every pin
-        self._sweeper.stop()
+        hub = self.hub
+        hub.pinnable = None
+        if self._sweeper is not None:
+            hub.frame_exits = None
+            hub.new_epoch()  # drops every pin
+            self._sweeper.stop()
+            self._sweeper = None
 
 
 class NoCatchAll(PinningCatchAll):

@@ -70,6 +70,9 @@ class Hub:
         #: how the stack cache stays exact: "monitoring" or "profile" (frame exit events, the
         #: latter per hooked thread), "pinned" (frames held, dropped by a Sweeper), or None
         self.frame_exits: Optional[str] = None
+        #: a catch-all that can start pinning frames once a trace has drawn often enough
+        self.pinnable: Optional[Any] = None
+        self._walks = 0  # draws captured by walking the whole stack since the catch-all came
         self._epoch = 0
         self._fork_registered = False
         self._locks: dict[str, Any] = {}
@@ -367,7 +370,13 @@ class Hub:
             st = self.state()
         known = None
         exits = self.frame_exits
-        if exits is not None:
+        if exits is None:
+            pinnable = self.pinnable
+            if pinnable is not None:
+                self._walks += 1
+                if self._walks >= pinnable.PIN_AFTER:
+                    self._start_pinning()
+        else:
             known = st.frames
             if known is None or st.epoch != self._epoch or (exits == "profile" and not st.hooked):
                 known = self.known_frames(st)
@@ -395,6 +404,13 @@ class Hub:
         if self.strict and kind == DRAW and self._policy.get(base) == "warn":
             self._warn(stream, api, sid)
 
+    def _start_pinning(self) -> None:
+        with self._lock:
+            pinnable = self.pinnable
+            if pinnable is not None and pinnable is self._catchall:
+                pinnable.start_pinning()
+            self.pinnable = None
+
     def known_frames(self, st: ThreadState) -> Optional[dict]:
         """The thread's cache of live frames, or None where their exits are not seen."""
         mode = self.frame_exits
@@ -412,6 +428,7 @@ class Hub:
     def new_epoch(self) -> None:
         """Invalidate every thread's frame cache (the catch-all came or went), pins included."""
         self._epoch += 1
+        self._walks = 0
         for st in list(self.states.values()):
             st.frames = None
 
