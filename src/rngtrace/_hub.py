@@ -392,16 +392,11 @@ class Hub:
             if not self.strict:
                 return
         else:
-            base = self._base.get(stream) or self._base_of(stream)
+            base = self._base_of(stream)
             for session in active:
                 if base in session.streams:
-                    trace = session.trace
-                    if len(trace._raw) < trace.max_events:
-                        trace._raw.append(raw)
-                    else:
-                        trace._add(raw)
-        base = self._base.get(stream) or self._base_of(stream)
-        if self.strict and kind == DRAW and self._policy.get(base) == "warn":
+                    session.trace._add(raw)
+        if self.strict and kind == DRAW and self._policy.get(self._base_of(stream)) == "warn":
             self._warn(stream, api, sid)
 
     def _start_pinning(self) -> None:
