@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import struct
 import sys
 import threading
 
@@ -385,6 +386,57 @@ def test_a_move_nothing_recorded_between_draws_is_noticed_before_the_next_draw()
     noticed = trace.events[1]
     assert "before this torch.rand call" in noticed.detail
     assert noticed.stack[0].lineno == line
+
+
+def engine_and_cached_normal(state) -> tuple[bytes, int]:
+    """The Mersenne Twister part of a CPU state, and whether a normal sample is cached."""
+    raw = state.numpy().tobytes()
+    words = 24 + 624 * 8
+    return raw[:words], struct.unpack_from("<i", raw, words + 24)[0]
+
+
+def test_the_cpu_generator_is_read_in_place_and_agrees_with_get_state():
+    from rngtrace.sources import _torch_state
+
+    view = _torch_state.fingerprint(torch.default_generator)
+    assert not isinstance(view, _torch_state.CPUStateCopy), "this torch's layout should be proved"
+    seen = {view.value}
+    for move in (
+        lambda: torch.rand(3),
+        lambda: torch.randn(1, dtype=torch.float64),  # a pair of normals: one is cached
+        lambda: torch.randn(1, dtype=torch.float64),  # the cached one, the engine stays
+        lambda: torch.randint(10, (700,)),  # past 624 words: the state is regenerated
+        lambda: torch.manual_seed(7),
+    ):
+        move()
+        assert _torch_state._matches(view, _torch_state._legacy(torch.default_generator))
+        seen.add(view.value)
+    assert len(seen) == 6
+
+
+def test_a_draw_that_only_takes_the_cached_normal_sample_is_noticed():
+    with torch_trace() as trace:
+        torch.randn(1, dtype=torch.float64)  # draws a pair, keeps the second
+        engine, cached = engine_and_cached_normal(torch.get_rng_state())
+        torch.ops.aten.normal_(torch.empty(1, dtype=torch.float64))  # an op packet: not wrapped
+        assert engine_and_cached_normal(torch.get_rng_state()) == (engine, 0) and cached == 1
+        torch.rand(1)
+    kinds = [(e.api, e.kind) for e in trace.events]
+    assert kinds == [("torch.randn", "draw"), ("torch state", "unattributed"), ("torch.rand", "draw")]
+
+
+def test_where_the_layout_is_not_proved_the_state_is_copied_and_moves_still_noticed(monkeypatch):
+    from rngtrace.sources import _torch_state
+
+    monkeypatch.setattr(_torch_state, "_layout", lambda: None)
+    assert isinstance(_torch_state.fingerprint(torch.default_generator), _torch_state.CPUStateCopy)
+    lstm = nn.LSTM(4, 4, num_layers=2, dropout=0.5).train()
+    with torch_trace() as trace:
+        torch.rand(2)
+        lstm(torch.ones(3, 1, 4))
+        torch.rand(2)
+    kinds = [(e.api, e.kind) for e in trace.events]
+    assert kinds == [("torch.rand", "draw"), ("torch state", "unattributed"), ("torch.rand", "draw")]
 
 
 # -- CUDA ------------------------------------------------------------------------------------

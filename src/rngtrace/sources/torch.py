@@ -27,6 +27,7 @@ import torch.utils._device as _device
 
 from .._errors import GlobalRNGError
 from ..trace import DRAW, SEED
+from . import _torch_state
 from ._base import (
     INTERNAL,
     Hit,
@@ -340,23 +341,6 @@ def _cuda_seed_wrapper(hub: Any, api: str, original: Callable, device_at: Option
     return _named(rngtrace_wrapper, original)
 
 
-class _CPUState:
-    """The default CPU generator's whole state as bytes, for the hub's before/after checks.
-
-    torch exposes no address to read in place, so ``.value`` copies the 5 KB state:
-    about a microsecond, next to the tens of microseconds of a typical torch draw.
-    """
-
-    __slots__ = ("generator",)
-
-    def __init__(self, generator: Any) -> None:
-        self.generator = generator
-
-    @property
-    def value(self) -> bytes:
-        return self.generator.get_state().numpy().tobytes()
-
-
 # -- the source -------------------------------------------------------------------------
 class TorchSource(Source):
     """The streams behind ``torch.rand()``, ``nn.init``, dropout and ``torch.manual_seed()``."""
@@ -460,7 +444,7 @@ class TorchSource(Source):
         return ("torch", SEED, f"torch.default_generator.{name}", frame, None)
 
     def fingerprint(self) -> Optional[Any]:
-        return _CPUState(torch.default_generator)
+        return _torch_state.fingerprint(torch.default_generator)
 
     def state(self) -> dict[str, Any]:
         # The generators' own methods: torch.get_rng_state() is torch code the catch-all would see.
