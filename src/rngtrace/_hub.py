@@ -42,6 +42,23 @@ class _Session:
         self.start_states: dict[str, dict[str, Any]] = {}
 
 
+class Fingerprint:
+    """A stream's cheap state view (``Source.fingerprint()``) and its value after the last recorded call.
+
+    One per stream for the process: wrappers hold it and read its slots directly,
+    cheaper on the hot path than two dict lookups. ``last`` None means unknown.
+    """
+
+    __slots__ = ("view", "last")
+
+    def __init__(self) -> None:
+        self.view: Any = None
+        self.last: Any = None
+
+    def clear(self) -> None:
+        self.view = self.last = None
+
+
 class Hub:
     """Installs and removes hooks; routes every recorded call to the active traces."""
 
@@ -61,6 +78,7 @@ class Hub:
         self._policy: dict[str, str] = {}
         self.strict = False  # some trace asked for "warn" or "raise"
         self._sink: Optional[tuple] = None
+        self._interned = self.stacks.ids  # read by record()'s fast path
         self._depth = 0
         self._thread_names: dict[int, str] = {}
         self._base: dict[str, str] = {}
@@ -76,10 +94,8 @@ class Hub:
         self._epoch = 0
         self._fork_registered = False
         self._locks: dict[str, Any] = {}
-        #: stream -> a ctypes view whose ``.value`` changes when the stream is drawn from,
-        #: and that value after the last recorded call (read directly by the hot path)
-        self.fingerprints: dict[str, Any] = {}
-        self.last_fingerprint: dict[str, Any] = {}
+        #: stream -> its Fingerprint, made once and kept: wrappers hold it (the hot path)
+        self.fingerprints: dict[str, Fingerprint] = {}
         self._warn_registry: dict[Any, Any] = {}
 
     def state(self) -> ThreadState:
@@ -181,10 +197,11 @@ class Hub:
                 policy.setdefault(name, "log")
         self._policy = policy
         self.strict = any(p != "log" for p in policy.values())
-        # (raw list, max_events, stream names, trace) when exactly one trace is recording;
-        # a sub-stream such as "torch.cuda:0" is not in the names and takes the general path
+        # (raw list, max_events, stream names, trace) when exactly one trace is recording
+        # and none warns: record()'s fast path. A sub-stream such as "torch.cuda:0" is
+        # not in the names and takes the general path.
         self._sink: Optional[tuple] = None
-        if len(self.active) == 1:
+        if len(self.active) == 1 and not self.strict:
             only = self.active[0]
             self._sink = (only.trace._raw, only.trace.max_events, only.streams, only.trace)
         self._depth = max((s.trace.depth for s in self.active), default=0)
@@ -227,8 +244,7 @@ class Hub:
     def _uninstall(self, name: str) -> None:
         source = self._sources.pop(name, None)
         undo = self._undo.pop(name, [])
-        self.fingerprints.pop(name, None)
-        self.last_fingerprint.pop(name, None)
+        self.fingerprint(name).clear()
         try:
             for parent, attr, original in reversed(undo):
                 set_attribute(parent, attr, original)
@@ -306,27 +322,31 @@ class Hub:
                 f"use an explicit generator ({_hint(self._sources.get(self._base_of(stream)))})"
             )
 
+    def fingerprint(self, stream: str) -> Fingerprint:
+        """The stream's Fingerprint, made on first use and kept for the process."""
+        fingerprint = self.fingerprints.get(stream)
+        if fingerprint is None:
+            fingerprint = self.fingerprints[stream] = Fingerprint()
+        return fingerprint
+
     def reseeded(self, stream: str) -> None:
         """A seed may have swapped what the fingerprint reads: read it afresh, and rebase."""
         source = self._sources.get(stream)
-        fingerprint = source.fingerprint() if source is not None else None
-        if fingerprint is None:
-            self.fingerprints.pop(stream, None)
-            self.last_fingerprint.pop(stream, None)
-        else:
-            self.fingerprints[stream] = fingerprint
-            self.last_fingerprint[stream] = fingerprint.value
+        fingerprint = self.fingerprint(stream)
+        fingerprint.view = view = source.fingerprint() if source is not None else None
+        fingerprint.last = view.value if view is not None else None
 
     def rebase(self, stream: str) -> None:
         """Take the stream's current fingerprint as explained."""
         fingerprint = self.fingerprints.get(stream)
-        if fingerprint is not None:
-            self.last_fingerprint[stream] = fingerprint.value
+        if fingerprint is not None and fingerprint.view is not None:
+            fingerprint.last = fingerprint.view.value
 
     def forget_fingerprint(self, stream: str) -> None:
         """A call is about to move the stream where no wrapper sees it finish."""
-        if stream in self.last_fingerprint:
-            self.last_fingerprint[stream] = None
+        fingerprint = self.fingerprints.get(stream)
+        if fingerprint is not None:
+            fingerprint.last = None
 
     def unattributed(self, stream: str, frame: Optional[FrameType], note: str) -> None:
         """Record that ``stream`` moved with no recorded call, noticed at ``frame``."""
@@ -363,6 +383,38 @@ class Hub:
         st: Optional[ThreadState] = None,
     ) -> None:
         """Append one event to every active trace that watches ``stream``."""
+        # The usual event: a draw from a loop while one trace records. Its stack is the
+        # caller on top of a live frame the thread's cache knows, a node interned at an
+        # earlier draw. This is StackTable.capture's first step, inlined: it runs on
+        # every draw. (Every node the cache holds reached the outermost frame, so no
+        # depth check is needed.)
+        sink = self._sink
+        if sink is not None and st is not None and frame is not None:
+            known = st.frames
+            if known is not None and st.epoch == self._epoch:
+                parent = frame.f_back
+                hit = known.get(id(parent))
+                if hit is not None and hit[0] == parent.f_lasti:
+                    sid = self._interned.get((hit[1], id(frame.f_code), frame.f_lasti))
+                    if sid is not None and stream in sink[2]:
+                        raw = (stream, kind, api, count, sid, st.key, detail)
+                        if len(sink[0]) < sink[1]:
+                            sink[0].append(raw)
+                        else:
+                            sink[3]._add(raw)
+                        return
+        self._record(stream, kind, api, count, frame, detail, st)
+
+    def _record(
+        self,
+        stream: str,
+        kind: str,
+        api: str,
+        count: Optional[int],
+        frame: Optional[FrameType],
+        detail: Optional[str],
+        st: Optional[ThreadState],
+    ) -> None:
         active = self.active
         if not active:
             return
@@ -382,21 +434,11 @@ class Hub:
                 known = self.known_frames(st)
         sid = self.stacks.capture(frame, self._depth, known, exits == "pinned")
         raw = (stream, kind, api, count, sid, st.key, detail)
-        sink = self._sink
-        if sink is not None and stream in sink[2]:
-            # One trace, watching this stream: the usual case, without the loop.
-            if len(sink[0]) < sink[1]:
-                sink[0].append(raw)
-            else:
-                sink[3]._add(raw)
-            if not self.strict:
-                return
-        else:
-            base = self._base_of(stream)
-            for session in active:
-                if base in session.streams:
-                    session.trace._add(raw)
-        if self.strict and kind == DRAW and self._policy.get(self._base_of(stream)) == "warn":
+        base = self._base_of(stream)
+        for session in active:
+            if base in session.streams:
+                session.trace._add(raw)
+        if self.strict and kind == DRAW and self._policy.get(base) == "warn":
             self._warn(stream, api, sid)
 
     def _start_pinning(self) -> None:
@@ -451,8 +493,8 @@ class Hub:
             source = self._sources.get(name)
             if source is None:
                 continue
-            fingerprint = self.fingerprints.get(name)
-            if fingerprint is not None and self.last_fingerprint.get(name) not in (None, fingerprint.value):
+            fingerprint = self.fingerprint(name)
+            if fingerprint.view is not None and fingerprint.last not in (None, fingerprint.view.value):
                 self.unattributed(name, frame, "moved after the last recorded event; noticed when the block ended")
             counts = session.trace.counts()
             explained = {stream for (stream, _kind) in counts}

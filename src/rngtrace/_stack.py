@@ -34,7 +34,8 @@ class StackTable:
     """Interns captured stacks; one table serves every active trace."""
 
     def __init__(self) -> None:
-        self._ids: dict[tuple[int, int, int], int] = {}
+        #: (parent node, id(code), f_lasti) -> node; the hub's hot path reads it directly
+        self.ids: dict[tuple[int, int, int], int] = {}
         # node -> (parent node, id(code), f_lasti, frames in the chain, reached the outermost frame)
         self._nodes: list[tuple[int, int, int, int, bool]] = []
         # id(code) -> (code, is it rngtrace's own); holding the code keeps its id unique
@@ -67,7 +68,7 @@ class StackTable:
             if hit is not None and hit[0] == parent.f_lasti and hit[1] >= 0:
                 info = self._nodes[hit[1]]
                 if info[4] or info[3] + 1 >= depth:
-                    node = self._ids.get((hit[1], id(frame.f_code), frame.f_lasti))
+                    node = self.ids.get((hit[1], id(frame.f_code), frame.f_lasti))
                     if node is not None:
                         return node
         codes = self._codes
@@ -149,11 +150,11 @@ class StackTable:
 
     def _intern(self, parent: int, code_id: int, lasti: int, complete: bool) -> int:
         key = (parent, code_id, lasti)
-        node = self._ids.get(key)
+        node = self.ids.get(key)
         if node is None:
             length = self._nodes[parent][3] + 1 if parent >= 0 else 1
             reached = self._nodes[parent][4] if parent >= 0 else complete
-            node = self._ids[key] = len(self._nodes)
+            node = self.ids[key] = len(self._nodes)
             self._nodes.append((parent, code_id, lasti, length, reached))
         return node
 
@@ -178,7 +179,7 @@ class StackTable:
     def clear(self) -> None:
         self._watched.clear()
         self._flat.clear()
-        self._ids.clear()
+        self.ids.clear()
         self._nodes.clear()
         self._codes.clear()
         self._lines.clear()

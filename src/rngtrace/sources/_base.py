@@ -107,7 +107,7 @@ def recording_wrapper(
     This is the hot path: the hub's tables are read directly, not through methods.
     """
     states, new_state = hub.states, hub.state
-    fingerprints, last = hub.fingerprints, hub.last_fingerprint
+    fingerprint = hub.fingerprint(stream)
     lock = hub.stream_lock(stream)
     acquire, release = lock.acquire, lock.release
     record = hub.record
@@ -125,10 +125,10 @@ def recording_wrapper(
         try:
             if is_draw and hub.strict:
                 hub.check(stream, api, frame)
-            fingerprint = fingerprints.get(stream)
-            if fingerprint is not None:
-                previous = last.get(stream)
-                if previous is not None and fingerprint.value != previous:
+            view = fingerprint.view
+            if view is not None:
+                previous = fingerprint.last
+                if previous is not None and view.value != previous:
                     hub.unattributed(stream, frame, moved)
             st.busy = True
             try:
@@ -139,9 +139,11 @@ def recording_wrapper(
             finally:
                 st.busy = False
             if is_draw:
-                record(stream, DRAW, api, 1 if count_of is None else count_of(result, args, kwargs), frame, None, st)
-                if fingerprint is not None:
-                    last[stream] = fingerprint.value
+                # A float is one value whatever the function (the usual answer: no call to ask).
+                count = 1 if count_of is None or type(result) is float else count_of(result, args, kwargs)
+                record(stream, DRAW, api, count, frame, None, st)
+                if view is not None:
+                    fingerprint.last = view.value
             else:
                 record(stream, SEED, api, None, frame, seed_detail(args[1:] if owner is not None else args, kwargs), st)
                 hub.reseeded(stream)
@@ -187,6 +189,7 @@ def stepping_aside(hub: Any, st: Any, call: Callable, frame: FrameType, args: tu
         finally:
             sys.setprofile(hook)
     st.hooked = False
+    st.frames = None  # frame exits on this thread go unseen: its cache cannot be trusted
     return call(st, frame, args, kwargs)
 
 

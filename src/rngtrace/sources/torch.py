@@ -179,13 +179,13 @@ def _placed(result: Any) -> tuple[Optional[str], Optional[int]]:
     """(stream, values drawn) for a result; stream None for a meta tensor, which draws nothing."""
     r = result[0] if type(result) is tuple else result
     try:
+        if r.is_cpu:  # the usual case first: one property read
+            return "torch", r.numel()
         if r.is_cuda:
-            stream = _cuda_stream(r.get_device())
-        elif r.is_meta:
+            return _cuda_stream(r.get_device()), r.numel()
+        if r.is_meta:
             return None, None
-        else:
-            stream = "torch"
-        return stream, r.numel()
+        return "torch", r.numel()
     except (AttributeError, RuntimeError, TypeError):  # not a tensor, or a nested one
         return "torch", None
 
@@ -230,42 +230,36 @@ def _draw_wrapper(
     """Record each outermost call that draws from a default generator, on its result's device."""
     states, new_state = hub.states, hub.state
     check, record = hub.check, hub.record
-    fingerprints, last = hub.fingerprints, hub.last_fingerprint
+    fingerprint = hub.fingerprint("torch")
     lock = hub.stream_lock("torch")
+    acquire, release = lock.acquire, lock.release
+    getframe = sys._getframe
     moved = f"moved since the previous recorded event; noticed before this {api} call"
 
     def draw(st: Any, frame: FrameType, args: tuple, kwargs: dict) -> Any:
         if st.pending is not None and recorded_by_catchall(st, frame):
             return call_busy(st, original, args, kwargs)
         if hub.strict:
-            try:
-                check("torch", api, frame)  # before the draw: on_draw="raise" leaves the stream as it was
-            except GlobalRNGError:
-                try:
-                    stream = _predicted(args, kwargs)
-                except (RuntimeError, TypeError, ValueError):
-                    raise  # the first error: not a meta draw, and a stream name is only cosmetic
-                if stream is None:  # a meta tensor draws nothing
-                    return original(*args, **kwargs)
-                check(stream, api, frame)  # names the CUDA stream where it is one
-                raise
-        fingerprint = fingerprints.get("torch")
-        if fingerprint is None:
+            strict_check(frame, args, kwargs)
+        view = fingerprint.view
+        if view is None:
             result = call_busy(st, original, args, kwargs)
         else:
             # As for random and NumPy: read the CPU state before and after, under the
             # stream's lock, so a move nothing recorded is noticed at the next draw.
-            lock.acquire()
+            acquire()
             try:
-                previous = last.get("torch")
-                if previous is not None and fingerprint.value != previous:
+                previous = fingerprint.last
+                if previous is not None and view.value != previous:
                     hub.unattributed("torch", frame, moved)
+                st.busy = True
                 try:
-                    result = call_busy(st, original, args, kwargs)
+                    result = original(*args, **kwargs)
                 finally:
-                    last["torch"] = fingerprint.value
+                    st.busy = False
+                    fingerprint.last = view.value
             finally:
-                lock.release()
+                release()
         stream, count = _placed(result)
         if stream is not None:
             if count_of is not None:
@@ -273,22 +267,37 @@ def _draw_wrapper(
             record(stream, DRAW, api, count, frame, None, st)
         return result
 
+    def strict_check(frame: FrameType, args: tuple, kwargs: dict) -> None:
+        try:
+            check("torch", api, frame)  # before the draw: on_draw="raise" leaves the stream as it was
+        except GlobalRNGError:
+            try:
+                stream = _predicted(args, kwargs)
+            except (RuntimeError, TypeError, ValueError):
+                raise  # the first error: not a meta draw, and a stream name is only cosmetic
+            if stream is not None:  # a meta tensor draws nothing
+                check(stream, api, frame)  # names the CUDA stream where it is one
+                raise
+
     def rngtrace_wrapper(*args: Any, **kwargs: Any) -> Any:
         if not hub.active:
             return original(*args, **kwargs)
         st = states.get(get_ident()) or new_state()
         if st.busy:
             return original(*args, **kwargs)
-        generator = kwargs.get("generator") if kwargs else None
-        for i in generator_at:
-            if generator is None and len(args) > i:
-                generator = args[i]
-        # Its own generator draws from no global stream; what it calls inside still may.
-        if generator is not None and not _is_default(generator):
-            return original(*args, **kwargs)
+        if generator_at or kwargs:
+            generator = kwargs.get("generator")
+            for i in generator_at:
+                if generator is None and len(args) > i:
+                    generator = args[i]
+            # Its own generator draws from no global stream; what it calls inside still may.
+            if generator is not None and not _is_default(generator):
+                return original(*args, **kwargs)
         if when is not None and not _draws(when, args, kwargs):
             return original(*args, **kwargs)
-        return stepping_aside(hub, st, draw, sys._getframe(1), args, kwargs)
+        if hub.profile_hook is None:
+            return draw(st, getframe(1), args, kwargs)
+        return stepping_aside(hub, st, draw, getframe(1), args, kwargs)
 
     return _named(rngtrace_wrapper, original)
 
