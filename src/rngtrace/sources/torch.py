@@ -260,7 +260,10 @@ def _draw_wrapper(
                     fingerprint.last = view.value
             finally:
                 release()
-        stream, count = _placed(result)
+        if type(result) is _Tensor and result.is_cpu:  # the usual result, without a call to place it
+            stream, count = "torch", result.numel()
+        else:
+            stream, count = _placed(result)
         if stream is not None:
             if count_of is not None:
                 count = count_of(result, args, kwargs)
