@@ -10,7 +10,7 @@ OTHER_PYTHONS ?= 3.10 3.12 3.13
 
 .PHONY: demo test test-versions bench clean
 
-$(VENV)/.installed: pyproject.toml Makefile
+$(VENV)/.installed: pyproject.toml setup.py Makefile src/rngtrace/_speedups.c
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install --quiet $(TORCH)
 	$(PIP) install --quiet -e '.[numpy,torch,test]'
@@ -19,8 +19,12 @@ $(VENV)/.installed: pyproject.toml Makefile
 demo: $(VENV)/.installed
 	cd examples && ../$(PY) story.py
 
+# The suite with the C accelerator (which must have been built), then once more on the
+# pure-Python wrappers it stands in front of.
 test: $(VENV)/.installed
+	$(PY) -c "import rngtrace._speedups"
 	$(PY) -m pytest -q
+	RNGTRACE_PURE=1 $(PY) -m pytest -q -p no:cacheprovider
 
 # The suite without torch on each other Python found (pyenv or PATH); a missing one is said and skipped.
 test-versions:

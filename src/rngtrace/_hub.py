@@ -21,7 +21,7 @@ from . import _catchall
 from ._errors import GlobalRNGError, RNGDrawWarning
 from ._patch import INHERITED, set_attribute
 from ._stack import StackTable
-from ._threads import ThreadGuard, ThreadState
+from ._threads import Fingerprint, ThreadGuard, ThreadState
 from .sources import SOURCES, load_source
 from .sources._base import Source
 from .trace import DRAW, SEED, UNATTRIBUTED, Trace
@@ -40,23 +40,6 @@ class _Session:
         self.streams = streams
         self.on_draw = on_draw
         self.start_states: dict[str, dict[str, Any]] = {}
-
-
-class Fingerprint:
-    """A stream's cheap state view (``Source.fingerprint()``) and its value after the last recorded call.
-
-    One per stream for the process: wrappers hold it and read its slots directly,
-    cheaper on the hot path than two dict lookups. ``last`` None means unknown.
-    """
-
-    __slots__ = ("view", "last")
-
-    def __init__(self) -> None:
-        self.view: Any = None
-        self.last: Any = None
-
-    def clear(self) -> None:
-        self.view = self.last = None
 
 
 class Hub:
@@ -306,10 +289,14 @@ class Hub:
 
     # -- the hot path ----------------------------------------------------------
     def stream_lock(self, stream: str) -> Any:
-        """The lock a recording wrapper holds around one call to ``stream``."""
+        """The lock a recording wrapper holds around one call to ``stream``.
+
+        Reentrant: a finalizer the collector runs while an event is recorded may
+        draw from the same stream on the same thread; it must not deadlock.
+        """
         lock = self._locks.get(stream)
         if lock is None:
-            lock = self._locks.setdefault(stream, threading.Lock())
+            lock = self._locks.setdefault(stream, threading.RLock())
         return lock
 
     def check(self, stream: str, api: str, frame: Optional[FrameType]) -> None:

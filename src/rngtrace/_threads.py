@@ -1,4 +1,4 @@
-"""Per-thread state of the hot path, without threading.local's lookup per read."""
+"""State the hot path reads: per thread (without threading.local's lookup per read), and per stream."""
 
 from __future__ import annotations
 
@@ -36,6 +36,23 @@ class ThreadState:
         self.hooked = False  # 3.10/3.11: the catch-all's profile hook runs on this thread
         self.frames: Optional[dict] = None  # live frame id -> (f_lasti, stack node); see _stack
         self.epoch = -1  # the hub epoch ``frames`` belongs to
+
+
+class Fingerprint:
+    """A stream's cheap state view (``Source.fingerprint()``) and its value after the last recorded call.
+
+    One per stream for the process: wrappers hold it and read its slots directly,
+    cheaper on the hot path than two dict lookups. ``last`` None means unknown.
+    """
+
+    __slots__ = ("view", "last")
+
+    def __init__(self) -> None:
+        self.view: Any = None
+        self.last: Any = None
+
+    def clear(self) -> None:
+        self.view = self.last = None
 
 
 class Sweeper:

@@ -9,13 +9,24 @@ patches it lists and undoes them.
 from __future__ import annotations
 
 import functools
+import os
+import sys
 from _thread import get_ident
 from abc import ABC, abstractmethod
-import sys
 from types import FrameType
 from typing import Any, Callable, ClassVar, Iterable, Optional
 
+from .._threads import Fingerprint, ThreadState
 from ..trace import DRAW, SEED
+
+try:
+    from .. import _speedups
+except ImportError:  # built without a compiler: the Python wrappers do everything
+    _speedups = None
+if os.environ.get("RNGTRACE_PURE"):
+    _speedups = None
+if _speedups is not None:
+    _speedups.configure(ThreadState, Fingerprint)
 
 # classify() returns this for a call made inside the stream's own library,
 # whose public call site was (or will be) seen on its own: skip it for good.
@@ -163,7 +174,7 @@ def recording_wrapper(
                 return record_call(st, getframe(1), args, kwargs)
             return stepping_aside(hub, st, record_call, getframe(1), args, kwargs)
 
-        return _named(rngtrace_wrapper, original)
+        return accelerated(_named(rngtrace_wrapper, original), hub, stream, kind, api, original, count_of, owner)
 
     def rngtrace_method(self: Any, *args: Any, **kwargs: Any) -> Any:
         if self is not owner or not hub.active:
@@ -175,7 +186,36 @@ def recording_wrapper(
             return record_call(st, getframe(1), (self, *args), kwargs)
         return stepping_aside(hub, st, record_call, getframe(1), (self, *args), kwargs)
 
-    return _named(rngtrace_method, original)
+    return accelerated(_named(rngtrace_method, original), hub, stream, kind, api, original, count_of, owner)
+
+
+def accelerated(
+    wrapper: Callable,
+    hub: Any,
+    stream: str,
+    kind: str,
+    api: str,
+    original: Callable,
+    count_of: Optional[Callable] = None,
+    owner: Any = None,
+    **placing: Any,
+) -> Callable:
+    """The C fast path in front of a Python draw wrapper, where the C accelerator is built.
+
+    The Recorder records the common case (one trace, nothing strict, no profile
+    hook) itself and hands every other call to ``wrapper``, which stays the
+    reference for what is recorded. ``placing`` (torch) names the tensor type,
+    the function that places any other result, and the keyword that always
+    takes the Python path.
+    """
+    if _speedups is None or kind != DRAW:
+        return wrapper
+    moved = f"moved since the previous recorded event; noticed before this {api} call"
+    recorder = _speedups.Recorder(
+        wrapper, original, owner, hub, hub.fingerprint(stream), hub.stream_lock(stream),
+        stream, kind, api, moved, count_of, **placing,
+    )
+    return _named(recorder, original)
 
 
 def stepping_aside(hub: Any, st: Any, call: Callable, frame: FrameType, args: tuple, kwargs: dict) -> Any:

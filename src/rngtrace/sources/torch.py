@@ -34,6 +34,7 @@ from ._base import (
     Patch,
     Source,
     _named,
+    accelerated,
     call_busy,
     recorded_by_catchall,
     seed_detail,
@@ -302,7 +303,13 @@ def _draw_wrapper(
             return draw(st, getframe(1), args, kwargs)
         return stepping_aside(hub, st, draw, getframe(1), args, kwargs)
 
-    return _named(rngtrace_wrapper, original)
+    wrapper = _named(rngtrace_wrapper, original)
+    if generator_at or when is not None or count_of is not None:
+        return wrapper  # arguments to look at before the call: the Python wrapper always
+    return accelerated(
+        wrapper, hub, "torch", DRAW, api, original,
+        tensor_type=_Tensor, place=_placed, slow_keyword="generator",
+    )
 
 
 def _draws(when: Callable[[tuple, dict], bool], args: tuple, kwargs: dict) -> bool:

@@ -1,0 +1,625 @@
+/* rngtrace._speedups: the common case of a recording wrapper, in C.
+ *
+ * A Recorder stands where a Python recording wrapper (sources/_base.py,
+ * sources/torch.py) would: it is that wrapper's fast path. It records a draw
+ * when nothing unusual is going on -- one trace, no strict policy, no profile
+ * hook, no pending catch-all handoff, the thread's stack cache usable -- and
+ * hands every other call, unchanged, to the Python wrapper it was made from,
+ * which stays the reference for what is recorded. The Python package works
+ * without this module; RNGTRACE_PURE=1 turns it off.
+ *
+ * What it does per draw is what the Python wrapper does: take the stream's
+ * lock, compare the stream's fingerprint with the value after the last
+ * recorded call (reporting a move nobody recorded), call the original with the
+ * thread marked busy, count the values, append the raw event, read the
+ * fingerprint again, release the lock.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <frameobject.h>
+#include <structmember.h>
+
+/* Offsets of the __slots__ the hot path reads, found from their member descriptors. */
+static Py_ssize_t st_busy = -1, st_pending, st_frames, st_epoch, st_key;
+static Py_ssize_t fp_view = -1, fp_last;
+static PyTypeObject *thread_state_type, *fingerprint_type;
+
+static PyObject *s_active, *s_profile_hook, *s_strict, *s_sink, *s_epoch, *s_interned;
+static PyObject *s_unattributed, *s_rebase, *s_record, *s_value, *s_add, *s_is_cpu, *s_numel;
+static PyObject *one;
+
+#define SLOT(obj, offset) (*(PyObject **)((char *)(obj) + (offset)))
+
+static void
+set_slot(PyObject *obj, Py_ssize_t offset, PyObject *value)
+{
+    PyObject *old = SLOT(obj, offset);
+    Py_INCREF(value);
+    SLOT(obj, offset) = value;
+    Py_XDECREF(old);
+}
+
+static Py_ssize_t
+slot_offset(PyTypeObject *type, const char *name)
+{
+    PyObject *descr = PyDict_GetItemString(type->tp_dict, name);
+    if (descr == NULL || Py_TYPE(descr) != &PyMemberDescr_Type) {
+        PyErr_Format(PyExc_TypeError, "%s.%s is not a slot", type->tp_name, name);
+        return -1;
+    }
+    PyMemberDef *member = ((PyMemberDescrObject *)descr)->d_member;
+    if (member->type != T_OBJECT_EX && member->type != T_OBJECT) {
+        PyErr_Format(PyExc_TypeError, "%s.%s is not an object slot", type->tp_name, name);
+        return -1;
+    }
+    return member->offset;
+}
+
+static int
+frame_lasti(PyFrameObject *frame, long *out)
+{
+#if PY_VERSION_HEX >= 0x030B0000
+    *out = PyFrame_GetLasti(frame);
+    return 0;
+#else
+    PyObject *lasti = PyObject_GetAttrString((PyObject *)frame, "f_lasti");
+    if (lasti == NULL)
+        return -1;
+    *out = PyLong_AsLong(lasti);
+    Py_DECREF(lasti);
+    return (*out == -1 && PyErr_Occurred()) ? -1 : 0;
+#endif
+}
+
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    PyObject *dict;
+    PyObject *slow;         /* the Python wrapper: every case the fast path leaves */
+    PyObject *original;
+    PyObject *owner;        /* the singleton whose calls are recorded, or None */
+    PyObject *hub;
+    PyObject *hub_dict;
+    PyObject *states;
+    PyObject *fingerprint;
+    PyObject *acquire, *release;
+    PyObject *stream, *kind, *api, *moved;
+    PyObject *count_of;     /* None: one value, unless the result places itself */
+    PyObject *tensor_type;  /* torch: a result of this type is placed by device */
+    PyObject *place;        /* torch: result -> (stream or None, count) */
+    PyObject *slow_keyword; /* a keyword that sends the call to the Python wrapper */
+} Recorder;
+
+static PyObject *
+hub_get(Recorder *self, PyObject *name)
+{
+    return PyDict_GetItemWithError(self->hub_dict, name); /* borrowed */
+}
+
+/* The event's stack from the thread's cache, as the hub's record() does it first;
+ * 1 when appended, 0 when the Python record() must do it, -1 on error. */
+static int
+fast_record(Recorder *self, PyObject *st, PyFrameObject *frame, PyObject *stream, PyObject *count)
+{
+    PyObject *sink = hub_get(self, s_sink);
+    if (sink == NULL || !PyTuple_CheckExact(sink) || PyTuple_GET_SIZE(sink) < 4)
+        return PyErr_Occurred() ? -1 : 0;
+    PyObject *known = SLOT(st, st_frames);
+    if (known == NULL || !PyDict_CheckExact(known))
+        return 0;
+    PyObject *epoch = hub_get(self, s_epoch);
+    PyObject *interned = hub_get(self, s_interned);
+    if (epoch == NULL || interned == NULL || !PyDict_CheckExact(interned))
+        return PyErr_Occurred() ? -1 : 0;
+    int same = PyObject_RichCompareBool(SLOT(st, st_epoch), epoch, Py_EQ);
+    if (same <= 0)
+        return same;
+    int contained = PySequence_Contains(PyTuple_GET_ITEM(sink, 2), stream);
+    if (contained <= 0)
+        return contained;
+
+    PyFrameObject *parent = PyFrame_GetBack(frame);
+    if (parent == NULL)
+        return 0;
+    /* Held while we work: an allocation below may run the collector, and with it any code. */
+    Py_INCREF(sink);
+    Py_INCREF(known);
+    Py_INCREF(interned);
+    int done = -1;
+    PyObject *key = NULL, *lookup = NULL, *hit = NULL;
+    PyCodeObject *code = NULL;
+    long parent_lasti, lasti;
+    key = PyLong_FromVoidPtr(parent);
+    if (key == NULL)
+        goto out;
+    hit = PyDict_GetItemWithError(known, key);
+    if (hit == NULL) {
+        done = PyErr_Occurred() ? -1 : 0;
+        goto out;
+    }
+    Py_INCREF(hit);
+    if (!PyTuple_CheckExact(hit) || PyTuple_GET_SIZE(hit) < 2 || frame_lasti(parent, &parent_lasti) < 0)
+        goto miss;
+    long cached = PyLong_AsLong(PyTuple_GET_ITEM(hit, 0));
+    if (cached == -1 && PyErr_Occurred())
+        goto out;
+    if (cached != parent_lasti)
+        goto miss;
+    code = PyFrame_GetCode(frame);
+    if (frame_lasti(frame, &lasti) < 0)
+        goto out;
+    PyObject *code_id = PyLong_FromVoidPtr(code), *offset = PyLong_FromLong(lasti);
+    if (code_id && offset)
+        lookup = PyTuple_Pack(3, PyTuple_GET_ITEM(hit, 1), code_id, offset);
+    Py_XDECREF(code_id);
+    Py_XDECREF(offset);
+    if (lookup == NULL)
+        goto out;
+    PyObject *sid = PyDict_GetItemWithError(interned, lookup);
+    if (sid == NULL) {
+        done = PyErr_Occurred() ? -1 : 0;
+        goto out;
+    }
+    PyObject *raw = PyTuple_Pack(7, stream, self->kind, self->api, count, sid, SLOT(st, st_key), Py_None);
+    if (raw == NULL)
+        goto out;
+    PyObject *events = PyTuple_GET_ITEM(sink, 0);
+    Py_ssize_t limit = PyLong_AsSsize_t(PyTuple_GET_ITEM(sink, 1));
+    if (limit == -1 && PyErr_Occurred()) {
+        Py_DECREF(raw);
+        goto out;
+    }
+    if (PyList_CheckExact(events) && PyList_GET_SIZE(events) < limit) {
+        done = PyList_Append(events, raw) < 0 ? -1 : 1;
+    }
+    else {
+        PyObject *r = PyObject_CallMethodOneArg(PyTuple_GET_ITEM(sink, 3), s_add, raw);
+        done = r == NULL ? -1 : 1;
+        Py_XDECREF(r);
+    }
+    Py_DECREF(raw);
+    goto out;
+miss:
+    done = PyErr_Occurred() ? -1 : 0;
+out:
+    Py_XDECREF(lookup);
+    Py_XDECREF((PyObject *)code);
+    Py_XDECREF(hit);
+    Py_XDECREF(key);
+    Py_DECREF(parent);
+    Py_DECREF(interned);
+    Py_DECREF(known);
+    Py_DECREF(sink);
+    return done;
+}
+
+/* (stream, count) of a result, as the Python wrapper finds them; stream None: nothing to record. */
+static int
+count_values(Recorder *self, PyObject *result, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
+             PyObject **stream, PyObject **count)
+{
+    *stream = self->stream;
+    Py_INCREF(*stream);
+    if (self->tensor_type != Py_None) {
+        if ((PyObject *)Py_TYPE(result) == self->tensor_type) {
+            PyObject *cpu = PyObject_GetAttr(result, s_is_cpu);
+            if (cpu == NULL)
+                return -1;
+            Py_DECREF(cpu);
+            if (cpu == Py_True) {
+                *count = PyObject_CallMethodNoArgs(result, s_numel);
+                return *count == NULL ? -1 : 0;
+            }
+        }
+        PyObject *placed = PyObject_CallOneArg(self->place, result);
+        if (placed == NULL)
+            return -1;
+        if (!PyTuple_CheckExact(placed) || PyTuple_GET_SIZE(placed) != 2) {
+            Py_DECREF(placed);
+            PyErr_SetString(PyExc_TypeError, "place() must return (stream, count)");
+            return -1;
+        }
+        Py_SETREF(*stream, Py_NewRef(PyTuple_GET_ITEM(placed, 0)));
+        *count = Py_NewRef(PyTuple_GET_ITEM(placed, 1));
+        Py_DECREF(placed);
+        return 0;
+    }
+    if (self->count_of == Py_None || PyFloat_CheckExact(result)) {
+        *count = Py_NewRef(one);
+        return 0;
+    }
+    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    PyObject *tuple = PyTuple_New(nargs), *kwargs = PyDict_New();
+    if (tuple == NULL || kwargs == NULL)
+        goto fail;
+    for (Py_ssize_t i = 0; i < nargs; i++)
+        PyTuple_SET_ITEM(tuple, i, Py_NewRef(args[i]));
+    for (Py_ssize_t i = 0; i < nkw; i++)
+        if (PyDict_SetItem(kwargs, PyTuple_GET_ITEM(kwnames, i), args[nargs + i]) < 0)
+            goto fail;
+    *count = PyObject_CallFunctionObjArgs(self->count_of, result, tuple, kwargs, NULL);
+    Py_DECREF(tuple);
+    Py_DECREF(kwargs);
+    return *count == NULL ? -1 : 0;
+fail:
+    Py_XDECREF(tuple);
+    Py_XDECREF(kwargs);
+    return -1;
+}
+
+static int
+call_ignoring_result(PyObject *callable)
+{
+    PyObject *r = PyObject_CallNoArgs(callable);
+    Py_XDECREF(r);
+    return r == NULL ? -1 : 0;
+}
+
+/* The recorded call, under the stream's lock. */
+static PyObject *
+record_call(Recorder *self, PyObject *st, PyFrameObject *frame, PyObject *const *args, size_t nargsf,
+            PyObject *kwnames)
+{
+    if (call_ignoring_result(self->acquire) < 0)
+        return NULL;
+    PyObject *result = NULL, *view = SLOT(self->fingerprint, fp_view);
+    PyObject *stream = NULL, *count = NULL;
+    view = Py_NewRef(view != NULL ? view : Py_None);
+    if (view != Py_None) {
+        PyObject *last = SLOT(self->fingerprint, fp_last);
+        if (last != NULL && last != Py_None) {
+            PyObject *now = PyObject_GetAttr(view, s_value);
+            if (now == NULL)
+                goto release;
+            int moved = PyObject_RichCompareBool(now, last, Py_NE);
+            Py_DECREF(now);
+            if (moved < 0)
+                goto release;
+            if (moved) {
+                PyObject *r = PyObject_CallMethodObjArgs(self->hub, s_unattributed, self->stream, (PyObject *)frame,
+                                                         self->moved, NULL);
+                if (r == NULL)
+                    goto release;
+                Py_DECREF(r);
+            }
+        }
+    }
+    set_slot(st, st_busy, Py_True);
+    result = PyObject_Vectorcall(self->original, args, nargsf, kwnames);
+    set_slot(st, st_busy, Py_False);
+    if (result == NULL) {
+        /* What the failed call moved is explained by it: take the state as it is. */
+        PyObject *type, *value, *traceback;
+        PyErr_Fetch(&type, &value, &traceback);
+        PyObject *r = PyObject_CallMethodOneArg(self->hub, s_rebase, self->stream);
+        if (r == NULL)
+            PyErr_Clear();
+        Py_XDECREF(r);
+        PyErr_Restore(type, value, traceback);
+        goto release;
+    }
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    if (count_values(self, result, args, nargs, kwnames, &stream, &count) < 0)
+        goto fail;
+    if (stream != Py_None) {
+        int done = fast_record(self, st, frame, stream, count);
+        if (done < 0)
+            goto fail;
+        if (done == 0) {
+            PyObject *r = PyObject_CallMethodObjArgs(self->hub, s_record, stream, self->kind, self->api, count,
+                                                     (PyObject *)frame, Py_None, st, NULL);
+            if (r == NULL)
+                goto fail;
+            Py_DECREF(r);
+        }
+    }
+    if (view != Py_None) {
+        PyObject *now = PyObject_GetAttr(view, s_value);
+        if (now == NULL)
+            goto fail;
+        set_slot(self->fingerprint, fp_last, now);
+        Py_DECREF(now);
+    }
+    goto release;
+fail:
+    Py_CLEAR(result);
+release:
+    Py_XDECREF(stream);
+    Py_XDECREF(count);
+    Py_DECREF(view);
+    if (result == NULL) {
+        PyObject *type, *value, *traceback;
+        PyErr_Fetch(&type, &value, &traceback);
+        if (call_ignoring_result(self->release) < 0)
+            PyErr_Clear();
+        PyErr_Restore(type, value, traceback);
+        return NULL;
+    }
+    if (call_ignoring_result(self->release) < 0)
+        Py_CLEAR(result);
+    return result;
+}
+
+static int
+has_keyword(PyObject *kwnames, PyObject *name)
+{
+    if (kwnames == NULL || name == Py_None)
+        return 0;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(kwnames); i++) {
+        int eq = PyObject_RichCompareBool(PyTuple_GET_ITEM(kwnames, i), name, Py_EQ);
+        if (eq != 0)
+            return eq;
+    }
+    return 0;
+}
+
+static PyObject *
+recorder_vectorcall(Recorder *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    if (self->owner != Py_None && (nargs < 1 || args[0] != self->owner))
+        return PyObject_Vectorcall(self->original, args, nargsf, kwnames);
+    PyObject *active = hub_get(self, s_active);
+    if (active == NULL) {
+        if (PyErr_Occurred())
+            return NULL;
+        goto slow;
+    }
+    int on = PyObject_IsTrue(active);
+    if (on <= 0)
+        return on < 0 ? NULL : PyObject_Vectorcall(self->original, args, nargsf, kwnames);
+    PyObject *ident = PyLong_FromUnsignedLong(PyThread_get_thread_ident());
+    if (ident == NULL)
+        return NULL;
+    PyObject *st = PyDict_GetItemWithError(self->states, ident);
+    Py_DECREF(ident);
+    if (st == NULL) {
+        if (PyErr_Occurred())
+            return NULL;
+        goto slow; /* the thread's first draw: the Python wrapper makes its state */
+    }
+    if (Py_TYPE(st) != thread_state_type || SLOT(st, st_busy) == NULL || SLOT(st, st_pending) == NULL ||
+        SLOT(st, st_key) == NULL || SLOT(st, st_epoch) == NULL)
+        goto slow;
+    if (SLOT(st, st_busy) == Py_True) /* inside a recorded call: part of it */
+        return PyObject_Vectorcall(self->original, args, nargsf, kwnames);
+    if (SLOT(st, st_pending) != Py_None)
+        goto slow;
+    PyObject *hook = hub_get(self, s_profile_hook), *strict = hub_get(self, s_strict);
+    if (hook == NULL || hook != Py_None || strict == NULL || strict != Py_False)
+        goto slow;
+    int keyword = has_keyword(kwnames, self->slow_keyword);
+    if (keyword != 0) {
+        if (keyword < 0)
+            return NULL;
+        goto slow;
+    }
+    PyFrameObject *frame = PyEval_GetFrame();
+    if (frame == NULL)
+        goto slow;
+    Py_INCREF(frame);
+    Py_INCREF(st);
+    PyObject *result = record_call(self, st, frame, args, nargsf, kwnames);
+    Py_DECREF(st);
+    Py_DECREF(frame);
+    return result;
+slow:
+    return PyObject_Vectorcall(self->slow, args, nargsf, kwnames);
+}
+
+static PyObject *
+recorder_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    static char *names[] = {"slow", "original", "owner", "hub", "fingerprint", "lock", "stream", "kind", "api",
+                            "moved", "count_of", "tensor_type", "place", "slow_keyword", NULL};
+    PyObject *slow, *original, *owner, *hub, *fingerprint, *lock, *stream, *kind, *api, *moved, *count_of;
+    PyObject *tensor_type = Py_None, *place = Py_None, *slow_keyword = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOOOOOOO|OOO:Recorder", names, &slow, &original, &owner,
+                                     &hub, &fingerprint, &lock, &stream, &kind, &api, &moved, &count_of,
+                                     &tensor_type, &place, &slow_keyword))
+        return NULL;
+    if (fp_view < 0 || st_busy < 0) {
+        PyErr_SetString(PyExc_RuntimeError, "call configure() first");
+        return NULL;
+    }
+    if (Py_TYPE(fingerprint) != fingerprint_type) {
+        PyErr_SetString(PyExc_TypeError, "fingerprint must be the configured Fingerprint type");
+        return NULL;
+    }
+    PyObject *hub_dict = PyObject_GenericGetDict(hub, NULL);
+    if (hub_dict == NULL)
+        return NULL;
+    PyObject *states = PyObject_GetAttrString(hub, "states");
+    PyObject *acquire = PyObject_GetAttrString(lock, "acquire");
+    PyObject *release = PyObject_GetAttrString(lock, "release");
+    if (states == NULL || acquire == NULL || release == NULL || !PyDict_CheckExact(states)) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_TypeError, "hub.states must be a dict");
+        Py_XDECREF(states);
+        Py_XDECREF(acquire);
+        Py_XDECREF(release);
+        Py_DECREF(hub_dict);
+        return NULL;
+    }
+    Recorder *self = (Recorder *)type->tp_alloc(type, 0);
+    if (self == NULL)
+        return NULL;
+    self->vectorcall = (vectorcallfunc)recorder_vectorcall;
+    self->slow = Py_NewRef(slow);
+    self->original = Py_NewRef(original);
+    self->owner = Py_NewRef(owner);
+    self->hub = Py_NewRef(hub);
+    self->hub_dict = hub_dict;
+    self->states = states;
+    self->fingerprint = Py_NewRef(fingerprint);
+    self->acquire = acquire;
+    self->release = release;
+    self->stream = Py_NewRef(stream);
+    self->kind = Py_NewRef(kind);
+    self->api = Py_NewRef(api);
+    self->moved = Py_NewRef(moved);
+    self->count_of = Py_NewRef(count_of);
+    self->tensor_type = Py_NewRef(tensor_type);
+    self->place = Py_NewRef(place);
+    self->slow_keyword = Py_NewRef(slow_keyword);
+    return (PyObject *)self;
+}
+
+static int
+recorder_traverse(Recorder *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->dict);
+    Py_VISIT(self->slow);
+    Py_VISIT(self->original);
+    Py_VISIT(self->owner);
+    Py_VISIT(self->hub);
+    Py_VISIT(self->hub_dict);
+    Py_VISIT(self->states);
+    Py_VISIT(self->fingerprint);
+    Py_VISIT(self->acquire);
+    Py_VISIT(self->release);
+    Py_VISIT(self->count_of);
+    Py_VISIT(self->tensor_type);
+    Py_VISIT(self->place);
+    return 0;
+}
+
+static int
+recorder_clear(Recorder *self)
+{
+    Py_CLEAR(self->dict);
+    Py_CLEAR(self->slow);
+    Py_CLEAR(self->original);
+    Py_CLEAR(self->owner);
+    Py_CLEAR(self->hub);
+    Py_CLEAR(self->hub_dict);
+    Py_CLEAR(self->states);
+    Py_CLEAR(self->fingerprint);
+    Py_CLEAR(self->acquire);
+    Py_CLEAR(self->release);
+    Py_CLEAR(self->stream);
+    Py_CLEAR(self->kind);
+    Py_CLEAR(self->api);
+    Py_CLEAR(self->moved);
+    Py_CLEAR(self->count_of);
+    Py_CLEAR(self->tensor_type);
+    Py_CLEAR(self->place);
+    Py_CLEAR(self->slow_keyword);
+    return 0;
+}
+
+static void
+recorder_dealloc(Recorder *self)
+{
+    PyObject_GC_UnTrack(self);
+    recorder_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* Bound like a function: a Recorder on a class (RandomState, Tensor) is a method. */
+static PyObject *
+recorder_get(PyObject *self, PyObject *obj, PyObject *type)
+{
+    if (obj == NULL || obj == Py_None)
+        return Py_NewRef(self);
+    return PyMethod_New(self, obj);
+}
+
+static PyObject *
+recorder_repr(Recorder *self)
+{
+    return PyUnicode_FromFormat("<rngtrace recorder of %U>", self->api);
+}
+
+static PyObject *
+recorder_get_slow(Recorder *self, void *closure)
+{
+    return Py_NewRef(self->slow);
+}
+
+static PyGetSetDef recorder_getset[] = {
+    {"__dict__", PyObject_GenericGetDict, PyObject_GenericSetDict, NULL, NULL},
+    {"slow", (getter)recorder_get_slow, NULL, "the Python wrapper this one accelerates", NULL},
+    {NULL},
+};
+
+static PyTypeObject RecorderType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "rngtrace._speedups.Recorder",
+    .tp_basicsize = sizeof(Recorder),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_METHOD_DESCRIPTOR,
+    .tp_doc = "A recording wrapper's fast path; everything else goes to the Python wrapper.",
+    .tp_new = recorder_new,
+    .tp_dealloc = (destructor)recorder_dealloc,
+    .tp_traverse = (traverseproc)recorder_traverse,
+    .tp_clear = (inquiry)recorder_clear,
+    .tp_call = PyVectorcall_Call,
+    .tp_vectorcall_offset = offsetof(Recorder, vectorcall),
+    .tp_descr_get = recorder_get,
+    .tp_repr = (reprfunc)recorder_repr,
+    .tp_getset = recorder_getset,
+    .tp_dictoffset = offsetof(Recorder, dict),
+};
+
+static PyObject *
+configure(PyObject *module, PyObject *args)
+{
+    PyTypeObject *state_type, *fp_type;
+    if (!PyArg_ParseTuple(args, "O!O!:configure", &PyType_Type, &state_type, &PyType_Type, &fp_type))
+        return NULL;
+    Py_ssize_t offsets[7] = {
+        slot_offset(state_type, "busy"),    slot_offset(state_type, "pending"), slot_offset(state_type, "frames"),
+        slot_offset(state_type, "epoch"),   slot_offset(state_type, "key"),     slot_offset(fp_type, "view"),
+        slot_offset(fp_type, "last"),
+    };
+    if (PyErr_Occurred())
+        return NULL;
+    st_busy = offsets[0], st_pending = offsets[1], st_frames = offsets[2], st_epoch = offsets[3];
+    st_key = offsets[4], fp_view = offsets[5], fp_last = offsets[6];
+    Py_XSETREF(thread_state_type, (PyTypeObject *)Py_NewRef(state_type));
+    Py_XSETREF(fingerprint_type, (PyTypeObject *)Py_NewRef(fp_type));
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef module_methods[] = {
+    {"configure", configure, METH_VARARGS, "Name the ThreadState and Fingerprint types whose slots are read."},
+    {NULL},
+};
+
+static struct PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT, "rngtrace._speedups", "A recording wrapper's common case, in C.", -1, module_methods,
+};
+
+PyMODINIT_FUNC
+PyInit__speedups(void)
+{
+#define INTERN(var, text)                                                                                         \
+    if ((var = PyUnicode_InternFromString(text)) == NULL)                                                         \
+        return NULL;
+    INTERN(s_active, "active");
+    INTERN(s_profile_hook, "profile_hook");
+    INTERN(s_strict, "strict");
+    INTERN(s_sink, "_sink");
+    INTERN(s_epoch, "_epoch");
+    INTERN(s_interned, "_interned");
+    INTERN(s_unattributed, "unattributed");
+    INTERN(s_rebase, "rebase");
+    INTERN(s_record, "record");
+    INTERN(s_value, "value");
+    INTERN(s_add, "_add");
+    INTERN(s_is_cpu, "is_cpu");
+    INTERN(s_numel, "numel");
+#undef INTERN
+    if ((one = PyLong_FromLong(1)) == NULL)
+        return NULL;
+    if (PyType_Ready(&RecorderType) < 0)
+        return NULL;
+    PyObject *module = PyModule_Create(&module_def);
+    if (module == NULL)
+        return NULL;
+    if (PyModule_AddObjectRef(module, "Recorder", (PyObject *)&RecorderType) < 0) {
+        Py_DECREF(module);
+        return NULL;
+    }
+    return module;
+}

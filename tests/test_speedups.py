@@ -1,0 +1,135 @@
+"""The C accelerator: the same events as the Python wrappers, and wrappers that still look like functions."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import os
+import random
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+from rngtrace import rng_trace
+from rngtrace.sources import _base
+
+accelerated = pytest.mark.skipif(_base._speedups is None, reason="the C accelerator is not built or is turned off")
+
+# One program, every kind of call the fast path takes or hands on: module functions,
+# the NumPy singleton through the module and through check_random_state, counts of
+# arrays and lists, a nested call, a draw that raises, a second thread, torch.
+PROGRAM = textwrap.dedent(
+    """
+    import json, random, sys, threading
+    import numpy as np
+    from sklearn.utils import check_random_state
+    from rngtrace import rng_trace
+
+    def draws():
+        random.seed(3)
+        np.random.seed(3)
+        out = [random.random(), random.randint(1, 6), random.sample(range(50), 4)]
+        out += list(np.random.rand(3)) + [np.random.randn(), np.random.randn(), np.random.random()]
+        out += list(check_random_state(None).randint(0, 9, size=4))
+        out += list(np.random.choice(20, 3)) + list(np.random.permutation(5))
+        try:
+            np.random.normal(0, -1)  # raises: nothing drawn, nothing recorded
+        except ValueError:
+            pass
+        t = threading.Thread(target=random.random, name="helper")
+        t.start(); t.join()
+        try:
+            import torch
+        except ImportError:
+            pass
+        else:
+            torch.manual_seed(3)
+            out += torch.rand(3).tolist() + torch.randn(1).tolist() + torch.rand(2, generator=None).tolist()
+            out += torch.ones(4).uniform_().tolist()
+        return out
+
+    def loop():
+        return [draws() for _ in range(3)]
+
+    with rng_trace(print=False) as trace:
+        values = loop()
+    events = [(e.stream, e.kind, e.api, e.count, e.thread, [(f.function, f.lineno) for f in e.stack])
+              for e in trace.events]
+    json.dump({"values": values, "events": events}, sys.stdout, default=float)
+    """
+)
+
+
+def run_program(pure: bool) -> dict:
+    env = dict(os.environ)
+    env.pop("RNGTRACE_PURE", None)
+    if pure:
+        env["RNGTRACE_PURE"] = "1"
+    out = subprocess.run([sys.executable, "-c", PROGRAM], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+@accelerated
+def test_the_accelerator_records_exactly_what_the_python_wrappers_record():
+    fast, pure = run_program(pure=False), run_program(pure=True)
+    assert fast["values"] == pure["values"]
+    assert fast["events"] == pure["events"]
+    assert len(fast["events"]) > 30
+
+
+@accelerated
+def test_patched_callables_are_recorders_that_look_like_the_originals():
+    original_random, original_sample = random.random, np.random.mtrand.RandomState.random_sample
+    with rng_trace(print=False):
+        patched = random.random
+        assert type(patched).__name__ == "Recorder"
+        assert patched.__name__ == "random" and patched.__wrapped__ is original_random
+        assert patched.__doc__ == original_random.__doc__
+        method = np.random.mtrand.RandomState.random_sample
+        assert inspect.signature(method) == inspect.signature(original_sample)
+        assert "recorder of numpy.random.random_sample" in repr(method)
+        # On the class it binds like a function: other instances pass straight through.
+        mine = np.random.RandomState(5)
+        assert mine.random_sample(2).tolist() == np.random.RandomState(5).random_sample(2).tolist()
+
+
+@accelerated
+def test_a_call_the_fast_path_hands_on_is_recorded_by_the_python_wrapper():
+    # Two traces at once: the fast path needs exactly one, so every draw goes to Python.
+    with rng_trace(print=False) as outer, rng_trace(streams="random", print=False) as inner:
+        random.random()
+        np.random.rand()
+    assert [e.api for e in outer.events] == ["random.random", "numpy.random.rand"]
+    assert [e.api for e in inner.events] == ["random.random"]
+
+
+def test_a_finalizer_that_draws_while_an_event_is_recorded_does_not_deadlock():
+    # The collector runs at every allocation; a cycle's finalizer draws from the stream
+    # whose lock the recording wrapper holds at that moment.
+    code = textwrap.dedent(
+        """
+        import gc, random
+        from rngtrace import rng_trace
+
+        class Cycle:
+            def __init__(self):
+                self.me = self
+            def __del__(self):
+                random.random()
+
+        gc.set_threshold(1)
+        with rng_trace(print=False) as trace:
+            for _ in range(200):
+                Cycle()
+                random.random()
+        gc.set_threshold(700)
+        print(sum(e.api == "random.random" for e in trace.events))
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert int(out.stdout) >= 200
