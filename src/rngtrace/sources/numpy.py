@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import ctypes
-import functools
 from types import FrameType
 from typing import Any, Iterable, Optional
 
@@ -62,16 +61,12 @@ class NumpySource(Source):
         # applies each patch as it is yielded, so the module functions below can be
         # re-bound to these wrappers: one wrapper per call, not two.
         state_type = type(rand)
-        originals = dict(vars(state_type))
         wrapped = set()
-        for name, original in originals.items():
+        for name, original in list(vars(state_type).items()):
             if name.startswith("_") or name in _NOT_DRAWS or not callable(original):
                 continue
             api = f"numpy.random.{name}"
             kind = SEED if name in _SEEDS else DRAW
-            inner = _DELEGATES.get(name)
-            if inner is not None and _delegation_holds(name, inner):
-                original = _direct(name, original, originals[inner])
             yield state_type, name, recording_wrapper(
                 hub, "numpy", kind, api, original, None if kind == SEED else _method_count, owner=rand
             )
@@ -131,49 +126,6 @@ class NumpySource(Source):
 
     def fingerprint(self) -> Optional[Any]:
         return _mt_view()
-
-
-# Methods NumPy writes as a call to another method of the same object: ``rand(*args)``
-# is ``self.random_sample(size=args)``. Through the patched type that inner call runs a
-# second, pass-through wrapper on every draw (about 0.3 µs); calling the inner method's
-# original directly does what NumPy does without it.
-_DELEGATES = {"rand": "random_sample", "randn": "standard_normal", "random": "random_sample"}
-
-
-def _direct(name: str, original: Any, inner: Any) -> Any:
-    """``original`` as NumPy defines it, calling ``inner``'s original; other forms go to ``original``."""
-    if name == "random":  # random(size=None) is random_sample(size=size)
-
-        def direct(self: Any, *args: Any, **kwargs: Any) -> Any:
-            if kwargs or len(args) > 1:
-                return original(self, *args, **kwargs)
-            return inner(self, *args)
-
-    else:  # rand(*args), randn(*args): the shape as separate ints
-
-        def direct(self: Any, *args: Any, **kwargs: Any) -> Any:
-            if kwargs:  # numpy's own error, worded its own way
-                return original(self, *args, **kwargs)
-            return inner(self, size=args) if args else inner(self)
-
-    return functools.update_wrapper(direct, original)
-
-
-@functools.lru_cache(maxsize=None)
-def _delegation_holds(name: str, inner: str) -> bool:
-    """Whether ``name`` draws what ``inner`` draws, proved on two private generators."""
-    one, two = _mtrand.RandomState(20261130), _mtrand.RandomState(20261130)
-    for args in ((), (3,), (2, 2)):
-        if name == "random" and len(args) > 1:
-            continue
-        got = getattr(one, name)(*args)
-        if name == "random":
-            want = getattr(two, inner)(*args)
-        else:
-            want = getattr(two, inner)(size=args) if args else getattr(two, inner)()
-        if type(got) is not type(want) or not np.array_equal(got, want):
-            return False
-    return _same_state(one.get_state(legacy=False), two.get_state(legacy=False))
 
 
 def _same_state(a: Any, b: Any) -> bool:
