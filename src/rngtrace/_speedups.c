@@ -247,6 +247,27 @@ fail:
     return -1;
 }
 
+/* Whether the fingerprint can be read as bytes in place: ``last`` is bytes (a view such
+ * as torch's whose ``.value`` copies its memory) and ``view`` exposes that memory. Then
+ * comparing needs no copy and ``.value`` is the buffer's bytes. */
+static int
+bytes_in_place(PyObject *view, PyObject *last, Py_buffer *state)
+{
+    if (!PyBytes_CheckExact(last) || !PyObject_CheckBuffer(view))
+        return 0;
+    if (PyObject_GetBuffer(view, state, PyBUF_SIMPLE) < 0) {
+        PyErr_Clear();
+        state->obj = NULL;
+        return 0;
+    }
+    if (state->len != PyBytes_GET_SIZE(last)) {
+        PyBuffer_Release(state);
+        state->obj = NULL;
+        return 0;
+    }
+    return 1;
+}
+
 static int
 call_ignoring_result(PyObject *callable)
 {
@@ -264,15 +285,22 @@ record_call(Recorder *self, PyObject *st, PyFrameObject *frame, PyObject *const 
         return NULL;
     PyObject *result = NULL, *view = SLOT(self->fingerprint, fp_view);
     PyObject *stream = NULL, *count = NULL;
+    Py_buffer state = {.obj = NULL};
     view = Py_NewRef(view != NULL ? view : Py_None);
     if (view != Py_None) {
         PyObject *last = SLOT(self->fingerprint, fp_last);
         if (last != NULL && last != Py_None) {
-            PyObject *now = PyObject_GetAttr(view, s_value);
-            if (now == NULL)
-                goto release;
-            int moved = PyObject_RichCompareBool(now, last, Py_NE);
-            Py_DECREF(now);
+            int moved;
+            if (bytes_in_place(view, last, &state)) {
+                moved = memcmp(state.buf, PyBytes_AS_STRING(last), state.len) != 0;
+            }
+            else {
+                PyObject *now = PyObject_GetAttr(view, s_value);
+                if (now == NULL)
+                    goto release;
+                moved = PyObject_RichCompareBool(now, last, Py_NE);
+                Py_DECREF(now);
+            }
             if (moved < 0)
                 goto release;
             if (moved) {
@@ -314,7 +342,8 @@ record_call(Recorder *self, PyObject *st, PyFrameObject *frame, PyObject *const 
         }
     }
     if (view != Py_None) {
-        PyObject *now = PyObject_GetAttr(view, s_value);
+        PyObject *now = state.obj != NULL ? PyBytes_FromStringAndSize(state.buf, state.len)
+                                          : PyObject_GetAttr(view, s_value);
         if (now == NULL)
             goto fail;
         set_slot(self->fingerprint, fp_last, now);
@@ -324,6 +353,8 @@ record_call(Recorder *self, PyObject *st, PyFrameObject *frame, PyObject *const 
 fail:
     Py_CLEAR(result);
 release:
+    if (state.obj != NULL)
+        PyBuffer_Release(&state);
     Py_XDECREF(stream);
     Py_XDECREF(count);
     Py_DECREF(view);
