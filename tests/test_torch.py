@@ -104,6 +104,34 @@ def test_meta_tensors_draw_nothing_and_are_not_recorded():
     assert summary(trace) == [("torch", "draw", "torch.rand", 2)]
 
 
+def test_fake_tensors_draw_nothing_and_are_not_recorded():
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    before = torch.get_rng_state()
+    with torch_trace() as trace:
+        with FakeTensorMode():  # what torch.compile traces with
+            torch.rand(3)
+            torch.ones(4).uniform_()
+    assert trace.events == []
+    assert torch.equal(before, torch.get_rng_state())
+
+
+def test_compiled_code_draws_the_same_values_traced_and_untraced():
+    def step(x):
+        y = torch.sin(x) + torch.rand(3)
+        return y * torch.randn(3) + F.dropout(y, 0.5)
+
+    compiled = torch.compile(step, backend="aot_eager")  # Inductor draws its own way: see README
+    torch.manual_seed(0)
+    untraced = (compiled(torch.ones(3)), torch.rand(2))
+    with torch_trace() as trace:
+        torch.manual_seed(0)
+        traced = (compiled(torch.ones(3)), torch.rand(2))
+    assert all(torch.equal(a, b) for a, b in zip(untraced, traced))
+    drawn = [e.api for e in trace.events if e.kind == "draw"]
+    assert drawn[:2] == ["torch.rand", "torch.randn"] and drawn[-1] == "torch.rand"
+
+
 def test_meta_tensors_do_not_raise_under_on_draw_raise():
     with torch_trace(on_draw="raise") as trace:
         nn.Linear(4, 3, device="meta")

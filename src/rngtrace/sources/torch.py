@@ -14,6 +14,7 @@ reports them.
 from __future__ import annotations
 
 import functools
+import importlib
 import inspect
 import sys
 from _thread import get_ident
@@ -44,6 +45,7 @@ from ._base import (
 
 _Generator = torch.Generator
 _Tensor = torch.Tensor
+_FakeTensor = importlib.import_module("torch._subclasses.fake_tensor").FakeTensor
 
 # Private ops worth seeing: torch.distributions' Gamma, Beta, Chi2, StudentT and
 # Dirichlet sample through them.
@@ -177,8 +179,10 @@ def _cuda_stream(index: int) -> str:
 
 
 def _placed(result: Any) -> tuple[Optional[str], Optional[int]]:
-    """(stream, values drawn) for a result; stream None for a meta tensor, which draws nothing."""
+    """(stream, values drawn) for a result; stream None for a meta or fake tensor, which draws nothing."""
     r = result[0] if type(result) is tuple else result
+    if isinstance(r, _FakeTensor):  # torch.compile tracing with fake tensors: no generator moved
+        return None, None
     try:
         if r.is_cpu:  # the usual case first: one property read
             return "torch", r.numel()
