@@ -9,6 +9,7 @@ import random
 import subprocess
 import sys
 import textwrap
+import weakref
 
 import numpy as np
 import pytest
@@ -89,6 +90,7 @@ def test_patched_callables_are_recorders_that_look_like_the_originals():
         assert type(patched).__name__ == "Recorder"
         assert patched.__name__ == "random" and patched.__wrapped__ is original_random
         assert patched.__doc__ == original_random.__doc__
+        assert weakref.ref(patched)() is patched  # caches keyed weakly by function accept it
         method = np.random.mtrand.RandomState.random_sample
         assert inspect.signature(method) == inspect.signature(original_sample)
         assert "recorder of numpy.random.random_sample" in repr(method)

@@ -75,6 +75,7 @@ typedef struct {
     PyObject_HEAD
     vectorcallfunc vectorcall;
     PyObject *dict;
+    PyObject *weakrefs;
     PyObject *slow;         /* the Python wrapper: every case the fast path leaves */
     PyObject *original;
     PyObject *owner;        /* the singleton whose calls are recorded, or None */
@@ -543,6 +544,8 @@ static void
 recorder_dealloc(Recorder *self)
 {
     PyObject_GC_UnTrack(self);
+    if (self->weakrefs != NULL)
+        PyObject_ClearWeakRefs((PyObject *)self);
     recorder_clear(self);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
@@ -590,6 +593,7 @@ static PyTypeObject RecorderType = {
     .tp_repr = (reprfunc)recorder_repr,
     .tp_getset = recorder_getset,
     .tp_dictoffset = offsetof(Recorder, dict),
+    .tp_weaklistoffset = offsetof(Recorder, weakrefs),
 };
 
 static PyObject *
