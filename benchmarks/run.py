@@ -205,8 +205,10 @@ def memory(n: int) -> tuple[float, int, int]:
     return int(kib) / 1024, int(calls), int(dropped)
 
 
-def after_trace(rounds: int) -> float:
-    return float(_child(AFTER_CHILD.format(rounds=rounds)))
+def after_trace(rounds: int, children: int = 3) -> float:
+    # "Before" cannot alternate with "after" in one process: the median over a few
+    # processes keeps one disturbed process from making the figure.
+    return statistics.median(float(_child(AFTER_CHILD.format(rounds=rounds))) for _ in range(children))
 
 
 # -- the table ----------------------------------------------------------------------------

@@ -5,6 +5,7 @@ from __future__ import annotations
 import inspect
 import json
 import os
+import pickle
 import random
 import subprocess
 import sys
@@ -97,6 +98,17 @@ def test_patched_callables_are_recorders_that_look_like_the_originals():
         # On the class it binds like a function: other instances pass straight through.
         mine = np.random.RandomState(5)
         assert mine.random_sample(2).tolist() == np.random.RandomState(5).random_sample(2).tolist()
+
+
+@accelerated
+def test_a_recorder_pickles_as_the_function_it_stands_for():
+    original = np.random.mtrand.RandomState.random_sample
+    untraced = pickle.dumps(random.random)
+    with rng_trace(print=False):
+        assert pickle.dumps(random.random) == untraced
+        method = pickle.loads(pickle.dumps(np.random.mtrand.RandomState.random_sample))
+        assert method is np.random.mtrand.RandomState.random_sample  # by name: whatever is there
+    assert method is not original
 
 
 @accelerated

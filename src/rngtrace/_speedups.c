@@ -571,6 +571,18 @@ recorder_get_slow(Recorder *self, void *closure)
     return Py_NewRef(self->slow);
 }
 
+/* Pickled as what it stands for: a process that unpickles it gets the original. */
+static PyObject *
+recorder_reduce_ex(Recorder *self, PyObject *protocol)
+{
+    return PyObject_CallMethod(self->original, "__reduce_ex__", "O", protocol);
+}
+
+static PyMethodDef recorder_methods[] = {
+    {"__reduce_ex__", (PyCFunction)recorder_reduce_ex, METH_O, NULL},
+    {NULL},
+};
+
 static PyGetSetDef recorder_getset[] = {
     {"__dict__", PyObject_GenericGetDict, PyObject_GenericSetDict, NULL, NULL},
     {"slow", (getter)recorder_get_slow, NULL, "the Python wrapper this one accelerates", NULL},
@@ -592,6 +604,7 @@ static PyTypeObject RecorderType = {
     .tp_descr_get = recorder_get,
     .tp_repr = (reprfunc)recorder_repr,
     .tp_getset = recorder_getset,
+    .tp_methods = recorder_methods,
     .tp_dictoffset = offsetof(Recorder, dict),
     .tp_weaklistoffset = offsetof(Recorder, weakrefs),
 };
