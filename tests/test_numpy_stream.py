@@ -120,6 +120,22 @@ def test_a_cached_gaussian_drawn_unseen_is_still_noticed():
     assert [e.kind for e in trace.events] == ["unattributed"]
 
 
+def test_an_unseen_draw_of_the_cached_gaussian_is_noticed_before_the_next_recorded_call():
+    with rng_trace(print=False) as trace:
+        np.random.seed(3)
+        np.random.standard_normal()  # draws a pair, keeps the second
+        list(map(prebound_standard_normal, [None]))  # takes it: no word of the twister moves
+        np.random.rand(1)
+    kinds = [(e.kind, e.api) for e in trace.events]
+    assert kinds == [
+        ("seed", "numpy.random.seed"),
+        ("draw", "numpy.random.standard_normal"),
+        ("unattributed", "numpy state"),
+        ("draw", "numpy.random.rand"),
+    ]
+    assert "before this numpy.random.rand call" in trace.events[2].detail
+
+
 @pytest.mark.parametrize("on_draw", ["log", "warn"])
 def test_counts_and_apis_do_not_depend_on_the_on_draw_policy(on_draw, recwarn):
     with rng_trace(print=False, on_draw=on_draw) as trace:

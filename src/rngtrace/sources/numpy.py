@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import ctypes
+import functools
+import operator
+import struct
 from types import FrameType
 from typing import Any, Iterable, Optional
 
@@ -137,20 +140,67 @@ def _same_state(a: Any, b: Any) -> bool:
 
 
 def _mt_view() -> Optional[Any]:
-    """A 64-bit view of the singleton's MT19937: ``key[623]`` and ``pos``, read in place.
+    """A view of the singleton's MT19937 (``key[623]`` and ``pos``) and its cached normal, read in place.
 
     ``mt19937_state`` is ``uint32_t key[624]`` followed by ``int pos``: pos moves
-    with every 32-bit word drawn, key[623] when the key is regenerated. The hub
-    asks again after every seed, so a bit generator swapped by
-    ``set_bit_generator()`` is read from then on; the view holds the one it
-    reads, so the memory stays valid whatever happens to the singleton.
+    with every 32-bit word drawn, key[623] when the key is regenerated. A legacy
+    normal draw may instead take the second sample of a pair, which moves no word
+    but clears the singleton's ``has_gauss``: that flag is read too, where its
+    place in the object is proved. The hub asks again after every seed, so a bit
+    generator swapped by ``set_bit_generator()`` is read from then on; the view
+    holds what it reads, so the memory stays valid whatever happens to the singleton.
     """
-    bitgen = _mtrand._rand._bit_generator
+    rand = _mtrand._rand
+    bitgen = rand._bit_generator
     if type(bitgen).__name__ != "MT19937":
         return None  # another bit generator: checked at block ends only
-    view = ctypes.c_uint64.from_address(bitgen.ctypes.state_address + 623 * 4)
-    view.owner = bitgen
-    return view
+    twister = ctypes.c_uint64.from_address(bitgen.ctypes.state_address + 623 * 4)
+    twister.owner = bitgen
+    offset = _gauss_flag_offset()
+    if offset is None:
+        return twister
+    flag = ctypes.c_int.from_address(id(rand) + offset)
+    flag.owner = rand
+    return _TwisterAndGauss(twister, flag)
+
+
+class _TwisterAndGauss:
+    """Two in-place reads as one fingerprint: ``.value`` is (twister word, has_gauss), read in C."""
+
+    __slots__ = ("twister", "flag")
+    value = property(operator.attrgetter("twister.value", "flag.value"))
+
+    def __init__(self, twister: Any, flag: Any) -> None:
+        self.twister, self.flag = twister, flag
+
+
+@functools.lru_cache(maxsize=None)
+def _gauss_flag_offset() -> Optional[int]:
+    """Where a RandomState keeps ``has_gauss``, proved on a private one; None if not found.
+
+    The legacy state (``aug_bitgen_t``) is ``bitgen_t *``, ``int has_gauss``, ``double
+    gauss``: set a distinctive cached normal through ``set_state()``, find it in the
+    object, and check that the int before it follows the flag both ways.
+    """
+    state_type = _mtrand.RandomState
+    private = state_type(20261130)
+    name, key, pos = private.get_state(legacy=True)[:3]
+    cached = 0.6180339887498949
+    private.set_state((name, key, pos, 1, cached))
+    size = state_type.__basicsize__
+    memory = ctypes.string_at(id(private), size)
+    found = [o for o in range(16, size - 7, 8) if memory[o : o + 8] == struct.pack("<d", cached)]
+    if len(found) != 1 or found[0] < 24:
+        return None
+    offset = found[0] - 8
+    flag = ctypes.c_int.from_address(id(private) + offset)
+    if flag.value != 1:
+        return None
+    private.standard_normal()  # takes the cached sample
+    if flag.value != 0:
+        return None
+    private.set_state((name, key, pos, 1, cached))
+    return offset if flag.value == 1 else None
 
 
 SOURCE_CLASS = NumpySource
