@@ -2,11 +2,14 @@
  *
  * A Recorder stands where a Python recording wrapper (sources/_base.py,
  * sources/torch.py) would: it is that wrapper's fast path. It records a draw
- * when nothing unusual is going on -- one trace, no strict policy, no profile
- * hook, no pending catch-all handoff, the thread's stack cache usable -- and
- * hands every other call, unchanged, to the Python wrapper it was made from,
- * which stays the reference for what is recorded. The Python package works
- * without this module; RNGTRACE_PURE=1 turns it off.
+ * itself unless something unusual is going on -- a strict on_draw policy, a
+ * profile hook that is not the catch-all's own on this thread, a pending
+ * catch-all handoff, a keyword left to Python (torch's generator=), the
+ * thread's first draw -- and hands those calls, unchanged, to the Python
+ * wrapper it was made from, which stays the reference for what is recorded.
+ * Where the event's stack is not a cached one, or more than one trace records,
+ * it gives the event to the hub's record(). The Python package works without
+ * this module; RNGTRACE_PURE=1 turns it off.
  *
  * What it does per draw is what the Python wrapper does: take the stream's
  * lock, compare the stream's fingerprint with the value after the last
@@ -20,7 +23,7 @@
 #include <structmember.h>
 
 /* Offsets of the __slots__ the hot path reads, found from their member descriptors. */
-static Py_ssize_t st_busy = -1, st_pending, st_frames, st_epoch, st_key;
+static Py_ssize_t st_busy = -1, st_pending, st_frames, st_epoch, st_key, st_hooked;
 static Py_ssize_t fp_view = -1, fp_last;
 static PyTypeObject *thread_state_type, *fingerprint_type;
 
@@ -418,8 +421,20 @@ recorder_vectorcall(Recorder *self, PyObject *const *args, size_t nargsf, PyObje
     if (SLOT(st, st_pending) != Py_None)
         goto slow;
     PyObject *hook = hub_get(self, s_profile_hook), *strict = hub_get(self, s_strict);
-    if (hook == NULL || hook != Py_None || strict == NULL || strict != Py_False)
+    if (hook == NULL || strict == NULL || strict != Py_False)
         goto slow;
+    if (hook != Py_None) {
+#if PY_VERSION_HEX < 0x030C0000
+        /* 3.10/3.11 with the catch-all's profile hook armed. A call made from C raises no
+         * profile event, so there is nothing to step aside from; the hook must be this
+         * thread's, so that its return events keep the thread's stack cache exact. */
+        if (PyThreadState_Get()->c_profileobj != hook)
+            goto slow;
+        set_slot(st, st_hooked, Py_True);
+#else
+        goto slow;
+#endif
+    }
     int keyword = has_keyword(kwnames, self->slow_keyword);
     if (keyword != 0) {
         if (keyword < 0)
@@ -615,15 +630,15 @@ configure(PyObject *module, PyObject *args)
     PyTypeObject *state_type, *fp_type;
     if (!PyArg_ParseTuple(args, "O!O!:configure", &PyType_Type, &state_type, &PyType_Type, &fp_type))
         return NULL;
-    Py_ssize_t offsets[7] = {
-        slot_offset(state_type, "busy"),    slot_offset(state_type, "pending"), slot_offset(state_type, "frames"),
-        slot_offset(state_type, "epoch"),   slot_offset(state_type, "key"),     slot_offset(fp_type, "view"),
-        slot_offset(fp_type, "last"),
+    Py_ssize_t offsets[8] = {
+        slot_offset(state_type, "busy"),  slot_offset(state_type, "pending"), slot_offset(state_type, "frames"),
+        slot_offset(state_type, "epoch"), slot_offset(state_type, "key"),     slot_offset(state_type, "hooked"),
+        slot_offset(fp_type, "view"),     slot_offset(fp_type, "last"),
     };
     if (PyErr_Occurred())
         return NULL;
     st_busy = offsets[0], st_pending = offsets[1], st_frames = offsets[2], st_epoch = offsets[3];
-    st_key = offsets[4], fp_view = offsets[5], fp_last = offsets[6];
+    st_key = offsets[4], st_hooked = offsets[5], fp_view = offsets[6], fp_last = offsets[7];
     Py_XSETREF(thread_state_type, (PyTypeObject *)Py_NewRef(state_type));
     Py_XSETREF(fingerprint_type, (PyTypeObject *)Py_NewRef(fp_type));
     Py_RETURN_NONE;
