@@ -118,6 +118,29 @@ def test_a_recorder_pickles_as_the_function_it_stands_for():
 
 
 @accelerated
+def test_draws_in_a_loop_take_the_fast_path_and_run_no_python_wrapper():
+    wrapper_calls = []
+
+    def tracer(frame, event, arg):
+        if event == "call" and frame.f_code.co_name in ("rngtrace_wrapper", "rngtrace_method", "record_call"):
+            wrapper_calls.append(frame.f_code.co_name)
+
+    def loop(n):
+        for _ in range(n):
+            random.random()
+            np.random.rand()
+
+    with rng_trace(print=False) as trace:
+        loop(100)  # the thread's first draw and the stack cache filling
+        sys.settrace(tracer)  # a trace function, unlike a profiler, leaves the fast path alone
+        try:
+            loop(100)
+        finally:
+            sys.settrace(None)
+    assert len(trace.events) == 400 and wrapper_calls == []
+
+
+@accelerated
 def test_a_call_the_fast_path_hands_on_is_recorded_by_the_python_wrapper():
     # Two traces at once: the fast path needs exactly one, so every draw goes to Python.
     with rng_trace(print=False) as outer, rng_trace(streams="random", print=False) as inner:
