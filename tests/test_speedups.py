@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import inspect
 import json
 import os
@@ -176,3 +177,31 @@ def test_a_finalizer_that_draws_while_an_event_is_recorded_does_not_deadlock():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert int(out.stdout) >= 200
+
+
+@pytest.mark.parametrize("accelerator", [True, False], ids=["C", "pure"])
+def test_an_in_place_view_changes_exactly_when_its_regions_do(accelerator, monkeypatch):
+    from rngtrace.sources import _inplace
+
+    if accelerator and _base._speedups is None:
+        pytest.skip("the C accelerator is not built or is turned off")
+    if not accelerator:
+        monkeypatch.setattr(_inplace, "_speedups", None)
+    memory = ctypes.create_string_buffer(b"\x00" * 16, 16)
+    start = ctypes.addressof(memory)
+    view = _inplace.in_place([(start, 4), (start + 8, 4)], memory)
+    before = view.value
+    memory[5] = b"x"  # between the regions
+    assert view.value == before
+    memory[9] = b"\x00"  # written, not changed
+    assert view.value == before
+    memory[10] = b"y"
+    assert view.value != before
+
+
+@accelerated
+def test_an_in_place_view_refuses_regions_it_cannot_read():
+    with pytest.raises(ValueError, match="regions"):
+        _base._speedups.InPlace((), None)
+    with pytest.raises(ValueError, match="positive size"):
+        _base._speedups.InPlace(((1024, 0),), None)

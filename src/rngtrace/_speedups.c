@@ -59,6 +59,16 @@ slot_offset(PyTypeObject *type, const char *name)
 }
 
 static int
+PyLong_AsVoidPtr_converter(PyObject *obj, void *out)
+{
+    void *address = PyLong_AsVoidPtr(obj);
+    if (address == NULL && PyErr_Occurred())
+        return 0;
+    *(void **)out = address;
+    return 1;
+}
+
+static int
 frame_lasti(PyFrameObject *frame, long *out)
 {
 #if PY_VERSION_HEX >= 0x030B0000
@@ -73,6 +83,137 @@ frame_lasti(PyFrameObject *frame, long *out)
     return (*out == -1 && PyErr_Occurred()) ? -1 : 0;
 #endif
 }
+
+/* -- InPlace: a fingerprint read where the stream keeps its state ------------------ */
+
+#define MAX_REGIONS 4
+
+typedef struct {
+    PyObject_HEAD
+    int count;
+    Py_ssize_t total;
+    const char *address[MAX_REGIONS];
+    Py_ssize_t size[MAX_REGIONS];
+    PyObject *owners; /* what keeps the memory alive */
+} InPlace;
+
+static PyTypeObject InPlaceType;
+
+static PyObject *
+inplace_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    PyObject *regions, *owners = Py_None;
+    static char *names[] = {"regions", "owners", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|O:InPlace", names, &regions, &owners))
+        return NULL;
+    PyObject *seq = PySequence_Fast(regions, "regions must be a sequence of (address, size)");
+    if (seq == NULL)
+        return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    if (n < 1 || n > MAX_REGIONS) {
+        Py_DECREF(seq);
+        return PyErr_Format(PyExc_ValueError, "1 to %d regions, not %zd", MAX_REGIONS, n);
+    }
+    InPlace *self = (InPlace *)type->tp_alloc(type, 0);
+    if (self == NULL) {
+        Py_DECREF(seq);
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        void *address;
+        Py_ssize_t size;
+        if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(seq, i), "O&n:region", PyLong_AsVoidPtr_converter, &address,
+                              &size))
+            goto fail;
+        if (address == NULL || size <= 0) {
+            PyErr_SetString(PyExc_ValueError, "a region needs an address and a positive size");
+            goto fail;
+        }
+        self->address[i] = address;
+        self->size[i] = size;
+        self->total += size;
+    }
+    self->count = (int)n;
+    self->owners = Py_NewRef(owners);
+    Py_DECREF(seq);
+    return (PyObject *)self;
+fail:
+    Py_DECREF(seq);
+    Py_DECREF(self);
+    return NULL;
+}
+
+/* The regions' bytes, one after another. */
+static PyObject *
+inplace_value(InPlace *self, void *closure)
+{
+    PyObject *bytes = PyBytes_FromStringAndSize(NULL, self->total);
+    if (bytes == NULL)
+        return NULL;
+    char *out = PyBytes_AS_STRING(bytes);
+    for (int i = 0; i < self->count; i++) {
+        memcpy(out, self->address[i], self->size[i]);
+        out += self->size[i];
+    }
+    return bytes;
+}
+
+/* 1 when the memory differs from ``last`` (bytes read earlier), 0 when not, -1 if ``last`` is no such bytes. */
+static int
+inplace_differs(InPlace *self, PyObject *last)
+{
+    if (!PyBytes_CheckExact(last) || PyBytes_GET_SIZE(last) != self->total)
+        return -1;
+    const char *was = PyBytes_AS_STRING(last);
+    for (int i = 0; i < self->count; i++) {
+        if (memcmp(was, self->address[i], self->size[i]) != 0)
+            return 1;
+        was += self->size[i];
+    }
+    return 0;
+}
+
+static int
+inplace_traverse(InPlace *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->owners);
+    return 0;
+}
+
+static int
+inplace_clear(InPlace *self)
+{
+    Py_CLEAR(self->owners);
+    return 0;
+}
+
+static void
+inplace_dealloc(InPlace *self)
+{
+    PyObject_GC_UnTrack(self);
+    inplace_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyGetSetDef inplace_getset[] = {
+    {"value", (getter)inplace_value, NULL, "the regions' bytes, copied now", NULL},
+    {NULL},
+};
+
+static PyTypeObject InPlaceType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "rngtrace._speedups.InPlace",
+    .tp_basicsize = sizeof(InPlace),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "InPlace(((address, size), ...), owners): a stream's state read where it lives.",
+    .tp_new = inplace_new,
+    .tp_dealloc = (destructor)inplace_dealloc,
+    .tp_traverse = (traverseproc)inplace_traverse,
+    .tp_clear = (inquiry)inplace_clear,
+    .tp_getset = inplace_getset,
+};
+
+/* -- Recorder ------------------------------------------------------------------------ */
 
 typedef struct {
     PyObject_HEAD
@@ -251,27 +392,6 @@ fail:
     return -1;
 }
 
-/* Whether the fingerprint can be read as bytes in place: ``last`` is bytes (a view such
- * as torch's whose ``.value`` copies its memory) and ``view`` exposes that memory. Then
- * comparing needs no copy and ``.value`` is the buffer's bytes. */
-static int
-bytes_in_place(PyObject *view, PyObject *last, Py_buffer *state)
-{
-    if (!PyBytes_CheckExact(last) || !PyObject_CheckBuffer(view))
-        return 0;
-    if (PyObject_GetBuffer(view, state, PyBUF_SIMPLE) < 0) {
-        PyErr_Clear();
-        state->obj = NULL;
-        return 0;
-    }
-    if (state->len != PyBytes_GET_SIZE(last)) {
-        PyBuffer_Release(state);
-        state->obj = NULL;
-        return 0;
-    }
-    return 1;
-}
-
 static int
 call_ignoring_result(PyObject *callable)
 {
@@ -289,16 +409,13 @@ record_call(Recorder *self, PyObject *st, PyFrameObject *frame, PyObject *const 
         return NULL;
     PyObject *result = NULL, *view = SLOT(self->fingerprint, fp_view);
     PyObject *stream = NULL, *count = NULL;
-    Py_buffer state = {.obj = NULL};
     view = Py_NewRef(view != NULL ? view : Py_None);
+    int in_place = Py_TYPE(view) == &InPlaceType;
     if (view != Py_None) {
         PyObject *last = SLOT(self->fingerprint, fp_last);
         if (last != NULL && last != Py_None) {
-            int moved;
-            if (bytes_in_place(view, last, &state)) {
-                moved = memcmp(state.buf, PyBytes_AS_STRING(last), state.len) != 0;
-            }
-            else {
+            int moved = in_place ? inplace_differs((InPlace *)view, last) : -1;
+            if (moved < 0) {
                 PyObject *now = PyObject_GetAttr(view, s_value);
                 if (now == NULL)
                     goto release;
@@ -346,8 +463,7 @@ record_call(Recorder *self, PyObject *st, PyFrameObject *frame, PyObject *const 
         }
     }
     if (view != Py_None) {
-        PyObject *now = state.obj != NULL ? PyBytes_FromStringAndSize(state.buf, state.len)
-                                          : PyObject_GetAttr(view, s_value);
+        PyObject *now = in_place ? inplace_value((InPlace *)view, NULL) : PyObject_GetAttr(view, s_value);
         if (now == NULL)
             goto fail;
         set_slot(self->fingerprint, fp_last, now);
@@ -357,8 +473,6 @@ record_call(Recorder *self, PyObject *st, PyFrameObject *frame, PyObject *const 
 fail:
     Py_CLEAR(result);
 release:
-    if (state.obj != NULL)
-        PyBuffer_Release(&state);
     Py_XDECREF(stream);
     Py_XDECREF(count);
     Py_DECREF(view);
@@ -675,12 +789,13 @@ PyInit__speedups(void)
 #undef INTERN
     if ((one = PyLong_FromLong(1)) == NULL)
         return NULL;
-    if (PyType_Ready(&RecorderType) < 0)
+    if (PyType_Ready(&RecorderType) < 0 || PyType_Ready(&InPlaceType) < 0)
         return NULL;
     PyObject *module = PyModule_Create(&module_def);
     if (module == NULL)
         return NULL;
-    if (PyModule_AddObjectRef(module, "Recorder", (PyObject *)&RecorderType) < 0) {
+    if (PyModule_AddObjectRef(module, "Recorder", (PyObject *)&RecorderType) < 0 ||
+        PyModule_AddObjectRef(module, "InPlace", (PyObject *)&InPlaceType) < 0) {
         Py_DECREF(module);
         return NULL;
     }

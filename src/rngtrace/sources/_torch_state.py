@@ -4,9 +4,14 @@ torch exposes no address for its CPU generator, and ``get_state()`` copies the
 5 KB state (about 1.7 µs a read, twice per draw). The generator object holds a
 pointer to its ``CPUGeneratorImpl``, which keeps the Mersenne Twister as plain
 data: ``seed_, left_, seeded_, next_, state_[624]``, then the cached normal
-samples (``optional<float>``, ``optional<double>``). Every draw moves ``next_``,
-the state words or a cached sample's flag, so those bytes, copied in one read
-(about 0.1 µs), change with every draw.
+samples (``optional<float>``, ``optional<double>``).
+
+The fingerprint reads two regions of it: the head (``seed_`` through
+``state_[0]``) and the cached samples. Every 32-bit word drawn moves ``next_``;
+regenerating the words (every 624 of them) changes ``state_[0]``; taking a
+cached normal clears its flag; a reseed changes ``seed_`` and the words. The
+other 623 words change only with ``state_[0]``, or through ``set_state()``, a
+recorded seed; the full state is compared when the block ends anyway.
 
 The layout is not public, so it is found and proved on a private generator
 before it is trusted: set through ``set_state()`` to values chosen here, read
@@ -22,6 +27,8 @@ import struct
 from typing import Any, Optional
 
 import torch
+
+from ._inplace import in_place
 
 _HEAD = object.__basicsize__  # PyObject_HEAD: the generator's C++ handle follows it
 _SEED = 0x5DEECE66D1234567  # distinctive: found in memory only where the seed lives
@@ -62,9 +69,10 @@ def fingerprint(generator: Any) -> Any:
     """A view whose ``.value`` changes with every draw from ``generator``: in place where proved."""
     offset = _layout()
     if offset is not None:
-        view = _span(generator, offset)
-        if view is not None and _matches(view, _legacy(generator)):
-            return view
+        span = _span(generator, offset)
+        if span is not None and _matches(span, _legacy(generator)):
+            start = ctypes.addressof(span)
+            return in_place([(start, _STATE + 4), (start + _FLOAT, _SPAN - _FLOAT)], generator)
     return CPUStateCopy(generator)
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import operator
 import struct
 from types import FrameType
 from typing import Any, Iterable, Optional
@@ -20,6 +19,7 @@ _mtrand = importlib.import_module("numpy.random.mtrand")
 
 from ..trace import DRAW, SEED
 from ._base import INTERNAL, Hit, Patch, Source, draw_wrapper, inplace_count, recording_wrapper, seed_wrapper
+from ._inplace import in_place
 
 _SEEDS = frozenset({"seed", "set_state", "set_bit_generator"})
 _NOT_DRAWS = frozenset({"get_state", "get_bit_generator", "__getstate__", "__reduce__"})
@@ -154,24 +154,11 @@ def _mt_view() -> Optional[Any]:
     bitgen = rand._bit_generator
     if type(bitgen).__name__ != "MT19937":
         return None  # another bit generator: checked at block ends only
-    twister = ctypes.c_uint64.from_address(bitgen.ctypes.state_address + 623 * 4)
-    twister.owner = bitgen
+    regions = [(bitgen.ctypes.state_address + 623 * 4, 8)]
     offset = _gauss_flag_offset()
-    if offset is None:
-        return twister
-    flag = ctypes.c_int.from_address(id(rand) + offset)
-    flag.owner = rand
-    return _TwisterAndGauss(twister, flag)
-
-
-class _TwisterAndGauss:
-    """Two in-place reads as one fingerprint: ``.value`` is (twister word, has_gauss), read in C."""
-
-    __slots__ = ("twister", "flag")
-    value = property(operator.attrgetter("twister.value", "flag.value"))
-
-    def __init__(self, twister: Any, flag: Any) -> None:
-        self.twister, self.flag = twister, flag
+    if offset is not None:
+        regions.append((id(rand) + offset, 4))
+    return in_place(regions, (bitgen, rand))
 
 
 @functools.lru_cache(maxsize=None)

@@ -9,6 +9,7 @@ from typing import Any, Iterable, Optional
 
 from ..trace import DRAW, SEED
 from ._base import INTERNAL, Hit, Patch, Source, draw_wrapper, inplace_count, seed_wrapper
+from ._inplace import in_place
 
 _SEEDS = frozenset({"seed", "setstate"})
 _NOT_DRAWS = frozenset({"getstate"})
@@ -98,7 +99,7 @@ class RandomSource(Source):
 
 
 def _mt_view() -> Optional[Any]:
-    """A 64-bit view of random._inst's Mersenne Twister: ``index`` and ``state[0]``.
+    """A view of random._inst's Mersenne Twister, read in place: ``index`` and ``state[0]``.
 
     CPython's RandomObject is ``PyObject_HEAD; int index; uint32_t state[624]``:
     index moves with every 32-bit word drawn, state[0] when the block is
@@ -114,11 +115,9 @@ def _mt_view() -> Optional[Any]:
         internal = inst.getstate()[1]
         if words[0] != internal[-1] or words[1] != internal[0]:
             return None
-        view = ctypes.c_uint64.from_address(address)
     except (ValueError, TypeError, AttributeError, IndexError):
         return None
-    view.owner = inst  # keeps the memory it reads alive
-    return view
+    return in_place([(address, 8)], inst)
 
 
 SOURCE_CLASS = RandomSource

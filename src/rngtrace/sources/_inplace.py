@@ -1,0 +1,51 @@
+"""Fingerprints read where a stream keeps its state: the bytes of a few regions of memory.
+
+A source finds where its stream's state lives (and proves it) and names the
+regions whose bytes change with every draw; this module gives it a view of them.
+With the C accelerator the view is ``_speedups.InPlace``, which the hot path
+compares in place without a copy. Without it, ctypes reads each region.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import operator
+from typing import Any, Sequence
+
+from ._base import _speedups
+
+
+def in_place(regions: Sequence[tuple[int, int]], owners: Any) -> Any:
+    """A view whose ``.value`` changes when the bytes at ``regions`` ((address, size), ...) do.
+
+    ``owners`` keeps that memory alive for as long as the view lives.
+    """
+    if _speedups is not None:
+        return _speedups.InPlace(tuple(regions), owners)
+    views = [_raw_type(size).from_address(address) for address, size in regions]
+    joined = _joined_type(len(views))()
+    for i, view in enumerate(views):
+        setattr(joined, f"v{i}", view)
+    joined.owners = owners
+    return joined
+
+
+@functools.lru_cache(maxsize=None)
+def _raw_type(size: int) -> type:
+    """A ctypes array of ``size`` bytes whose ``.value`` is every byte (c_char's own stops at a NUL)."""
+    base = ctypes.c_char * size
+    raw = type(f"_Raw{size}", (base,), {})
+    raw.value = base.raw  # type: ignore[attr-defined]
+    return raw
+
+
+@functools.lru_cache(maxsize=None)
+def _joined_type(count: int) -> type:
+    """A holder of ``count`` raw views whose ``.value`` is their values, read by C code (attrgetter)."""
+    names = tuple(f"v{i}" for i in range(count))
+    return type(
+        f"_Joined{count}",
+        (),
+        {"__slots__": (*names, "owners"), "value": property(operator.attrgetter(*(f"{n}.value" for n in names)))},
+    )
