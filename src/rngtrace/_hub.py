@@ -326,8 +326,8 @@ class Hub:
     def rebase(self, stream: str) -> None:
         """Take the stream's current fingerprint as explained."""
         fingerprint = self.fingerprints.get(stream)
-        if fingerprint is not None and fingerprint.view is not None:
-            fingerprint.last = fingerprint.view.value
+        if fingerprint is not None:
+            fingerprint.take()
 
     def forget_fingerprint(self, stream: str) -> None:
         """A call is about to move the stream where no wrapper sees it finish."""

@@ -51,6 +51,11 @@ class Fingerprint:
         self.view: Any = None
         self.last: Any = None
 
+    def take(self) -> None:
+        """Take the state as it is now as explained (after a recorded call)."""
+        if self.view is not None:
+            self.last = self.view.value
+
     def clear(self) -> None:
         self.view = self.last = None
 

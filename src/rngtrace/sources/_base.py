@@ -115,15 +115,14 @@ def recording_wrapper(
     seeding CUDA) are part of the outer call and are not recorded again. With
     ``owner``, the wrapper replaces a method on a class and records only calls
     on that one instance (the singleton); other instances pass straight through.
-    This is the hot path: the hub's tables are read directly, not through methods.
+    A draw wrapper gets the C accelerator in front of it where that is built: the
+    Python wrapper is then the reference, and the path of every unusual call.
     """
-    states, new_state = hub.states, hub.state
     fingerprint = hub.fingerprint(stream)
     lock = hub.stream_lock(stream)
     acquire, release = lock.acquire, lock.release
     record = hub.record
     is_draw = kind == DRAW
-    getframe = sys._getframe
     moved = f"moved since the previous recorded event; noticed before this {api} call"
 
     def record_call(st: Any, frame: FrameType, args: tuple, kwargs: dict) -> Any:
@@ -136,25 +135,12 @@ def recording_wrapper(
         try:
             if is_draw and hub.strict:
                 hub.check(stream, api, frame)
-            view = fingerprint.view
-            if view is not None:
-                previous = fingerprint.last
-                if previous is not None and view.value != previous:
-                    hub.unattributed(stream, frame, moved)
-            st.busy = True
-            try:
-                result = original(*args, **kwargs)
-            except BaseException:
-                hub.rebase(stream)
-                raise
-            finally:
-                st.busy = False
+            result = checked_call(hub, stream, fingerprint, moved, st, frame, original, args, kwargs)
             if is_draw:
                 # A float is one value whatever the function (the usual answer: no call to ask).
                 count = 1 if count_of is None or type(result) is float else count_of(result, args, kwargs)
                 record(stream, DRAW, api, count, frame, None, st)
-                if view is not None:
-                    fingerprint.last = view.value
+                fingerprint.take()
             else:
                 record(stream, SEED, api, None, frame, seed_detail(args[1:] if owner is not None else args, kwargs), st)
                 hub.reseeded(stream)
@@ -162,31 +148,61 @@ def recording_wrapper(
             release()
         return result
 
-    if owner is None:
+    takes = None if owner is None else (lambda args, kwargs: bool(args) and args[0] is owner)
+    wrapper = entry(hub, original, record_call, takes)
+    return accelerated(wrapper, hub, stream, kind, api, original, count_of, owner)
 
-        def rngtrace_wrapper(*args: Any, **kwargs: Any) -> Any:
-            if not hub.active:
-                return original(*args, **kwargs)
-            st = states.get(get_ident()) or new_state()
-            if st.busy:
-                return original(*args, **kwargs)
-            if hub.profile_hook is None:
-                return record_call(st, getframe(1), args, kwargs)
-            return stepping_aside(hub, st, record_call, getframe(1), args, kwargs)
 
-        return accelerated(_named(rngtrace_wrapper, original), hub, stream, kind, api, original, count_of, owner)
+def entry(
+    hub: Any,
+    original: Callable,
+    call: Callable[[Any, FrameType, tuple, dict], Any],
+    takes: Optional[Callable[[tuple, dict], bool]] = None,
+) -> Callable:
+    """The Python wrapper around ``original``: each outermost call it ``takes`` goes to ``call``.
 
-    def rngtrace_method(self: Any, *args: Any, **kwargs: Any) -> Any:
-        if self is not owner or not hub.active:
-            return original(self, *args, **kwargs)
+    ``call(thread state, caller's frame, args, kwargs)`` makes and records the call.
+    With no trace active, inside another recorded call (the thread is busy) or
+    declined by ``takes``, a call goes straight to ``original``.
+    """
+    states, new_state = hub.states, hub.state
+    getframe = sys._getframe
+
+    def rngtrace_wrapper(*args: Any, **kwargs: Any) -> Any:
+        if not hub.active:
+            return original(*args, **kwargs)
         st = states.get(get_ident()) or new_state()
-        if st.busy:
-            return original(self, *args, **kwargs)
+        if st.busy or (takes is not None and not takes(args, kwargs)):
+            return original(*args, **kwargs)
         if hub.profile_hook is None:
-            return record_call(st, getframe(1), (self, *args), kwargs)
-        return stepping_aside(hub, st, record_call, getframe(1), (self, *args), kwargs)
+            return call(st, getframe(1), args, kwargs)
+        return stepping_aside(hub, st, call, getframe(1), args, kwargs)
 
-    return accelerated(_named(rngtrace_method, original), hub, stream, kind, api, original, count_of, owner)
+    return _named(rngtrace_wrapper, original)
+
+
+def checked_call(
+    hub: Any, stream: str, fingerprint: Any, moved: str, st: Any, frame: FrameType,
+    original: Callable, args: tuple, kwargs: dict,
+) -> Any:
+    """Make a recorded call, under the stream's lock: a move nobody recorded is noticed first.
+
+    The thread is busy during the call, so what it calls inside is part of it.
+    A call that raises is taken as explaining whatever it moved.
+    """
+    view = fingerprint.view
+    if view is not None:
+        previous = fingerprint.last
+        if previous is not None and view.value != previous:
+            hub.unattributed(stream, frame, moved)
+    st.busy = True
+    try:
+        return original(*args, **kwargs)
+    except BaseException:
+        hub.rebase(stream)
+        raise
+    finally:
+        st.busy = False
 
 
 def accelerated(

@@ -17,7 +17,6 @@ import functools
 import importlib
 import inspect
 import sys
-from _thread import get_ident
 from types import FrameType
 from typing import Any, Callable, Iterable, Optional
 
@@ -34,13 +33,13 @@ from ._base import (
     Hit,
     Patch,
     Source,
-    _named,
     accelerated,
     call_busy,
+    checked_call,
+    entry,
     recorded_by_catchall,
     seed_detail,
     seed_wrapper,
-    stepping_aside,
 )
 
 _Generator = torch.Generator
@@ -233,12 +232,10 @@ def _draw_wrapper(
     count_of: Optional[Callable[[Any, tuple, dict], Optional[int]]] = None,
 ) -> Callable:
     """Record each outermost call that draws from a default generator, on its result's device."""
-    states, new_state = hub.states, hub.state
     check, record = hub.check, hub.record
     fingerprint = hub.fingerprint("torch")
     lock = hub.stream_lock("torch")
     acquire, release = lock.acquire, lock.release
-    getframe = sys._getframe
     moved = f"moved since the previous recorded event; noticed before this {api} call"
 
     def draw(st: Any, frame: FrameType, args: tuple, kwargs: dict) -> Any:
@@ -246,33 +243,22 @@ def _draw_wrapper(
             return call_busy(st, original, args, kwargs)
         if hub.strict:
             strict_check(frame, args, kwargs)
-        view = fingerprint.view
-        if view is None:
-            result = call_busy(st, original, args, kwargs)
-        else:
-            # As for random and NumPy: read the CPU state before and after, under the
-            # stream's lock, so a move nothing recorded is noticed at the next draw.
-            acquire()
-            try:
-                previous = fingerprint.last
-                if previous is not None and view.value != previous:
-                    hub.unattributed("torch", frame, moved)
-                st.busy = True
-                try:
-                    result = original(*args, **kwargs)
-                finally:
-                    st.busy = False
-                    fingerprint.last = view.value
-            finally:
-                release()
-        if type(result) is _Tensor and result.is_cpu:  # the usual result, without a call to place it
-            stream, count = "torch", result.numel()
-        else:
-            stream, count = _placed(result)
-        if stream is not None:
-            if count_of is not None:
-                count = count_of(result, args, kwargs)
-            record(stream, DRAW, api, count, frame, None, st)
+        # As for random and NumPy: the CPU state is read before and after, under the
+        # stream's lock, so a move nothing recorded is noticed at the next draw.
+        acquire()
+        try:
+            result = checked_call(hub, "torch", fingerprint, moved, st, frame, original, args, kwargs)
+            if type(result) is _Tensor and result.is_cpu:  # the usual result, without a call to place it
+                stream, count = "torch", result.numel()
+            else:
+                stream, count = _placed(result)
+            if stream is not None:
+                if count_of is not None:
+                    count = count_of(result, args, kwargs)
+                record(stream, DRAW, api, count, frame, None, st)
+            fingerprint.take()
+        finally:
+            release()
         return result
 
     def strict_check(frame: FrameType, args: tuple, kwargs: dict) -> None:
@@ -287,12 +273,7 @@ def _draw_wrapper(
                 check(stream, api, frame)  # names the CUDA stream where it is one
                 raise
 
-    def rngtrace_wrapper(*args: Any, **kwargs: Any) -> Any:
-        if not hub.active:
-            return original(*args, **kwargs)
-        st = states.get(get_ident()) or new_state()
-        if st.busy:
-            return original(*args, **kwargs)
+    def takes(args: tuple, kwargs: dict) -> bool:
         if generator_at or kwargs:
             generator = kwargs.get("generator")
             for i in generator_at:
@@ -300,14 +281,10 @@ def _draw_wrapper(
                     generator = args[i]
             # Its own generator draws from no global stream; what it calls inside still may.
             if generator is not None and not _is_default(generator):
-                return original(*args, **kwargs)
-        if when is not None and not _draws(when, args, kwargs):
-            return original(*args, **kwargs)
-        if hub.profile_hook is None:
-            return draw(st, getframe(1), args, kwargs)
-        return stepping_aside(hub, st, draw, getframe(1), args, kwargs)
+                return False
+        return when is None or _draws(when, args, kwargs)
 
-    wrapper = _named(rngtrace_wrapper, original)
+    wrapper = entry(hub, original, draw, takes)
     if generator_at or when is not None or count_of is not None:
         return wrapper  # arguments to look at before the call: the Python wrapper always
     return accelerated(
@@ -343,7 +320,6 @@ def _cuda_seed_stream(args: tuple, kwargs: dict, device_at: Optional[int]) -> st
 
 def _cuda_seed_wrapper(hub: Any, api: str, original: Callable, device_at: Optional[int]) -> Callable:
     """Record a CUDA reseed on the stream of the device it seeds (the current one for *_all)."""
-    states, new_state = hub.states, hub.state
 
     def seed(st: Any, frame: FrameType, args: tuple, kwargs: dict) -> Any:
         if recorded_by_catchall(st, frame):
@@ -353,15 +329,7 @@ def _cuda_seed_wrapper(hub: Any, api: str, original: Callable, device_at: Option
         hub.record(stream, SEED, api, None, frame, seed_detail(args, kwargs), st)
         return result
 
-    def rngtrace_wrapper(*args: Any, **kwargs: Any) -> Any:
-        if not hub.active:
-            return original(*args, **kwargs)
-        st = states.get(get_ident()) or new_state()
-        if st.busy:
-            return original(*args, **kwargs)
-        return stepping_aside(hub, st, seed, sys._getframe(1), args, kwargs)
-
-    return _named(rngtrace_wrapper, original)
+    return entry(hub, original, seed)
 
 
 # -- the source -------------------------------------------------------------------------
