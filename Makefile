@@ -22,7 +22,7 @@ demo: $(VENV)/.installed
 # The suite with the C accelerator (which must have been built), then once more on the
 # pure-Python wrappers it stands in front of.
 test: $(VENV)/.installed
-	$(PY) -c "import rngtrace._speedups"
+	@$(PY) -c "import rngtrace._speedups" 2>/dev/null || { echo "rngtrace's C accelerator was not built: install gcc and the Python headers, then rm -r $(VENV) and run make test again"; exit 1; }
 	$(PY) -m pytest -q
 	RNGTRACE_PURE=1 $(PY) -m pytest -q -p no:cacheprovider
 

@@ -222,6 +222,20 @@ def test_draws_from_other_threads_are_recorded_with_their_thread_name():
     ]
 
 
+def test_a_draw_called_by_c_code_with_no_python_frame_succeeds_and_is_recorded_without_a_stack():
+    import _thread
+    import operator
+
+    done = threading.Event()
+    with rng_trace(print=False) as trace:
+        # The new thread runs only C code until the draw returns: list(map(...)) calls it, then done.set.
+        calls = map(operator.methodcaller("__call__"), [random.random, done.set])
+        _thread.start_new_thread(list, (calls,))
+        assert done.wait(10)
+    assert [(e.api, e.stack) for e in trace.events] == [("random.random", ())]
+    assert trace.events[0].thread != threading.current_thread().name
+
+
 def test_many_threads_drawing_at_once_give_no_spurious_unattributed_events():
     def worker():
         for _ in range(200):

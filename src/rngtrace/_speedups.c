@@ -402,7 +402,7 @@ call_ignoring_result(PyObject *callable)
 
 /* The recorded call, under the stream's lock. */
 static PyObject *
-record_call(Recorder *self, PyObject *st, PyFrameObject *frame, PyObject *const *args, size_t nargsf,
+record_call(Recorder *self, PyObject *st, PyObject *frame, PyObject *const *args, size_t nargsf,
             PyObject *kwnames)
 {
     if (call_ignoring_result(self->acquire) < 0)
@@ -425,7 +425,7 @@ record_call(Recorder *self, PyObject *st, PyFrameObject *frame, PyObject *const 
             if (moved < 0)
                 goto release;
             if (moved) {
-                PyObject *r = PyObject_CallMethodObjArgs(self->hub, s_unattributed, self->stream, (PyObject *)frame,
+                PyObject *r = PyObject_CallMethodObjArgs(self->hub, s_unattributed, self->stream, frame,
                                                          self->moved, NULL);
                 if (r == NULL)
                     goto release;
@@ -451,12 +451,12 @@ record_call(Recorder *self, PyObject *st, PyFrameObject *frame, PyObject *const 
     if (count_values(self, result, args, nargs, kwnames, &stream, &count) < 0)
         goto fail;
     if (stream != Py_None) {
-        int done = fast_record(self, st, frame, stream, count);
+        int done = frame == Py_None ? 0 : fast_record(self, st, (PyFrameObject *)frame, stream, count);
         if (done < 0)
             goto fail;
         if (done == 0) {
             PyObject *r = PyObject_CallMethodObjArgs(self->hub, s_record, stream, self->kind, self->api, count,
-                                                     (PyObject *)frame, Py_None, st, NULL);
+                                                     frame, Py_None, st, NULL);
             if (r == NULL)
                 goto fail;
             Py_DECREF(r);
@@ -555,10 +555,9 @@ recorder_vectorcall(Recorder *self, PyObject *const *args, size_t nargsf, PyObje
             return NULL;
         goto slow;
     }
-    PyFrameObject *frame = PyEval_GetFrame();
-    if (frame == NULL)
-        goto slow;
-    Py_INCREF(frame);
+    /* None when C code with no Python frame above it calls: recorded with no stack. */
+    PyObject *frame = (PyObject *)PyEval_GetFrame();
+    frame = Py_NewRef(frame != NULL ? frame : Py_None);
     Py_INCREF(st);
     PyObject *result = record_call(self, st, frame, args, nargsf, kwnames);
     Py_DECREF(st);

@@ -174,9 +174,13 @@ def entry(
         st = states.get(get_ident()) or new_state()
         if st.busy or (takes is not None and not takes(args, kwargs)):
             return original(*args, **kwargs)
+        try:
+            frame: Optional[FrameType] = getframe(1)
+        except ValueError:  # called by C code with no Python frame above it: no stack to show
+            frame = None
         if hub.profile_hook is None:
-            return call(st, getframe(1), args, kwargs)
-        return stepping_aside(hub, st, call, getframe(1), args, kwargs)
+            return call(st, frame, args, kwargs)
+        return stepping_aside(hub, st, call, frame, args, kwargs)
 
     return _named(rngtrace_wrapper, original)
 
