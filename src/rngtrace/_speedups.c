@@ -246,44 +246,40 @@ hub_get(Recorder *self, PyObject *name)
 static int
 fast_record(Recorder *self, PyObject *st, PyFrameObject *frame, PyObject *stream, PyObject *count)
 {
-    PyObject *sink = hub_get(self, s_sink);
-    if (sink == NULL || !PyTuple_CheckExact(sink) || PyTuple_GET_SIZE(sink) < 4)
+    PyObject *sink = hub_get(self, s_sink), *known = SLOT(st, st_frames);
+    PyObject *epoch = hub_get(self, s_epoch), *interned = hub_get(self, s_interned);
+    if (sink == NULL || epoch == NULL || interned == NULL || known == NULL)
         return PyErr_Occurred() ? -1 : 0;
-    PyObject *known = SLOT(st, st_frames);
-    if (known == NULL || !PyDict_CheckExact(known))
-        return 0;
-    PyObject *epoch = hub_get(self, s_epoch);
-    PyObject *interned = hub_get(self, s_interned);
-    if (epoch == NULL || interned == NULL || !PyDict_CheckExact(interned))
-        return PyErr_Occurred() ? -1 : 0;
-    int same = PyObject_RichCompareBool(SLOT(st, st_epoch), epoch, Py_EQ);
-    if (same <= 0)
-        return same;
-    int contained = PySequence_Contains(PyTuple_GET_ITEM(sink, 2), stream);
-    if (contained <= 0)
-        return contained;
-
-    PyFrameObject *parent = PyFrame_GetBack(frame);
-    if (parent == NULL)
+    if (!PyTuple_CheckExact(sink) || PyTuple_GET_SIZE(sink) < 4 || !PyDict_CheckExact(known) ||
+        !PyDict_CheckExact(interned))
         return 0;
     /* Held while we work: an allocation below may run the collector, and with it any code. */
     Py_INCREF(sink);
     Py_INCREF(known);
     Py_INCREF(interned);
     int done = -1;
-    PyObject *key = NULL, *lookup = NULL, *hit = NULL;
+    PyFrameObject *parent = NULL;
     PyCodeObject *code = NULL;
+    PyObject *key = NULL, *lookup = NULL, *hit = NULL, *sid = NULL;
     long parent_lasti, lasti;
+    int same = PyObject_RichCompareBool(SLOT(st, st_epoch), epoch, Py_EQ);
+    if (same <= 0) {
+        done = same;
+        goto out;
+    }
+    int contained = PySequence_Contains(PyTuple_GET_ITEM(sink, 2), stream);
+    if (contained <= 0) {
+        done = contained;
+        goto out;
+    }
+    parent = PyFrame_GetBack(frame);
+    if (parent == NULL)
+        goto miss;
     key = PyLong_FromVoidPtr(parent);
     if (key == NULL)
         goto out;
-    hit = PyDict_GetItemWithError(known, key);
-    if (hit == NULL) {
-        done = PyErr_Occurred() ? -1 : 0;
-        goto out;
-    }
-    Py_INCREF(hit);
-    if (!PyTuple_CheckExact(hit) || PyTuple_GET_SIZE(hit) < 2 || frame_lasti(parent, &parent_lasti) < 0)
+    hit = Py_XNewRef(PyDict_GetItemWithError(known, key));
+    if (hit == NULL || !PyTuple_CheckExact(hit) || PyTuple_GET_SIZE(hit) < 2 || frame_lasti(parent, &parent_lasti) < 0)
         goto miss;
     long cached = PyLong_AsLong(PyTuple_GET_ITEM(hit, 0));
     if (cached == -1 && PyErr_Occurred())
@@ -300,11 +296,9 @@ fast_record(Recorder *self, PyObject *st, PyFrameObject *frame, PyObject *stream
     Py_XDECREF(offset);
     if (lookup == NULL)
         goto out;
-    PyObject *sid = PyDict_GetItemWithError(interned, lookup);
-    if (sid == NULL) {
-        done = PyErr_Occurred() ? -1 : 0;
-        goto out;
-    }
+    sid = Py_XNewRef(PyDict_GetItemWithError(interned, lookup));
+    if (sid == NULL)
+        goto miss;
     PyObject *raw = PyTuple_Pack(7, stream, self->kind, self->api, count, sid, SLOT(st, st_key), Py_None);
     if (raw == NULL)
         goto out;
@@ -327,11 +321,12 @@ fast_record(Recorder *self, PyObject *st, PyFrameObject *frame, PyObject *stream
 miss:
     done = PyErr_Occurred() ? -1 : 0;
 out:
+    Py_XDECREF(sid);
     Py_XDECREF(lookup);
     Py_XDECREF((PyObject *)code);
     Py_XDECREF(hit);
     Py_XDECREF(key);
-    Py_DECREF(parent);
+    Py_XDECREF((PyObject *)parent);
     Py_DECREF(interned);
     Py_DECREF(known);
     Py_DECREF(sink);
