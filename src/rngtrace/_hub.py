@@ -390,18 +390,7 @@ class Hub:
                         else:
                             sink[3]._add(raw)
                         return
-        self._record(stream, kind, api, count, frame, detail, st)
-
-    def _record(
-        self,
-        stream: str,
-        kind: str,
-        api: str,
-        count: Optional[int],
-        frame: Optional[FrameType],
-        detail: Optional[str],
-        st: Optional[ThreadState],
-    ) -> None:
+        # Any other event: walk what the cache does not know, and give it to every trace.
         active = self.active
         if not active:
             return

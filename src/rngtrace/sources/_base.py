@@ -123,7 +123,7 @@ def recording_wrapper(
     acquire, release = lock.acquire, lock.release
     record = hub.record
     is_draw = kind == DRAW
-    moved = f"moved since the previous recorded event; noticed before this {api} call"
+    moved = moved_note(api)
 
     def record_call(st: Any, frame: FrameType, args: tuple, kwargs: dict) -> Any:
         if st.pending is not None and recorded_by_catchall(st, frame):
@@ -156,7 +156,7 @@ def recording_wrapper(
 def entry(
     hub: Any,
     original: Callable,
-    call: Callable[[Any, FrameType, tuple, dict], Any],
+    call: Callable[[Any, Optional[FrameType], tuple, dict], Any],
     takes: Optional[Callable[[tuple, dict], bool]] = None,
 ) -> Callable:
     """The Python wrapper around ``original``: each outermost call it ``takes`` goes to ``call``.
@@ -185,8 +185,13 @@ def entry(
     return _named(rngtrace_wrapper, original)
 
 
+def moved_note(api: str) -> str:
+    """What an unattributed event noticed before a call to ``api`` says."""
+    return f"moved since the previous recorded event; noticed before this {api} call"
+
+
 def checked_call(
-    hub: Any, stream: str, fingerprint: Any, moved: str, st: Any, frame: FrameType,
+    hub: Any, stream: str, fingerprint: Any, moved: str, st: Any, frame: Optional[FrameType],
     original: Callable, args: tuple, kwargs: dict,
 ) -> Any:
     """Make a recorded call, under the stream's lock: a move nobody recorded is noticed first.
@@ -222,23 +227,22 @@ def accelerated(
 ) -> Callable:
     """The C fast path in front of a Python draw wrapper, where the C accelerator is built.
 
-    The Recorder records the common case (one trace, nothing strict, no profile
-    hook) itself and hands every other call to ``wrapper``, which stays the
-    reference for what is recorded. ``placing`` (torch) names the tensor type,
+    The Recorder records the common case (no on_draw policy, no profiler but the
+    catch-all's own) itself and hands every other call to ``wrapper``, which
+    stays the reference for what is recorded. ``placing`` (torch) names the tensor type,
     the function that places any other result, and the keyword that always
     takes the Python path.
     """
     if _speedups is None or kind != DRAW:
         return wrapper
-    moved = f"moved since the previous recorded event; noticed before this {api} call"
     recorder = _speedups.Recorder(
         wrapper, original, owner, hub, hub.fingerprint(stream), hub.stream_lock(stream),
-        stream, kind, api, moved, count_of, **placing,
+        stream, kind, api, moved_note(api), count_of, **placing,
     )
     return _named(recorder, original)
 
 
-def stepping_aside(hub: Any, st: Any, call: Callable, frame: FrameType, args: tuple, kwargs: dict) -> Any:
+def stepping_aside(hub: Any, st: Any, call: Callable, frame: Optional[FrameType], args: tuple, kwargs: dict) -> Any:
     """Run ``call`` with a profile-hook catch-all (3.10/3.11) off: it has nothing to see in there."""
     hook = hub.profile_hook
     if hook is not None and sys.getprofile() is hook:
@@ -253,7 +257,7 @@ def stepping_aside(hub: Any, st: Any, call: Callable, frame: FrameType, args: tu
     return call(st, frame, args, kwargs)
 
 
-def recorded_by_catchall(st: Any, frame: FrameType) -> bool:
+def recorded_by_catchall(st: Any, frame: Optional[FrameType]) -> bool:
     """Whether the catch-all just recorded the call this wrapper runs inside."""
     pending = st.pending
     if pending is None:

@@ -37,6 +37,7 @@ from ._base import (
     call_busy,
     checked_call,
     entry,
+    moved_note,
     recorded_by_catchall,
     seed_detail,
     seed_wrapper,
@@ -236,7 +237,7 @@ def _draw_wrapper(
     fingerprint = hub.fingerprint("torch")
     lock = hub.stream_lock("torch")
     acquire, release = lock.acquire, lock.release
-    moved = f"moved since the previous recorded event; noticed before this {api} call"
+    moved = moved_note(api)
 
     def draw(st: Any, frame: FrameType, args: tuple, kwargs: dict) -> Any:
         if st.pending is not None and recorded_by_catchall(st, frame):
@@ -248,10 +249,7 @@ def _draw_wrapper(
         acquire()
         try:
             result = checked_call(hub, "torch", fingerprint, moved, st, frame, original, args, kwargs)
-            if type(result) is _Tensor and result.is_cpu:  # the usual result, without a call to place it
-                stream, count = "torch", result.numel()
-            else:
-                stream, count = _placed(result)
+            stream, count = _placed(result)
             if stream is not None:
                 if count_of is not None:
                     count = count_of(result, args, kwargs)
