@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from rngtrace import Trace
 from rngtrace.diff import ONLY_A, ONLY_B, REPLACED, VALUES, compare
+from rngtrace.render import render_diff
 
 SITE_PACKAGES = "/venv/lib/python3.11/site-packages"
 
@@ -50,7 +51,7 @@ JITTER = ("numpy", "draw", "numpy.random.uniform", 1,
 def test_two_runs_with_the_same_calls_are_the_same():
     result = compare(trace(seed(666), rand()), trace(seed(666), rand()))
     assert result.same and result.first is None and result.sites == ()
-    assert result.report().startswith("rngtrace diff: A and B drew the same — 2 events each")
+    assert render_diff(result).startswith("rngtrace diff: A and B drew the same — 2 events each")
 
 
 def test_an_extra_draw_in_b_is_the_first_divergence_before_the_draw_both_runs_make():
@@ -60,13 +61,13 @@ def test_an_extra_draw_in_b_is_the_first_divergence_before_the_draw_both_runs_ma
     assert not result.same
     assert (first.kind, first.stream, first.a, first.b) == (ONLY_B, "numpy", (), (b.events[1],))
     assert (first.next_a, first.next_b) == (a.events[1], b.events[2])
-    report = result.report()
+    report = render_diff(result)
     assert ("First divergence: B has 1 extra numpy draw at /p/acc/devinit.py:10 in init, "
             "before the draw both runs make at /p/story.py:10 in <module>") in report
 
 
 def test_the_first_divergence_shows_both_runs_stacks_there():
-    report = compare(trace(seed(666), rand()), trace(seed(666), JITTER, rand())).report()
+    report = render_diff(compare(trace(seed(666), rand()), trace(seed(666), JITTER, rand())))
     block = report.split("\n\n")[1].splitlines()[1:]
     assert block == [
         "  A  #1  numpy.random.rand ×1     next in both runs",
@@ -82,26 +83,26 @@ def test_a_draw_only_a_makes_is_one_that_b_lacks():
     first = compare(trace(seed(666), JITTER, rand()), trace(seed(666), rand())).first
     assert first.kind == ONLY_A
     assert "A has 1 numpy draw at /p/acc/devinit.py:10 in init that B lacks, before the draw both runs make" in (
-        compare(trace(seed(666), JITTER, rand()), trace(seed(666), rand())).report())
+        render_diff(compare(trace(seed(666), JITTER, rand()), trace(seed(666), rand()))))
 
 
 def test_the_same_call_drawing_another_number_of_values_differs():
     result = compare(trace(rand(count=3)), trace(rand(count=5)))
     assert result.first.kind == VALUES
-    assert "the numpy draw at /p/story.py:10 in <module> differs: A drew 3 values, B 5" in result.report()
+    assert "the numpy draw at /p/story.py:10 in <module> differs: A drew 3 values, B 5" in render_diff(result)
 
 
 def test_a_seed_to_another_value_differs():
     result = compare(trace(seed(666), rand()), trace(seed(667), rand()))
     assert result.first.kind == VALUES
-    assert "the numpy seed at /p/story.py:8 in <module> differs: A seeded 666, B 667" in result.report()
+    assert "the numpy seed at /p/story.py:8 in <module> differs: A seeded 666, B 667" in render_diff(result)
 
 
 def test_a_draw_from_another_line_is_a_replacement():
     result = compare(trace(rand("/p/s.py:5")), trace(rand("/p/s.py:6")))
     assert result.first.kind == REPLACED
     assert ("A has 1 numpy draw at /p/s.py:5 in <module> where B has 1 numpy draw at /p/s.py:6 in <module>, "
-            "at the end of the numpy stream") in result.report()
+            "at the end of the numpy stream") in render_diff(result)
 
 
 def test_streams_are_aligned_separately_so_their_interleaving_does_not_matter():
@@ -115,7 +116,7 @@ def test_the_first_divergence_is_the_earliest_across_streams():
     b = trace(seed(1), JITTER, rand(), coin)
     result = compare(a, b)
     assert [d.stream for d in result.divergences] == ["numpy", "random"]
-    assert "Then 1 more place where the runs part:\n  - A has 1 random draw at /p/s.py:3" in result.report()
+    assert "Then 1 more place where the runs part:\n  - A has 1 random draw at /p/s.py:3" in render_diff(result)
 
 
 def test_runs_from_other_checkouts_and_virtualenvs_still_align():
@@ -138,7 +139,7 @@ def test_the_call_sites_whose_counts_differ_are_tabulated():
         ("numpy.random.rand", 2, 1, 2, 4),
         ("numpy.random.uniform", 0, 1, 0, 1),
     ]
-    table = result.report().split("Call sites whose counts differ:\n")[1].splitlines()
+    table = render_diff(result).split("Call sites whose counts differ:\n")[1].splitlines()
     assert table[:3] == [
         "  calls A  calls B  values A  values B  stream  kind  api                   site",
         "        2        1         2         4  numpy   draw  numpy.random.rand     /p/story.py:10 in <module>",
@@ -151,17 +152,17 @@ def test_events_past_max_events_count_in_the_table_and_are_noted():
     result = compare(trace(rand()), trace(rand(), dropped=[more]))
     assert not result.divergences and not result.same
     assert [(s.a_calls, s.b_calls) for s in result.sites] == [(1, 6)]
-    report = result.report()
+    report = render_diff(result)
     assert report.startswith("rngtrace diff: A (1 event) and B (6 events) differ in how often they drew")
     assert "Note: B counted 5 events past max_events=100,000 without keeping them" in report
 
 
 def test_the_report_names_where_a_and_b_came_from():
-    report = compare(trace(rand()), trace(rand(), rand())).report(names=("a.json", "b.json"))
+    report = render_diff(compare(trace(rand()), trace(rand(), rand())), names=("a.json", "b.json"))
     assert report.splitlines()[0] == "rngtrace diff: A = a.json (1 event) and B = b.json (2 events) differ in 1 place"
 
 
 def test_colour_only_when_asked():
     result = compare(trace(seed(666), rand()), trace(seed(666), JITTER, rand()))
-    assert "\x1b[" in result.report(color=True)
-    assert "\x1b[" not in result.report()
+    assert "\x1b[" in render_diff(result, color=True)
+    assert "\x1b[" not in render_diff(result)

@@ -84,7 +84,7 @@ def test_page_loads_nothing_from_the_network(story):
 def test_header_is_the_text_logs_header_with_a_chip_per_stream(story):
     page = render(story)
     summary = re.search(r'<p class="summary">(.*?)</p>', page).group(1)
-    assert html.unescape(summary) == story.report().splitlines()[0]
+    assert html.unescape(summary) == render_as(story, "text").splitlines()[0]
     chips = [html.unescape(re.sub(r"<[^>]+>", "", c)) for c in re.findall(r'<div class="chip">(.*?)</div>', page)]
     assert chips == ["random 1 draw", "numpy 1 seed · 3 draws · 1 unattributed"]
 

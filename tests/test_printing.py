@@ -6,6 +6,7 @@ import io
 import random
 
 from rngtrace import rng_trace
+from rngtrace.render import render
 
 
 class FakeTTY(io.StringIO):
@@ -67,5 +68,5 @@ def test_a_report_read_inside_the_block_already_has_stacks():
 def test_a_report_read_inside_the_block_shows_the_call_sites_so_far():
     with rng_trace(print=False) as trace:
         random.random()
-        text = trace.report()
+        text = render(trace)
     assert "test_printing.py" in text and "random.random" in text

@@ -10,6 +10,7 @@ import pytest
 
 import rngtrace
 from rngtrace import LogError, Trace, rng_trace
+from rngtrace.render import render
 
 
 def _draw_a_little() -> None:
@@ -37,7 +38,7 @@ def test_a_saved_trace_loads_back_with_the_same_events_statistics_and_log(trace,
     assert loaded.events == trace.events
     assert loaded.statistics("traceback") == trace.statistics("traceback")
     assert loaded.counts() == trace.counts()
-    assert loaded.report() == trace.report()
+    assert render(loaded) == render(trace)
 
 
 def test_the_file_is_the_to_dict_form_with_one_event_a_line(trace, saved):

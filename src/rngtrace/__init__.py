@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+# The one place the version is written: pyproject.toml reads it from here. Set
+# before the imports, so a module they import can read it.
+__version__ = "0.1.0"
+
 from typing import Any
 
 from ._errors import GlobalRNGError, LogError, RNGDrawWarning
 from .isolate import rng_isolate
 from .trace import Event, Frame, Statistic, Trace
 from .tracer import RngTrace, rng_trace
-
-__version__ = "0.1.0"
 
 
 def load_ipython_extension(ipython: Any) -> None:

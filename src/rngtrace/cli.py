@@ -23,8 +23,9 @@ from typing import Any, NoReturn
 from . import __version__
 from ._errors import GlobalRNGError, LogError
 from ._hub import validate_on_draw, validate_streams
+from ._paths import is_own
 from .diff import compare
-from .render import RENDERERS, render
+from .render import RENDERERS, render, render_diff
 from .trace import Trace
 from .tracer import RngTrace, _wants_color
 
@@ -32,7 +33,6 @@ PROG = "rngtrace"
 # Frames of the runner, left out of a program's traceback as python leaves out its own.
 _RUNNER_FILES = frozenset({os.path.abspath(__file__), os.path.abspath(runpy.__file__), "<frozen runpy>"})
 _COMMANDS = ("run", "show", "diff")
-_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 
 class UsageError(Exception):
@@ -164,7 +164,7 @@ def _print_program_error(error: BaseException) -> None:
     while frames and frames[0].filename in _RUNNER_FILES:
         frames.pop(0)
     if isinstance(error, GlobalRNGError):
-        while frames and frames[-1].filename.startswith(_PACKAGE_DIR):
+        while frames and is_own(frames[-1].filename):
             frames.pop()
     summary.stack = traceback.StackSummary.from_list(frames)
     sys.stderr.write("".join(summary.format()))
@@ -174,7 +174,7 @@ def _report(trace: Trace, args: argparse.Namespace) -> bool:
     """Print the log (unless --quiet) and save what was asked; False if a save failed."""
     sys.stdout.flush()  # the program's output first, where both go to one terminal
     if not args.quiet:
-        sys.stderr.write(trace.report(color=_wants_color(sys.stderr)) + "\n")
+        sys.stderr.write(render(trace, "text", color=_wants_color(sys.stderr)) + "\n")
     outputs = ((args.json, "log", trace.save), (args.html, "HTML report", lambda path: _write_html(trace, path)))
     ok = True
     for path, what, save in outputs:
@@ -205,7 +205,7 @@ def show_command(args: argparse.Namespace) -> int:
         _check_output(args.html)
         _check_renderer("html")
         return 0 if _save(args.html, "HTML report", lambda path: _write_html(trace, path), quiet=False) else 2
-    sys.stdout.write(trace.report(color=_wants_color(sys.stdout)) + "\n")
+    sys.stdout.write(render(trace, "text", color=_wants_color(sys.stdout)) + "\n")
     return 0
 
 
@@ -213,7 +213,7 @@ def diff_command(args: argparse.Namespace) -> int:
     """Print where two saved runs part; exit status 0 when they drew the same, 1 when not."""
     a, b = Trace.load(args.a), Trace.load(args.b)
     result = compare(a, b)
-    sys.stdout.write(result.report(names=(args.a, args.b), color=_wants_color(sys.stdout)) + "\n")
+    sys.stdout.write(render_diff(result, names=(args.a, args.b), color=_wants_color(sys.stdout)) + "\n")
     return 0 if result.same else 1
 
 

@@ -6,7 +6,7 @@ api and the line that called it; the line's file is named by its path after
 site-packages or by its bare file name, so runs from two checkouts or two
 virtualenvs in different places still align. Within the aligned calls, a draw
 of another number of values or a seed with another value is a divergence too.
-Everything here is data; ``TraceDiff.report()`` turns it into text.
+Everything here is data; ``rngtrace.render.render_diff`` turns it into text.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import difflib
 import functools
 from dataclasses import dataclass
 
-from .render._paths import _package_tail
+from ._paths import package_tail
 from .trace import DRAW, KINDS, SEED, Event, Frame, Trace
 
 #: what a Divergence is: events only A made, only B made, other events in each run, or
@@ -71,12 +71,6 @@ class TraceDiff:
         """The earliest place where the runs part, or None."""
         return self.divergences[0] if self.divergences else None
 
-    def report(self, *, names: tuple[str, str] = ("A", "B"), color: bool = False) -> str:
-        """Return the comparison as text; ``names`` say where A and B came from."""
-        from .render.diff_text import render
-
-        return render(self, names=names, color=color)
-
 
 def compare(a: Trace, b: Trace) -> TraceDiff:
     """Align ``a`` and ``b`` stream by stream and say where they part."""
@@ -130,7 +124,7 @@ def _key(event: Event) -> tuple:
 @functools.lru_cache(maxsize=4096)
 def _file_key(filename: str) -> str:
     """A file's name as two runs from different places agree on it."""
-    tail = _package_tail(filename)
+    tail = package_tail(filename)
     if tail is not None or filename.startswith("<"):
         return tail or filename
     return filename.replace("\\", "/").rsplit("/", 1)[-1]

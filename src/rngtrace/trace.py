@@ -209,12 +209,6 @@ class Trace:
         stats.sort(key=lambda s: (-s.calls, -s.values, s.stream, s.api))
         return stats
 
-    def report(self, *, color: bool = False, max_lines: int = 60) -> str:
-        """Return the draw log as text, the same text rng_trace prints."""
-        from .render import render
-
-        return render(self, "text", color=color, max_lines=max_lines)
-
     # -- serialisation ------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-serialisable dict; ``Trace.from_dict`` reads it back."""

@@ -54,7 +54,9 @@ class RngTrace:
         out = self.file if self.file is not None else sys.stderr
         try:
             color = _wants_color(out)
-            out.write(trace.report(color=color) + "\n")
+            from .render import render  # here: `import rngtrace` need not load the renderers
+
+            out.write(render(trace, "text", color=color) + "\n")
             out.flush()
         except Exception:
             if not raising:

@@ -9,21 +9,20 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from .._paths import current_dir, is_user_file
 from ..diff import ONLY_A, ONLY_B, VALUES, Divergence, SiteDifference, TraceDiff
 from ..trace import DRAW, SEED, UNATTRIBUTED, Event, Frame
-from ._paths import current_dir, describe, is_user_file
-from .text import Paint, _api, _format, _painter, _plural, _Row, _Table
+from .base import EMPTY, Paint, Row, Table, api_label, describe, format_table, painter, plural
 
 _SHOWN = 3  # a side's divergent events shown with their stacks
 _LATER = 5  # later divergences listed by their headline
 _MAX_SITES = 20
 _STACK = 8  # frames shown per stack
-_EMPTY = "—"
 
 
 def render(diff: TraceDiff, *, names: tuple[str, str] = ("A", "B"), color: bool = False) -> str:
     """Return the comparison as text; ANSI colour only when ``color`` is true."""
-    paint = _painter(color)
+    paint = painter(color)
     cwd = current_dir()
     sections = [[paint(_header(diff, names), "bold")]]
     first = diff.first
@@ -42,9 +41,9 @@ def _header(diff: TraceDiff, names: tuple[str, str]) -> str:
     a, b = (("A", "B") if names == ("A", "B") else (f"A = {names[0]}", f"B = {names[1]}"))
     if diff.same:
         n = len(diff.a)
-        return (f"rngtrace diff: {a} and {b} drew the same — {_plural(n, 'event')} each, "
+        return (f"rngtrace diff: {a} and {b} drew the same — {plural(n, 'event')} each, "
                 "the same calls from the same lines in the same order")
-    sizes = f"{a} ({_plural(len(diff.a), 'event')}) and {b} ({_plural(len(diff.b), 'event')})"
+    sizes = f"{a} ({plural(len(diff.a), 'event')}) and {b} ({plural(len(diff.b), 'event')})"
     n = len(diff.divergences)
     if not n:
         return f"rngtrace diff: {sizes} differ in how often they drew at some call sites"
@@ -100,7 +99,7 @@ def _at(events: Sequence[Event], cwd: str) -> str:
 def _first(d: Divergence, paint: Paint, cwd: str) -> list[str]:
     """The headline, then each run's events at that place with their stacks."""
     rows = {side: _side_rows(d, side) for side in ("A", "B")}
-    width = max(len(_api(e)) for side in rows.values() for e, _tag, _stack in side if e is not None)
+    width = max(len(api_label(e)) for side in rows.values() for e, _tag, _stack in side if e is not None)
     number = max(len(f"#{e.index}") for side in rows.values() for e, _tag, _stack in side if e is not None)
     lines = [paint("First divergence: ", "bold") + _headline(d, cwd)]
     for side, side_rows in rows.items():
@@ -109,7 +108,7 @@ def _first(d: Divergence, paint: Paint, cwd: str) -> list[str]:
             if event is None:
                 lines.append(f"  {label}  {paint(tag, 'dim')}")
             else:
-                text = f"  {label}  {'#' + str(event.index):<{number}}  {_api(event):<{width}}  "
+                text = f"  {label}  {'#' + str(event.index):<{number}}  {api_label(event):<{width}}  "
                 lines.append(text + paint(tag, "warn" if tag.startswith(("only", "differs")) else "dim"))
                 indent = " " * (6 + len(label) + number)  # under the api
                 lines += [f"{indent}{paint(frame, style)}" for frame, style in (_stack(event, cwd) if stack else [])]
@@ -161,15 +160,15 @@ def _later(later: Sequence[Divergence], paint: Paint, cwd: str) -> list[str]:
 
 def _sites(sites: Sequence[SiteDifference], paint: Paint, cwd: str) -> list[str]:
     titles = ["calls A", "calls B", "values A", "values B", "stream", "kind", "api", "site"]
-    table = _Table(titles, ">>>><<<<")
+    table = Table(titles, ">>>><<<<")
     for s in sites[:_MAX_SITES]:
         counted = s.kind == DRAW and (s.a_values or s.b_values)  # else: seeds, or counts unknown
-        values = [f"{v:,}" if counted else _EMPTY for v in (s.a_values, s.b_values)]
+        values = [f"{v:,}" if counted else EMPTY for v in (s.a_values, s.b_values)]
         user = bool(s.frame and is_user_file(s.frame.filename))
-        table.rows.append(_Row([(f"{s.a_calls:,}", ""), (f"{s.b_calls:,}", ""), (values[0], ""),
+        table.rows.append(Row([(f"{s.a_calls:,}", ""), (f"{s.b_calls:,}", ""), (values[0], ""),
                                 (values[1], ""), (s.stream, ""), (s.kind, ""), (s.api, ""),
                                 (describe(s.frame, cwd), "" if user else "dim")]))
-    lines = [paint("Call sites whose counts differ:", "bold")] + _format(table, paint)
+    lines = [paint("Call sites whose counts differ:", "bold")] + format_table(table, paint)
     if len(sites) > _MAX_SITES:
         lines.append(paint(f"  … {len(sites) - _MAX_SITES:,} more call sites", "dim"))
     return lines
@@ -177,7 +176,7 @@ def _sites(sites: Sequence[SiteDifference], paint: Paint, cwd: str) -> list[str]
 
 def _notes(diff: TraceDiff) -> list[str]:
     return [
-        f"Note: {side} counted {_plural(trace.dropped, 'event')} past max_events={trace.max_events:,} "
+        f"Note: {side} counted {plural(trace.dropped, 'event')} past max_events={trace.max_events:,} "
         "without keeping them; only kept events are aligned, the call-site counts include them all."
         for side, trace in (("A", diff.a), ("B", diff.b))
         if trace.dropped

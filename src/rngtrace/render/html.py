@@ -16,10 +16,11 @@ import json
 from html import escape
 from typing import Any, Sequence
 
+from .. import __version__
+from .._paths import current_dir, is_user_file, package_of, short_path
 from ..trace import DRAW, SEED, UNATTRIBUTED, Event, Frame, Trace
 from . import _html_page
-from ._paths import current_dir, describe, is_user_file, package_of, short_path
-from .text import _api, _header, _hints, _plural, _stream_key, _your_code
+from .base import EMPTY, api_label, describe, header, hints, plural, stream_key, your_code
 
 YOUR_CODE = "your code"
 _KIND_CODES = {DRAW: 0, SEED: 1, UNATTRIBUTED: 2}
@@ -34,8 +35,6 @@ _MAX_OTHER_ROWS = 200
 
 def render(trace: Trace, *, title: str = "rngtrace report", max_marks: int = 100_000) -> str:
     """Return a self-contained HTML page for ``trace``; the first ``max_marks`` events get a mark."""
-    from .. import __version__
-
     cwd = current_dir()
     events = trace.events
     shown = events[: max(max_marks, 0)]
@@ -81,7 +80,7 @@ class _Stacks:
             sid = self._stack_ids[stack] = len(self.stacks)
             self.stacks.append([self._frame(f) for f in stack])
             self._facts.append((_origin(stack, self.cwd), describe(stack[0] if stack else None, self.cwd),
-                                _your_code(stack, self.cwd)))
+                                your_code(stack, self.cwd)))
         self._by_identity[id(stack)] = (stack, sid)
         return sid
 
@@ -116,7 +115,7 @@ def _origin(stack: tuple[Frame, ...], cwd: str) -> str:
 
 def _timeline(trace: Trace, shown: Sequence[Event], stacks: _Stacks, site_keys: dict) -> dict[str, Any]:
     """Columns of event data for the script: per event a call site, a count and a thread."""
-    lanes = sorted({e.stream for e in shown} | set(trace.streams), key=_stream_key)
+    lanes = sorted({e.stream for e in shown} | set(trace.streams), key=stream_key)
     lane_ids = {lane: i for i, lane in enumerate(lanes)}
     sites: dict[tuple, int] = {}
     site_cols: list[list[Any]] = []
@@ -191,17 +190,13 @@ def _json_for_script(data: dict[str, Any]) -> str:
 
 def _top(trace: Trace, title: str, shown: int, kept: int) -> str:
     """The title, the text log's header line, a chip per stream, and what the page leaves out."""
-    if len(trace) == 0:
-        watched = f" (watched: {', '.join(trace.streams)})" if trace.streams else ""
-        summary = f"rngtrace: no draws or reseeds of global random streams{watched}"
-    else:
-        summary = _header(trace)
+    summary = header(trace)
     counts = trace.counts()
     chips = []
-    for stream in sorted({s for s, _k in counts}, key=_stream_key):
+    for stream in sorted({s for s, _k in counts}, key=stream_key):
         kinds = [k for k in (SEED, DRAW, UNATTRIBUTED) if (stream, k) in counts]
         words = " · ".join(
-            f'<span class="k-{escape(k)}">{escape(_plural(counts[stream, k], k))}</span>' for k in kinds)
+            f'<span class="k-{escape(k)}">{escape(plural(counts[stream, k], k))}</span>' for k in kinds)
         chips.append(f'<div class="chip"><b>{escape(stream)}</b> {words}</div>')
     limits = []
     if trace.dropped:
@@ -210,7 +205,7 @@ def _top(trace: Trace, title: str, shown: int, kept: int) -> str:
     if shown < kept:
         limits.append(f"The timeline shows the first {shown:,} of {kept:,} kept events (max_marks); the "
                       "tables cover them all.")
-    watched = ", ".join(trace.streams) or "—"
+    watched = ", ".join(trace.streams) or EMPTY
     return (
         f'<header class="top"><div class="brand">rngtrace</div><h1>{escape(title)}</h1>'
         f'<p class="summary">{escape(summary)}</p><div class="chips">{"".join(chips)}</div>'
@@ -263,13 +258,13 @@ def _sites_card(trace: Trace, rows: list[list[Any]], colors: dict[str, str]) -> 
     total = sum(row[4] for row in rows)
     body = []
     for i, (stream, api, site, mine, calls, values, user, origin) in enumerate(rows[:_MAX_SITE_ROWS]):
-        cells = [f'<td class="num">{calls:,}</td>', f'<td class="num">{f"{values:,}" if values else "—"}</td>',
+        cells = [f'<td class="num">{calls:,}</td>', f'<td class="num">{f"{values:,}" if values else EMPTY}</td>',
                  f"<td>{escape(stream)}</td>", f"<td><code>{escape(api)}</code></td>",
                  f'<td class="{"user" if user else "lib"}">{_swatch(origin, colors)}<code>{escape(site)}</code></td>']
         body.append((f'data-row="{i}"', cells, mine))
     more = len(rows) - _MAX_SITE_ROWS
     return _card_table(
-        "sites", "Draws by call site", f"{_plural(total, DRAW)}, most calls first. Click a row to light up its marks.",
+        "sites", "Draws by call site", f"{plural(total, DRAW)}, most calls first. Click a row to light up its marks.",
         ["calls", "values", "stream", "api", "site"], body,
         f"… {more:,} more call sites (trace.statistics() has them all)" if more > 0 else "")
 
@@ -284,7 +279,7 @@ def _others_card(events: Sequence[Event], stacks: _Stacks, colors: dict[str, str
         origin, called, mine = stacks.facts(e.stack)
         note = f'<div class="note">{escape(e.detail or "")}</div>' if e.kind == UNATTRIBUTED else ""
         cells = [f'<td class="num">{e.index}</td>', f"<td>{escape(e.stream)}</td>", f"<td>{escape(e.kind)}</td>",
-                 f"<td><code>{escape(_api(e))}</code>{note}</td>",
+                 f"<td><code>{escape(api_label(e))}</code>{note}</td>",
                  f"<td>{_swatch(origin, colors)}<code>{escape(called)}</code></td>"]
         body.append((f'data-index="{e.index}" class="k-{escape(e.kind)}"', cells, mine))
     more = len(others) - _MAX_OTHER_ROWS
@@ -301,8 +296,8 @@ def _card_table(section: str, title: str, help_text: str, titles: list[str],
     head = "".join(f"<th>{escape(t)}</th>" for t in titles + (["your code"] if mine else []))
     body = "".join(
         f"<tr {attrs}>{''.join(cells)}"
-        + (f'<td class="user"><code>{escape(your_code)}</code></td>' if mine else "") + "</tr>"
-        for attrs, cells, your_code in rows
+        + (f'<td class="user"><code>{escape(user_line)}</code></td>' if mine else "") + "</tr>"
+        for attrs, cells, user_line in rows
     )
     tail = f'<p class="more">{escape(more)}</p>' if more else ""
     return (
@@ -318,13 +313,13 @@ def _swatch(origin: str, colors: dict[str, str]) -> str:
 
 
 def _hints_card(trace: Trace) -> str:
-    hints = _hints(trace)
+    hint = hints(trace)
     notes = [f"<li>{escape(note)}</li>" for note in trace.notes]
-    if not hints and not notes:
+    if not hint and not notes:
         return ""
     parts = ['<section class="card" id="hints">']
-    if hints:
-        parts.append(f'<h2>{escape(hints[0].rstrip(":"))}</h2><pre>{escape(chr(10).join(hints[1:]))}</pre>')
+    if hint:
+        parts.append(f'<h2>{escape(hint[0].rstrip(":"))}</h2><pre>{escape(chr(10).join(hint[1:]))}</pre>')
     if notes:
         parts.append(f'<h2>Notes</h2><ul class="notes">{"".join(notes)}</ul>')
     parts.append("</section>")

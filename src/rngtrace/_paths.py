@@ -1,0 +1,146 @@
+"""Which files are rngtrace's own, the user's, the standard library's or an installed package's.
+
+One place for every question about a code filename: the stack capture asks
+whether a frame is rngtrace's own, the renderers whether it is the user's code
+and how to print it short, the diff which name two checkouts agree on. Every
+function takes a filename, so this module imports nothing from rngtrace, and
+none of them reads the working directory unless given it: a program may have
+deleted it, and ``os.path.abspath`` of a relative name would raise then.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+
+#: rngtrace's own directory, with a trailing separator so ``rngtrace_extra/`` is not inside it
+PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+# Directory names that hold installed third-party packages, on every platform.
+_PACKAGE_DIRS = ("site-packages", "dist-packages")
+# Code typed at a prompt is the user's, though its filename is not a path.
+_INTERACTIVE = ("<stdin>", "<console>", "<ipython-input-")
+
+
+def is_own(filename: str) -> bool:
+    """Tell whether code from ``filename`` is rngtrace's own; never raises."""
+    # Python imports from absolute paths, so a relative name is generated code
+    # (``<string>``, ``<frozen runpy>``) or the user's, never one of our modules.
+    return os.path.isabs(filename) and os.path.normpath(filename).startswith(PACKAGE_DIR)
+
+
+@functools.lru_cache(maxsize=4096)
+def is_user_file(filename: str) -> bool:
+    """Tell whether ``filename`` is code the user can change.
+
+    Not the standard library, not an installed package, not rngtrace itself,
+    and not generated code such as ``<string>`` or ``<frozen ...>``.
+    """
+    if filename.startswith("<"):
+        return filename.startswith(_INTERACTIVE)
+    if package_tail(filename) is not None or is_own(filename):
+        return False
+    path = _norm(filename)
+    stdlib, packages = _library_dirs()
+    return not any(_under(path, d) for d in (*packages, *stdlib))
+
+
+@functools.lru_cache(maxsize=4096)
+def package_of(filename: str) -> str | None:
+    """The top-level installed package ``filename`` belongs to ("sklearn"), "stdlib", or None.
+
+    None is code that is neither installed nor the standard library: the user's
+    own files and generated code such as ``<string>``.
+    """
+    if filename.startswith("<"):
+        return None
+    tail = package_tail(filename)
+    if tail is None:
+        path = _norm(filename)
+        stdlib, packages = _library_dirs()
+        tail = next((_relative(filename, d) for d in packages if _under(path, d)), None)
+        if tail is None:
+            return "stdlib" if any(_under(path, d) for d in stdlib) else None
+    top = tail.split("/", 1)[0]
+    return top[:-3] if top.endswith(".py") else top
+
+
+def package_tail(filename: str) -> str | None:
+    """The part of ``filename`` after its last site-packages/dist-packages directory, or None."""
+    parts = filename.replace("\\", "/").split("/")
+    for i in range(len(parts) - 2, -1, -1):
+        if parts[i] in _PACKAGE_DIRS:
+            return "/".join(parts[i + 1 :])
+    return None
+
+
+def short_path(filename: str, cwd: str | None = None) -> str:
+    """Shorten ``filename``: after site-packages, relative to ``cwd``, or under ``<stdlib>/``."""
+    if cwd is None:
+        cwd = current_dir()
+    return _short_path(filename, cwd)
+
+
+def current_dir() -> str:
+    """Return the working directory, or "" where it no longer exists."""
+    try:
+        return os.getcwd()
+    except OSError:
+        return ""
+
+
+@functools.lru_cache(maxsize=4096)
+def _short_path(filename: str, cwd: str) -> str:
+    if filename.startswith("<") or not os.path.isabs(filename):
+        return filename  # generated code, or already relative to where Python started
+    tail = package_tail(filename)
+    if tail is not None:
+        return tail
+    path = _norm(filename)
+    stdlib, packages = _library_dirs()
+    for d in packages:
+        if _under(path, d):
+            return _relative(filename, d)
+    for d in stdlib:
+        if _under(path, d):
+            return "<stdlib>/" + _relative(filename, d)
+    if cwd and _under(path, _norm(cwd)):
+        return _relative(filename, cwd)
+    return filename
+
+
+@functools.lru_cache(maxsize=None)
+def _library_dirs() -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """Return (stdlib dirs, installed-package dirs), normalised, longest first."""
+    # Imported here: the stack capture imports this module with rngtrace, and only rendering needs these.
+    import site
+    import sysconfig
+
+    paths = sysconfig.get_paths()
+    stdlib = {paths.get(k) for k in ("stdlib", "platstdlib")}
+    packages = {paths.get(k) for k in ("purelib", "platlib")}
+    try:
+        packages.update(site.getsitepackages())
+        packages.add(site.getusersitepackages())
+    except AttributeError:  # site replaced by an embedding application
+        pass
+
+    def norm(dirs: set) -> tuple[str, ...]:
+        return tuple(sorted({_norm(d) for d in dirs if d}, key=len, reverse=True))
+
+    return norm(stdlib), norm(packages)
+
+
+def _norm(path: str) -> str:
+    # normpath, not abspath: a relative name stays relative (under no library directory)
+    # instead of being read against a working directory that may be gone.
+    return os.path.normcase(os.path.normpath(path))
+
+
+def _under(path: str, directory: str) -> bool:
+    return os.path.isabs(path) and path.startswith(directory.rstrip(os.sep) + os.sep)
+
+
+def _relative(filename: str, directory: str) -> str:
+    """``filename`` relative to ``directory``, with forward slashes; both are absolute."""
+    return os.path.relpath(os.path.normpath(filename), directory).replace(os.sep, "/")

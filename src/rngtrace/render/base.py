@@ -1,0 +1,234 @@
+"""What every renderer shares: frames and events as words, colour, aligned tables, the hints.
+
+The text log, the HTML report and the diff all say the same things the same
+way: ``numpy.random.rand ×3``, ``story.py:9 in <module>``, ``1,000 draws``,
+streams in the order random, numpy, torch. Only finished data is read here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+from .._paths import is_user_file, short_path
+from ..trace import DRAW, SEED, UNATTRIBUTED, Event, Frame, Statistic, Trace
+
+#: paint(text, style) -> text, wrapped in the ANSI code for the style or left alone
+Paint = Callable[[str, str], str]
+
+EMPTY = "—"  # a cell or a place with nothing to say
+
+_ANSI = {"bold": "1", "dim": "2", "warn": "33", "alert": "1;31", "user": "1"}
+_STREAM_ORDER = ("random", "numpy", "torch")
+_KIND_ORDER = (SEED, DRAW, UNATTRIBUTED)
+_KIND_WORDS = {SEED: ("seed", "seeds"), DRAW: ("draw", "draws"), UNATTRIBUTED: ("unattributed",) * 2}
+
+
+def painter(color: bool) -> Paint:
+    """Return a function that wraps text in the ANSI code for a style, or leaves it alone."""
+    if not color:
+        return lambda text, style: text
+    return lambda text, style: f"\x1b[{_ANSI[style]}m{text}\x1b[0m" if style and text else text
+
+
+# -- words ------------------------------------------------------------------------
+
+
+def header(trace: Trace) -> str:
+    """``rngtrace: 5 events — numpy: 1 seed, 3 draws · random: 1 draw``, or that there were none."""
+    if len(trace) == 0:
+        watched = f" (watched: {', '.join(trace.streams)})" if trace.streams else ""
+        return f"rngtrace: no draws or reseeds of global random streams{watched}"
+    counts = trace.counts()
+    parts = []
+    for stream in sorted({s for s, _ in counts}, key=stream_key):
+        kinds = sorted((k for s, k in counts if s == stream), key=_kind_key)
+        parts.append(f"{stream}: " + ", ".join(plural(counts[stream, k], k) for k in kinds))
+    return f"rngtrace: {plural(len(trace), 'event')} — " + " · ".join(parts)
+
+
+def plural(n: int, kind: str) -> str:
+    """``1 draw``, ``1,000 draws``, ``2 unattributed``: a count and its noun."""
+    one, many = _KIND_WORDS.get(kind, (kind, kind + "s"))
+    return f"{n:,} {one if n == 1 else many}"
+
+
+def stream_key(stream: str) -> tuple:
+    """Sort key putting random, numpy, torch first, each library's devices after its CPU stream."""
+    base = stream_base(stream)
+    rank = _STREAM_ORDER.index(base) if base in _STREAM_ORDER else len(_STREAM_ORDER)
+    return (rank, base, stream != base, stream)
+
+
+def _kind_key(kind: str) -> tuple:
+    return (_KIND_ORDER.index(kind) if kind in _KIND_ORDER else len(_KIND_ORDER), kind)
+
+
+def stream_base(stream: str) -> str:
+    """``torch.cuda:0`` -> ``torch``: the library a stream belongs to."""
+    return stream.split(".", 1)[0]
+
+
+def api_label(event: Event) -> str:
+    """``numpy.random.seed(666)``, ``numpy.random.rand ×3``, or the api alone."""
+    if event.kind == SEED:
+        return f"{event.api}({event.detail if event.detail is not None else ''})"
+    if event.count is not None and event.kind == DRAW:
+        return f"{event.api} ×{event.count:,}"
+    return event.api
+
+
+def describe(frame: Frame | None, cwd: str) -> str:
+    """``path:line in function`` with the path shortened, or an em dash for no frame."""
+    if frame is None:
+        return EMPTY
+    return f"{short_path(frame.filename, cwd)}:{frame.lineno} in {frame.function}"
+
+
+def user_frame(stack: Sequence[Frame]) -> Frame | None:
+    """Return the first (innermost) frame of ``stack`` in the user's own code, or None."""
+    for frame in stack:
+        if is_user_file(frame.filename):
+            return frame
+    return None
+
+
+def your_code(stack: tuple[Frame, ...], cwd: str) -> str:
+    """The first user frame, blank when it is the calling frame itself, a dash when none was recorded."""
+    if not stack:
+        return ""
+    mine = user_frame(stack)
+    if mine is stack[0]:
+        return ""
+    return describe(mine, cwd) if mine is not None else EMPTY
+
+
+# -- aligned tables ---------------------------------------------------------------
+
+
+@dataclass
+class Row:
+    """One table row: (text, style) cells and an optional line printed under it."""
+
+    cells: list[tuple[str, str]]
+    note: str = ""
+    note_style: str = ""
+
+
+@dataclass
+class Table:
+    """Columns with titles and alignment ('<' or '>'), rows filled in later."""
+
+    titles: list[str]
+    align: str
+    rows: list[Row] = field(default_factory=list)
+    note_column: int = 0  # the column a row's note is indented to
+
+
+def format_table(table: Table, paint: Paint) -> list[str]:
+    """Align the table's columns, dropping columns no row fills; style after padding."""
+    keep = [i for i, title in enumerate(table.titles) if any(row.cells[i][0] for row in table.rows)]
+    widths = {i: max(len(table.titles[i]), *(len(row.cells[i][0]) for row in table.rows)) for i in keep}
+    last = keep[-1]
+
+    def line(cells: list[tuple[str, str]]) -> str:
+        out = []
+        for i in keep:
+            text, style = cells[i]
+            pad = " " * max(widths[i] - len(text), 0) if i != last else ""
+            out.append(pad + paint(text, style) if table.align[i] == ">" else paint(text, style) + pad)
+        return ("  " + "  ".join(out)).rstrip()
+
+    lines = [line([(title, "dim") for title in table.titles])]
+    indent = 2 + sum(widths[i] + 2 for i in keep if i < table.note_column)
+    for row in table.rows:
+        lines.append(line(row.cells))
+        if row.note:
+            lines.append(" " * indent + paint(row.note, row.note_style))
+    return lines
+
+
+# -- hints: the generator to draw from instead ------------------------------------
+
+_GENERATORS = {
+    "random": ("rng = random.Random(seed)", "rng"),
+    "numpy": ("rng = np.random.default_rng(seed)", "rng"),
+    "torch": ("g = torch.Generator().manual_seed(seed)", "g"),
+}
+# np.random.* legacy names whose Generator method is called something else.
+_NUMPY_RENAMES = {
+    "rand": "random",
+    "random_sample": "random",
+    "ranf": "random",
+    "sample": "random",
+    "randn": "standard_normal",
+    "randint": "integers",
+    "random_integers": "integers",
+    "tomaxint": "integers",
+}
+# torch APIs with no generator= parameter: only seeding the global stream fixes them.
+_NO_GENERATOR = frozenset({
+    "dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout", "feature_alpha_dropout",
+    "rrelu", "scaled_dot_product_attention",
+})
+_TORCH_DATA = "torch/utils/data/"
+
+
+def hints(trace: Trace) -> list[str]:
+    """For each library whose global stream was drawn from: the generator to use instead."""
+    drawn: dict[str, list[Statistic]] = {}
+    library = False
+    for stat in trace.statistics("lineno"):  # most calls first
+        drawn.setdefault(stream_base(stat.stream), []).append(stat)
+        library = library or not (stat.frame and is_user_file(stat.frame.filename))
+    if not drawn:
+        return []
+    lines = ["Hint: draw from a generator you own, seeded once, so no other code shifts your numbers:"]
+    width = max(len(base) for base in drawn)
+    for base in sorted(drawn, key=stream_key):
+        first, *rest = _hint(base, drawn[base])
+        lines.append(f"  {base:<{width}}  {first}")
+        lines.extend(f"  {'':<{width}}  {line}" for line in rest)
+    if library:
+        lines.append(
+            "  Where a library draws: pass it your generator (random_state=, generator=) "
+            "or wrap the call in rngtrace.rng_isolate()."
+        )
+    return lines
+
+
+def _hint(base: str, stats: list[Statistic]) -> list[str]:
+    """The lines of one library's hint: how to make the generator, what to call instead."""
+    if base not in _GENERATORS:
+        return [f"an explicit {base} generator object instead of the global stream"]
+    make, name = _GENERATORS[base]
+    apis = list(dict.fromkeys(stat.api for stat in stats))
+    if base == "torch":
+        return _torch_hint(make, name, stats, apis)
+    uses = []
+    for api in apis[:3]:
+        called = api.rsplit(".", 1)[-1]
+        method = _NUMPY_RENAMES.get(called, called) if base == "numpy" else called
+        uses.append(f"{name}.{method} for {api}")
+    return [f"{make}; " + ", ".join(uses) + (", …" if len(apis) > 3 else "")]
+
+
+def _torch_hint(make: str, name: str, stats: list[Statistic], apis: list[str]) -> list[str]:
+    cuda = {stat.stream.startswith("torch.cuda") for stat in stats}
+    if cuda == {True}:
+        make = make.replace("Generator()", "Generator(device='cuda')")
+    elif True in cuda:
+        make += " (device='cuda' for CUDA draws)"
+    loader = any(stat.frame and _TORCH_DATA in stat.frame.filename.replace("\\", "/") for stat in stats)
+    plain = [api for api in apis if api.rsplit(".", 1)[-1] not in _NO_GENERATOR and not (
+        loader and api == "torch.Tensor.random_")]
+    fixed = [api for api in apis if api.rsplit(".", 1)[-1] in _NO_GENERATOR]
+    lines = [make]
+    if plain:
+        lines.append(f"pass generator={name} to " + ", ".join(plain[:3]) + (", …" if len(plain) > 3 else ""))
+    if loader:
+        lines.append(f"DataLoader(..., generator={name}) for its shuffle order and worker base seed")
+    if fixed:
+        lines.append(f"{', '.join(fixed)} take{'s' if len(fixed) == 1 else ''} no generator: "
+                     "call torch.manual_seed(seed) once where the run starts")
+    return lines
