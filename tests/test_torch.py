@@ -511,3 +511,21 @@ def test_rng_isolate_restores_cuda_state():
     with rng_isolate(streams="torch"):
         torch.randn(100, device="cuda")
     assert torch.equal(before, torch.cuda.get_rng_state())
+
+
+def test_torch_overrides_tables_first_built_inside_a_trace_keep_the_real_functions():
+    import subprocess
+
+    # A fresh process: torch.overrides' cached tables are still empty, so the first
+    # call inside the trace would build them from whatever torch.rand is right then.
+    code = """
+import torch, torch.overrides as o
+from rngtrace import rng_trace
+with rng_trace(streams="torch", print=False):
+    o.get_overridable_functions()
+print(o.resolve_name(torch.rand), o.is_tensor_method_or_property(torch.Tensor.uniform_),
+      torch.rand in o.get_ignored_functions(), torch.Tensor.uniform_ in o.get_testing_overrides())
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["torch.rand", "True", "True", "True"]

@@ -4,11 +4,15 @@
 singleton scikit-learn hands out from ``check_random_state(None)`` all reach
 the stream without touching a patched attribute. On 3.12+ ``sys.monitoring``
 CALL events see every call made from Python code, and a call site that calls
-anything else is disabled after its first call, so it costs next to nothing.
+anything else is disabled after its first call, so it costs next to nothing;
+the sites a trace disabled are enabled again for rngtrace's tool alone when it
+ends (``restart_events()`` would re-enable every other tool's as well).
 On 3.10/3.11 a ``c_call`` profile hook does the same job, more slowly: it runs
 on every call in the program, so it is armed, installed the first time a stream
 moves with no recorded call, and only when no other profiler is, so it never
-clobbers one. Both also report frame exits, which keep the stack cache exact.
+clobbers one; a ``threading.setprofile`` hook keeps reaching new threads, with
+ours chained after it. Both also report frame exits, which keep the stack
+cache exact.
 """
 
 from __future__ import annotations
@@ -16,9 +20,10 @@ from __future__ import annotations
 import os
 import sys
 import threading
+import weakref
 from _thread import get_ident
 from types import CodeType, FrameType
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from ._threads import Sweeper
 from .sources._base import INTERNAL
@@ -114,23 +119,27 @@ class MonitoringCatchAll(CatchAll):
         lookup, handle, keep = self.lookup, self.handle, self
 
         own: set[int] = set()  # ids of rngtrace's code objects, which live as long as we do
+        # Code objects with a site this tool disabled, to enable again at uninstall. A
+        # DISABLE outlives the tool id: a later trace (or tool) under the same id would
+        # otherwise never see those sites. Weak: a code that is gone needs nothing.
+        disabled = self._disabled = weakref.WeakSet()
+        remember = disabled.add
 
         def on_call(code: CodeType, offset: int, callee: Any, arg0: Any) -> Any:
             if id(code) in own:
                 return disable
             if code.co_filename.startswith(_PACKAGE_DIR):
                 own.add(id(code))
+                remember(code)
                 return disable  # our own wrappers and state reads
             source = lookup(callee, arg0)
-            if source is OURS:
-                return disable  # a patched wrapper: it records the call itself
-            if source is None:
-                if keep._keep and (
-                    isinstance(arg0, keep._keep) or isinstance(getattr(callee, "__self__", None), keep._keep)
-                ):
-                    return None
-                return disable
-            if handle(source, callee, sys._getframe(1), False) is INTERNAL:
+            if source is None and keep._keep and (
+                isinstance(arg0, keep._keep) or isinstance(getattr(callee, "__self__", None), keep._keep)
+            ):
+                return None
+            # None: calls something else; OURS: a patched wrapper, which records the call itself.
+            if source is None or source is OURS or handle(source, callee, sys._getframe(1), False) is INTERNAL:
+                remember(code)
                 return disable
             return None
 
@@ -150,8 +159,8 @@ class MonitoringCatchAll(CatchAll):
         mon.register_callback(tool, ev.CALL, on_call)
         for event in (ev.PY_RETURN, ev.PY_YIELD, ev.PY_UNWIND):
             mon.register_callback(tool, event, on_exit)
-        # Sites disabled by an earlier trace must be seen again.
-        mon.restart_events()
+        # No restart_events(): it would re-enable the sites every other tool disabled.
+        # Ours from an earlier trace were enabled again when it ended (see uninstall).
         # PY_UNWIND cannot be asked for per code object; exceptions leaving frames are rare.
         mon.set_events(tool, ev.CALL | ev.PY_UNWIND)
         hub.stacks.watch_code = self._watch_exits
@@ -178,6 +187,14 @@ class MonitoringCatchAll(CatchAll):
             for code in self._exit_codes:
                 mon.set_local_events(self.tool, code, 0)
             self._exit_codes.clear()
+            # A code not run since keeps its DISABLEd sites for this tool. Turning its
+            # CALL events on and off again for this tool alone re-instruments it now:
+            # the next trace sees every site afresh, another tool's are left as they were.
+            call = mon.events.CALL
+            for code in list(self._disabled):
+                mon.set_local_events(self.tool, code, call)
+                mon.set_local_events(self.tool, code, 0)
+            self._disabled.clear()
             ev = mon.events
             for event in (ev.CALL, ev.PY_RETURN, ev.PY_YIELD, ev.PY_UNWIND):
                 mon.register_callback(self.tool, event, None)
@@ -191,7 +208,7 @@ class ProfileCatchAll(CatchAll):
     def __init__(self, hub: Any) -> None:
         super().__init__(hub)
         lookup, handle = self.lookup, self.handle
-        self._previous_threading = threading.getprofile() if hasattr(threading, "getprofile") else None
+        user = self._previous_threading = threading.getprofile()
 
         states = hub.states
 
@@ -213,7 +230,9 @@ class ProfileCatchAll(CatchAll):
             handle(source, arg, frame, True)
 
         self._profile = profile
-        threading.setprofile(profile)
+        # threading.setprofile promises the user's hook to every new thread: ours rides along.
+        self._thread_hook = profile if user is None else _chained(user, profile, hub)
+        threading.setprofile(self._thread_hook)
         sys.setprofile(profile)
         hub.profile_hook = profile
         hub.frame_exits = "profile"
@@ -230,7 +249,22 @@ class ProfileCatchAll(CatchAll):
             if sys.getprofile() is self._profile:
                 sys.setprofile(None)
         finally:
-            threading.setprofile(self._previous_threading)  # type: ignore[arg-type]
+            # Only if it is still ours: a hook the user set inside the block stays theirs.
+            if threading.getprofile() is self._thread_hook:
+                threading.setprofile(self._previous_threading)  # type: ignore[arg-type]
+
+
+def _chained(user: Callable, profile: Callable, hub: Any) -> Callable:
+    """A new thread's profile function: the user's ``threading.setprofile`` hook, then rngtrace's."""
+
+    def chained(frame: FrameType, event: str, arg: Any) -> None:
+        user(frame, event, arg)
+        if hub.active:
+            profile(frame, event, arg)
+        elif sys.getprofile() is chained:
+            sys.setprofile(user)  # the trace is over: the thread goes back to the user's hook alone
+
+    return chained
 
 
 class PinningCatchAll(CatchAll):

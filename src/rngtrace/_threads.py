@@ -8,6 +8,9 @@ import threading
 from typing import Any, Optional
 
 _THREAD_KEYS = itertools.count(1)
+#: The most frames a thread's stack cache pins: past it the cache lets them all go,
+#: so memory stays bounded even where the Sweeper is stalled or gone.
+MAX_PINNED = 4096
 
 
 class ThreadGuard:
@@ -68,6 +71,8 @@ class Sweeper:
     frame object becomes GC-tracked only once it outlives its execution, so
     every few milliseconds this thread lets go of each pinned frame that has
     finished: its locals are freed a few milliseconds late, never kept for good.
+    Memory never depends on this thread keeping up: the stack cache also
+    drops its pins past ``MAX_PINNED``, so a stalled sweeper costs speed only.
     """
 
     INTERVAL = 0.005
@@ -79,19 +84,29 @@ class Sweeper:
         self._thread.start()
 
     def _run(self) -> None:
-        is_tracked = gc.is_tracked
         while not self._stop.wait(self.INTERVAL):
-            for st in list(self._states.values()):
-                frames = st.frames
-                if not frames:
-                    continue
-                for key, entry in list(frames.items()):
-                    if len(entry) > 2 and is_tracked(entry[2]):
-                        frames.pop(key, None)
+            try:
+                self._sweep()
+            except Exception:
+                # Whatever went wrong, the next pass reads everything afresh; a sweeper
+                # that died here would leave every later frame pinned.
+                pass
+
+    def _sweep(self) -> None:
+        is_tracked = gc.is_tracked
+        # dict.copy() allocates nothing tracked while it copies, so no collection (and no
+        # finalizer that changes these dicts or releases the GIL) runs halfway through;
+        # list(d.items()) allocates a tuple per item and could fail or see a torn dict.
+        for st in self._states.copy().values():
+            frames = st.frames
+            if not frames:
+                continue
+            for key, entry in frames.copy().items():
+                if len(entry) > 2 and is_tracked(entry[2]):
+                    frames.pop(key, None)
 
     def stop(self) -> None:
         """Stop the thread and wait for it."""
         self._stop.set()
         if self._thread is not threading.current_thread():
             self._thread.join()
-

@@ -362,6 +362,7 @@ class TorchSource(Source):
         # torch.device("meta"):` would stop applying to torch.rand once we are gone.
         _device._device_constructors()
         torch.jit._builtins._get_builtin_table()
+        _fill_function_tables()
 
     def patches(self, hub: Any) -> Iterable[Patch]:
         when = _conditions()
@@ -452,6 +453,30 @@ class TorchSource(Source):
 
     def same(self, a: Any, b: Any) -> bool:
         return bool(torch.equal(a, b))
+
+
+# Cached tables of torch functions keyed by identity, filled on first call. Built
+# inside a trace they would hold our wrappers: resolve_name(torch.rand) would be
+# None and is_tensor_method_or_property(Tensor.uniform_) False for the rest of the
+# process. Built once here they hold the originals; later calls are cache hits.
+_FUNCTION_TABLES = (
+    ("torch.overrides", "get_ignored_functions"),
+    ("torch.overrides", "get_default_nowrap_functions"),
+    ("torch.overrides", "get_testing_overrides"),
+    ("torch.overrides", "_get_overridable_functions"),
+    ("torch.overrides", "_get_tensor_methods"),
+    # Importing dynamo takes seconds: filled only where the program already has.
+    ("torch._dynamo.trace_rules", "get_tensor_method"),
+)
+
+
+def _fill_function_tables() -> None:
+    """Build torch's cached function tables now, from the unpatched functions."""
+    for module_name, name in _FUNCTION_TABLES:
+        module = sys.modules.get(module_name)
+        table = getattr(module, name, None) if module is not None else None
+        if table is not None:  # named differently in another torch version: nothing to fill
+            table()
 
 
 def _initialised_cuda_generators() -> tuple:

@@ -1,0 +1,151 @@
+"""Pinned frames: the Sweeper lets finished ones go, and nothing it fails to do lets them pile up."""
+
+from __future__ import annotations
+
+import gc
+import itertools
+import random
+import sys
+import time
+from contextlib import contextmanager
+from types import FrameType, SimpleNamespace
+
+import pytest
+
+from rngtrace import rng_trace
+from rngtrace._catchall import PinningCatchAll
+from rngtrace._threads import MAX_PINNED, Sweeper
+
+
+def finished_frame():
+    """A frame object that outlived its execution, as a pinned frame does once its call returns."""
+    return sys._getframe()
+
+
+def pinned(frames: dict, count: int) -> None:
+    """Pin ``count`` finished frames in ``frames``, as the stack cache stores them."""
+    for _ in range(count):
+        f = finished_frame()
+        frames[id(f)] = (f.f_lasti, 0, f)
+
+
+def left_after(frames: dict, seconds: float = 2.0) -> int:
+    """How many pins are left in ``frames`` once it empties, or after ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while frames and time.monotonic() < deadline:
+        time.sleep(0.005)
+    return len(frames)
+
+
+@contextmanager
+def sweeping(frames: dict):
+    """A Sweeper over one thread's pinned frames, stopped on the way out."""
+    sweeper = Sweeper({0: SimpleNamespace(frames=frames)})  # all it reads of a ThreadState
+    try:
+        yield sweeper
+    finally:
+        sweeper.stop()
+
+
+def test_the_sweeper_survives_finalizers_that_change_the_frames_it_is_reading():
+    frames: dict = {}
+    keys = itertools.count()
+    churning = True
+
+    class Churn:
+        """Cyclic garbage whose finalizer pins a frame and leaves more such garbage behind."""
+
+        def __init__(self) -> None:
+            self.cycle = self
+
+        def __del__(self) -> None:
+            if churning:
+                f = finished_frame()
+                frames[("churn", next(keys))] = (f.f_lasti, 0, f)
+                Churn()
+
+    # A collection on nearly every allocation: on 3.10/3.11 one runs inside whatever
+    # the sweeper allocates while it reads the dict, and its finalizer grows the dict.
+    threshold = gc.get_threshold()
+    with sweeping(frames):
+        gc.set_threshold(1)
+        try:
+            Churn()
+            deadline = time.monotonic() + 1.0
+            while time.monotonic() < deadline:
+                pinned(frames, 50)
+                time.sleep(0.001)
+        finally:
+            churning = False
+            gc.set_threshold(*threshold)
+            gc.collect()
+        pinned(frames, 100)
+        left = left_after(frames)
+        assert left == 0, f"{left} finished frames still pinned: the sweeper stopped"
+
+
+def test_the_sweeper_keeps_sweeping_after_a_pass_raises():
+    class Unreadable(tuple):
+        """An entry the pass cannot read: stands for any error inside a pass."""
+
+        def __len__(self) -> int:
+            raise RuntimeError("unreadable entry")
+
+    frames: dict = {"bad": Unreadable((0, 0, None))}
+    with sweeping(frames):
+        time.sleep(Sweeper.INTERVAL * 4)  # a few passes, each raising
+        del frames["bad"]
+        pinned(frames, 100)
+        left = left_after(frames)
+        assert left == 0, f"{left} finished frames still pinned after a pass raised"
+
+
+@contextmanager
+def no_monitoring_tool_free():
+    """3.12+: take every free sys.monitoring tool id, so rngtrace falls back to pinning frames."""
+    taken = []
+    if sys.version_info >= (3, 12):
+        mon = sys.monitoring
+        for tool in range(6):
+            if mon.get_tool(tool) is None:
+                mon.use_tool_id(tool, "test-occupant")
+                taken.append(tool)
+    try:
+        yield
+    finally:
+        for tool in taken:
+            sys.monitoring.free_tool_id(tool)
+
+
+def leaf() -> None:
+    random.random()
+
+
+def middle() -> None:
+    leaf()  # this frame is pinned (the innermost, leaf's, never is)
+
+
+def outer() -> None:
+    middle()  # and so is this one: each call pins two new frames
+
+
+def finished_frames_of(*functions) -> int:
+    """How many frames of ``functions`` outlived their call: what pinning keeps alive."""
+    codes = {f.__code__ for f in functions}
+    return sum(1 for o in gc.get_objects() if type(o) is FrameType and o.f_code in codes)
+
+
+def test_pinned_frames_stay_bounded_when_the_sweeper_never_runs(monkeypatch):
+    if sys.version_info < (3, 12) and sys.getprofile() is not None:
+        pytest.skip("another profiler is active")
+    monkeypatch.setattr(Sweeper, "INTERVAL", 3600.0)  # stalled: not one pass during the block
+    kept = []
+    with no_monitoring_tool_free(), rng_trace(streams="random", print=False):
+        for _ in range(PinningCatchAll.PIN_AFTER + 1):
+            random.random()  # enough draws for the stack cache to start pinning
+        for i in range(1, MAX_PINNED * 3 + 1):
+            outer()
+            if i % (MAX_PINNED // 4) == 0:
+                kept.append(finished_frames_of(outer, middle))
+    assert max(kept) > MAX_PINNED // 2, f"at most {max(kept)} frames kept: too few pinned to prove a bound"
+    assert max(kept) <= MAX_PINNED + 64, f"{max(kept)} finished frames kept alive with a stalled sweeper"
