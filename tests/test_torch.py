@@ -10,6 +10,7 @@ import threading
 import pytest
 
 torch = pytest.importorskip("torch")
+import torch._dynamo  # noqa: E402,F401  (its import wraps torch.manual_seed: done here, before any test)
 import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 from torch import randn as prebound_randn  # noqa: E402  (bound before any trace starts)
@@ -105,6 +106,7 @@ def test_meta_tensors_draw_nothing_and_are_not_recorded():
 
 
 def test_fake_tensors_draw_nothing_and_are_not_recorded():
+    import torch._dynamo  # noqa: F401  (imported on first use, it wraps torch.manual_seed: not in the block)
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     before = torch.get_rng_state()
@@ -311,8 +313,10 @@ def test_manual_seed_is_one_seed_event_though_it_seeds_cuda_too():
 
 def test_every_namespace_holding_a_seed_function_gets_the_same_wrapper():
     original = torch.manual_seed
+    # One object before (until torch._dynamo's import wraps torch.manual_seed): one wrapper.
+    shared = torch.random.manual_seed is torch.manual_seed
     with torch_trace() as trace:
-        assert torch.random.manual_seed is torch.manual_seed is not original
+        assert (torch.random.manual_seed is torch.manual_seed) == shared and torch.manual_seed is not original
         assert torch.cuda.random.manual_seed_all is torch.cuda.manual_seed_all
         torch.random.manual_seed(5)
         torch.set_rng_state(torch.get_rng_state())

@@ -25,12 +25,15 @@ from _thread import get_ident
 from types import CodeType, FrameType
 from typing import Any, Callable, Optional
 
+from ._hotpath import FrameMode
+from ._paths import PACKAGE_DIR as _PACKAGE_DIR
 from ._threads import Sweeper
 from .sources._base import INTERNAL
 
-_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 _TOOL_NAME = "rngtrace"
 OURS = object()  # lookup marker: one of rngtrace's own recording wrappers
+# (key, (by_id, keep types, refs)) of the last table built: most traces reuse it
+_LAST: Optional[tuple] = None
 
 
 class CatchAll:
@@ -46,7 +49,15 @@ class CatchAll:
         self.refresh()
 
     def refresh(self) -> None:
-        """Re-read the installed sources' singletons and functions."""
+        """Re-read the installed sources' singletons and functions, where they changed."""
+        global _LAST
+        sources = self.hub.sources()
+        # The sources and their wrappers are made once per process: the table only changes
+        # with the set of sources or a singleton (a CUDA generator appears).
+        key = tuple((name, id(src), tuple(map(id, src.owners()))) for name, src in sorted(sources.items()))
+        if _LAST is not None and _LAST[0] == key:
+            self._by_id, self._keep, self._refs = _LAST[1]
+            return
         by_id: dict[int, Any] = {}
         keep: list[type] = []
         refs: list[object] = []
@@ -59,6 +70,7 @@ class CatchAll:
             by_id[id(wrapper)] = OURS  # the wrapper records the call itself
             refs.append(wrapper)
         self._by_id, self._keep, self._refs = by_id, tuple(keep), refs
+        _LAST = (key, (by_id, self._keep, refs))
 
     def lookup(self, callee: Any, arg0: Any = None) -> Any:
         """The source a callee belongs to, OURS for one of our wrappers, or None.
@@ -84,7 +96,8 @@ class CatchAll:
         hub = self.hub
         if not hub.active:
             return None
-        st = hub.state()
+        rec = hub.rec
+        st = rec.state()
         if st.busy:
             return None
         if profile:
@@ -94,11 +107,11 @@ class CatchAll:
             return hit
         stream, kind, api, start, detail = hit
         if kind == "draw":
-            hub.check(stream, api, start)
-        hub.record(stream, kind, api, None, start, detail, st)
+            rec.check(stream, api, start)
+        rec.record(stream, kind, api, None, start, detail, st)
         st.pending = (id(frame), frame.f_lasti)  # an id: rngtrace keeps no frame alive
         # The call happens after this hook returns: its move is explained, not yet seen.
-        hub.forget_fingerprint(stream)
+        rec.forget_fingerprint(stream)
         return None
 
     def describe(self) -> str:
@@ -143,7 +156,7 @@ class MonitoringCatchAll(CatchAll):
                 return disable
             return None
 
-        states = hub.states
+        states = hub.rec.states
         getframe = sys._getframe
 
         def on_exit(code: CodeType, offset: int, value: Any) -> None:
@@ -163,9 +176,8 @@ class MonitoringCatchAll(CatchAll):
         # Ours from an earlier trace were enabled again when it ended (see uninstall).
         # PY_UNWIND cannot be asked for per code object; exceptions leaving frames are rare.
         mon.set_events(tool, ev.CALL | ev.PY_UNWIND)
-        hub.stacks.watch_code = self._watch_exits
-        hub.frame_exits = "monitoring"
-        hub.new_epoch()
+        hub.rec.stacks.watch_code = self._watch_exits
+        hub.rec.set_mode(FrameMode.MONITORING)
 
     def _watch_exits(self, code: CodeType) -> None:
         """Ask for the returns and yields of a code object whose frames the stack cache holds."""
@@ -179,9 +191,8 @@ class MonitoringCatchAll(CatchAll):
     def uninstall(self) -> None:
         mon = sys.monitoring
         hub = self.hub
-        hub.frame_exits = None
-        hub.stacks.watch_code = None
-        hub.new_epoch()
+        hub.rec.stacks.watch_code = None
+        hub.rec.set_mode(FrameMode.WALK)
         try:
             mon.set_events(self.tool, 0)
             for code in self._exit_codes:
@@ -210,7 +221,7 @@ class ProfileCatchAll(CatchAll):
         lookup, handle = self.lookup, self.handle
         user = self._previous_threading = threading.getprofile()
 
-        states = hub.states
+        states = hub.rec.states
 
         def profile(frame: FrameType, event: str, arg: Any) -> None:
             if event != "c_call":
@@ -234,17 +245,13 @@ class ProfileCatchAll(CatchAll):
         self._thread_hook = profile if user is None else _chained(user, profile, hub)
         threading.setprofile(self._thread_hook)
         sys.setprofile(profile)
-        hub.profile_hook = profile
-        hub.frame_exits = "profile"
-        hub.new_epoch()
+        hub.rec.set_mode(FrameMode.PROFILE, profile)
 
     def describe(self) -> str:
         return "c_call profile hook"
 
     def uninstall(self) -> None:
-        self.hub.profile_hook = None
-        self.hub.frame_exits = None
-        self.hub.new_epoch()
+        self.hub.rec.set_mode(FrameMode.WALK)
         try:
             if sys.getprofile() is self._profile:
                 sys.setprofile(None)
@@ -280,22 +287,21 @@ class PinningCatchAll(CatchAll):
     def __init__(self, hub: Any) -> None:
         super().__init__(hub)
         self._sweeper: Optional[Sweeper] = None
-        hub.pinnable = self
+        hub.rec.pinnable = self
 
     def start_pinning(self) -> None:
         """Switch the stack cache on: pin frames, sweep the finished ones."""
+        rec = self.hub.rec
         if self._sweeper is None:
-            self._sweeper = Sweeper(self.hub.states)
-            self.hub.frame_exits = "pinned"
-            self.hub.new_epoch()
-        self.hub.pinnable = None
+            self._sweeper = Sweeper(rec.states)
+            rec.set_mode(FrameMode.PINNED)
+        rec.pinnable = None
 
     def uninstall(self) -> None:
-        hub = self.hub
-        hub.pinnable = None
+        rec = self.hub.rec
+        rec.pinnable = None
         if self._sweeper is not None:
-            hub.frame_exits = None
-            hub.new_epoch()  # drops every pin
+            rec.set_mode(FrameMode.WALK)  # drops every pin
             self._sweeper.stop()
             self._sweeper = None
 

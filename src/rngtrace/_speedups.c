@@ -22,13 +22,15 @@
 #include <frameobject.h>
 #include <structmember.h>
 
-/* Offsets of the __slots__ the hot path reads, found from their member descriptors. */
+/* Offsets of the __slots__ the hot path reads (rngtrace/_hotpath.py, _threads.py), found from
+ * their member descriptors by configure(): a renamed slot fails there, not silently here. */
+static Py_ssize_t hp_now = -1, hp_states, hp_record, hp_unattributed, hp_rebase;
+static Py_ssize_t sn_active, sn_sink, sn_strict, sn_profile_hook, sn_cache, ca_ids;
 static Py_ssize_t st_busy = -1, st_pending, st_frames, st_epoch, st_key, st_hooked;
 static Py_ssize_t fp_view = -1, fp_last;
-static PyTypeObject *thread_state_type, *fingerprint_type;
+static PyTypeObject *hot_path_type, *snapshot_type, *cache_type, *thread_state_type, *fingerprint_type;
 
-static PyObject *s_active, *s_profile_hook, *s_strict, *s_sink, *s_epoch, *s_interned;
-static PyObject *s_unattributed, *s_rebase, *s_record, *s_value, *s_add, *s_is_cpu, *s_numel;
+static PyObject *s_value, *s_add, *s_is_cpu, *s_numel;
 static PyObject *one;
 
 #define SLOT(obj, offset) (*(PyObject **)((char *)(obj) + (offset)))
@@ -223,9 +225,7 @@ typedef struct {
     PyObject *slow;         /* the Python wrapper: every case the fast path leaves */
     PyObject *original;
     PyObject *owner;        /* the singleton whose calls are recorded, or None */
-    PyObject *hub;
-    PyObject *hub_dict;
-    PyObject *states;
+    PyObject *hot;          /* the HotPath: everything read from Python, by slot */
     PyObject *fingerprint;
     PyObject *acquire, *release;
     PyObject *stream, *kind, *api, *moved;
@@ -235,21 +235,19 @@ typedef struct {
     PyObject *slow_keyword; /* a keyword that sends the call to the Python wrapper */
 } Recorder;
 
-static PyObject *
-hub_get(Recorder *self, PyObject *name)
-{
-    return PyDict_GetItemWithError(self->hub_dict, name); /* borrowed */
-}
-
-/* The event's stack from the thread's cache, as the hub's record() does it first;
+/* The event's stack from the thread's cache, as Recording.record() does it first, with the
+ * Snapshot ``now`` read once when the call began (its sink and stack table belong together);
  * 1 when appended, 0 when the Python record() must do it, -1 on error. */
 static int
-fast_record(Recorder *self, PyObject *st, PyFrameObject *frame, PyObject *stream, PyObject *count)
+fast_record(Recorder *self, PyObject *now, PyObject *st, PyFrameObject *frame, PyObject *stream, PyObject *count)
 {
-    PyObject *sink = hub_get(self, s_sink), *known = SLOT(st, st_frames);
-    PyObject *epoch = hub_get(self, s_epoch), *interned = hub_get(self, s_interned);
-    if (sink == NULL || epoch == NULL || interned == NULL || known == NULL)
-        return PyErr_Occurred() ? -1 : 0;
+    PyObject *sink = SLOT(now, sn_sink), *known = SLOT(st, st_frames), *cache = SLOT(now, sn_cache);
+    if (sink == NULL || cache == NULL || known == NULL || Py_TYPE(cache) != cache_type)
+        return 0;
+    PyObject *interned = SLOT(cache, ca_ids);
+    /* The thread's cache was made under this Cache (same table, same frame mode), or not at all. */
+    if (interned == NULL || SLOT(st, st_epoch) != cache)
+        return 0;
     if (!PyTuple_CheckExact(sink) || PyTuple_GET_SIZE(sink) < 4 || !PyDict_CheckExact(known) ||
         !PyDict_CheckExact(interned))
         return 0;
@@ -262,11 +260,6 @@ fast_record(Recorder *self, PyObject *st, PyFrameObject *frame, PyObject *stream
     PyCodeObject *code = NULL;
     PyObject *key = NULL, *lookup = NULL, *hit = NULL, *sid = NULL;
     long parent_lasti, lasti;
-    int same = PyObject_RichCompareBool(SLOT(st, st_epoch), epoch, Py_EQ);
-    if (same <= 0) {
-        done = same;
-        goto out;
-    }
     int contained = PySequence_Contains(PyTuple_GET_ITEM(sink, 2), stream);
     if (contained <= 0) {
         done = contained;
@@ -397,7 +390,7 @@ call_ignoring_result(PyObject *callable)
 
 /* The recorded call, under the stream's lock. */
 static PyObject *
-record_call(Recorder *self, PyObject *st, PyObject *frame, PyObject *const *args, size_t nargsf,
+record_call(Recorder *self, PyObject *now, PyObject *st, PyObject *frame, PyObject *const *args, size_t nargsf,
             PyObject *kwnames)
 {
     if (call_ignoring_result(self->acquire) < 0)
@@ -420,8 +413,8 @@ record_call(Recorder *self, PyObject *st, PyObject *frame, PyObject *const *args
             if (moved < 0)
                 goto release;
             if (moved) {
-                PyObject *r = PyObject_CallMethodObjArgs(self->hub, s_unattributed, self->stream, frame,
-                                                         self->moved, NULL);
+                PyObject *r = PyObject_CallFunctionObjArgs(SLOT(self->hot, hp_unattributed), self->stream, frame,
+                                                           self->moved, NULL);
                 if (r == NULL)
                     goto release;
                 Py_DECREF(r);
@@ -435,7 +428,7 @@ record_call(Recorder *self, PyObject *st, PyObject *frame, PyObject *const *args
         /* What the failed call moved is explained by it: take the state as it is. */
         PyObject *type, *value, *traceback;
         PyErr_Fetch(&type, &value, &traceback);
-        PyObject *r = PyObject_CallMethodOneArg(self->hub, s_rebase, self->stream);
+        PyObject *r = PyObject_CallOneArg(SLOT(self->hot, hp_rebase), self->stream);
         if (r == NULL)
             PyErr_Clear();
         Py_XDECREF(r);
@@ -446,12 +439,12 @@ record_call(Recorder *self, PyObject *st, PyObject *frame, PyObject *const *args
     if (count_values(self, result, args, nargs, kwnames, &stream, &count) < 0)
         goto fail;
     if (stream != Py_None) {
-        int done = frame == Py_None ? 0 : fast_record(self, st, (PyFrameObject *)frame, stream, count);
+        int done = frame == Py_None ? 0 : fast_record(self, now, st, (PyFrameObject *)frame, stream, count);
         if (done < 0)
             goto fail;
         if (done == 0) {
-            PyObject *r = PyObject_CallMethodObjArgs(self->hub, s_record, stream, self->kind, self->api, count,
-                                                     frame, Py_None, st, NULL);
+            PyObject *r = PyObject_CallFunctionObjArgs(SLOT(self->hot, hp_record), stream, self->kind, self->api,
+                                                       count, frame, Py_None, st, NULL);
             if (r == NULL)
                 goto fail;
             Py_DECREF(r);
@@ -503,19 +496,18 @@ recorder_vectorcall(Recorder *self, PyObject *const *args, size_t nargsf, PyObje
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
     if (self->owner != Py_None && (nargs < 1 || args[0] != self->owner))
         return PyObject_Vectorcall(self->original, args, nargsf, kwnames);
-    PyObject *active = hub_get(self, s_active);
-    if (active == NULL) {
-        if (PyErr_Occurred())
-            return NULL;
+    PyObject *now = SLOT(self->hot, hp_now), *states = SLOT(self->hot, hp_states);
+    if (now == NULL || Py_TYPE(now) != snapshot_type || states == NULL || !PyDict_CheckExact(states))
         goto slow;
-    }
-    int on = PyObject_IsTrue(active);
-    if (on <= 0)
-        return on < 0 ? NULL : PyObject_Vectorcall(self->original, args, nargsf, kwnames);
+    PyObject *active = SLOT(now, sn_active);
+    if (active == NULL || !PyTuple_CheckExact(active))
+        goto slow;
+    if (PyTuple_GET_SIZE(active) == 0)
+        return PyObject_Vectorcall(self->original, args, nargsf, kwnames);
     PyObject *ident = PyLong_FromUnsignedLong(PyThread_get_thread_ident());
     if (ident == NULL)
         return NULL;
-    PyObject *st = PyDict_GetItemWithError(self->states, ident);
+    PyObject *st = PyDict_GetItemWithError(states, ident);
     Py_DECREF(ident);
     if (st == NULL) {
         if (PyErr_Occurred())
@@ -529,7 +521,7 @@ recorder_vectorcall(Recorder *self, PyObject *const *args, size_t nargsf, PyObje
         return PyObject_Vectorcall(self->original, args, nargsf, kwnames);
     if (SLOT(st, st_pending) != Py_None)
         goto slow;
-    PyObject *hook = hub_get(self, s_profile_hook), *strict = hub_get(self, s_strict);
+    PyObject *hook = SLOT(now, sn_profile_hook), *strict = SLOT(now, sn_strict);
     if (hook == NULL || strict == NULL || strict != Py_False)
         goto slow;
     if (hook != Py_None) {
@@ -553,8 +545,11 @@ recorder_vectorcall(Recorder *self, PyObject *const *args, size_t nargsf, PyObje
     /* None when C code with no Python frame above it calls: recorded with no stack. */
     PyObject *frame = (PyObject *)PyEval_GetFrame();
     frame = Py_NewRef(frame != NULL ? frame : Py_None);
+    /* Held: the hub may publish another Snapshot, and a thread may end, while we call. */
     Py_INCREF(st);
-    PyObject *result = record_call(self, st, frame, args, nargsf, kwnames);
+    Py_INCREF(now);
+    PyObject *result = record_call(self, now, st, frame, args, nargsf, kwnames);
+    Py_DECREF(now);
     Py_DECREF(st);
     Py_DECREF(frame);
     return result;
@@ -565,35 +560,27 @@ slow:
 static PyObject *
 recorder_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
-    static char *names[] = {"slow", "original", "owner", "hub", "fingerprint", "lock", "stream", "kind", "api",
+    static char *names[] = {"slow", "original", "owner", "hot", "fingerprint", "lock", "stream", "kind", "api",
                             "moved", "count_of", "tensor_type", "place", "slow_keyword", NULL};
-    PyObject *slow, *original, *owner, *hub, *fingerprint, *lock, *stream, *kind, *api, *moved, *count_of;
+    PyObject *slow, *original, *owner, *hot, *fingerprint, *lock, *stream, *kind, *api, *moved, *count_of;
     PyObject *tensor_type = Py_None, *place = Py_None, *slow_keyword = Py_None;
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOOOOOOO|OOO:Recorder", names, &slow, &original, &owner,
-                                     &hub, &fingerprint, &lock, &stream, &kind, &api, &moved, &count_of,
+                                     &hot, &fingerprint, &lock, &stream, &kind, &api, &moved, &count_of,
                                      &tensor_type, &place, &slow_keyword))
         return NULL;
-    if (fp_view < 0 || st_busy < 0) {
+    if (fp_view < 0 || st_busy < 0 || hp_now < 0) {
         PyErr_SetString(PyExc_RuntimeError, "call configure() first");
         return NULL;
     }
-    if (Py_TYPE(fingerprint) != fingerprint_type) {
-        PyErr_SetString(PyExc_TypeError, "fingerprint must be the configured Fingerprint type");
+    if (Py_TYPE(fingerprint) != fingerprint_type || Py_TYPE(hot) != hot_path_type) {
+        PyErr_SetString(PyExc_TypeError, "hot and fingerprint must be the configured HotPath and Fingerprint types");
         return NULL;
     }
-    PyObject *hub_dict = PyObject_GenericGetDict(hub, NULL);
-    if (hub_dict == NULL)
-        return NULL;
-    PyObject *states = PyObject_GetAttrString(hub, "states");
     PyObject *acquire = PyObject_GetAttrString(lock, "acquire");
     PyObject *release = PyObject_GetAttrString(lock, "release");
-    if (states == NULL || acquire == NULL || release == NULL || !PyDict_CheckExact(states)) {
-        if (!PyErr_Occurred())
-            PyErr_SetString(PyExc_TypeError, "hub.states must be a dict");
-        Py_XDECREF(states);
+    if (acquire == NULL || release == NULL) {
         Py_XDECREF(acquire);
         Py_XDECREF(release);
-        Py_DECREF(hub_dict);
         return NULL;
     }
     Recorder *self = (Recorder *)type->tp_alloc(type, 0);
@@ -603,9 +590,7 @@ recorder_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     self->slow = Py_NewRef(slow);
     self->original = Py_NewRef(original);
     self->owner = Py_NewRef(owner);
-    self->hub = Py_NewRef(hub);
-    self->hub_dict = hub_dict;
-    self->states = states;
+    self->hot = Py_NewRef(hot);
     self->fingerprint = Py_NewRef(fingerprint);
     self->acquire = acquire;
     self->release = release;
@@ -627,9 +612,7 @@ recorder_traverse(Recorder *self, visitproc visit, void *arg)
     Py_VISIT(self->slow);
     Py_VISIT(self->original);
     Py_VISIT(self->owner);
-    Py_VISIT(self->hub);
-    Py_VISIT(self->hub_dict);
-    Py_VISIT(self->states);
+    Py_VISIT(self->hot);
     Py_VISIT(self->fingerprint);
     Py_VISIT(self->acquire);
     Py_VISIT(self->release);
@@ -646,9 +629,7 @@ recorder_clear(Recorder *self)
     Py_CLEAR(self->slow);
     Py_CLEAR(self->original);
     Py_CLEAR(self->owner);
-    Py_CLEAR(self->hub);
-    Py_CLEAR(self->hub_dict);
-    Py_CLEAR(self->states);
+    Py_CLEAR(self->hot);
     Py_CLEAR(self->fingerprint);
     Py_CLEAR(self->acquire);
     Py_CLEAR(self->release);
@@ -735,25 +716,112 @@ static PyTypeObject RecorderType = {
 static PyObject *
 configure(PyObject *module, PyObject *args)
 {
-    PyTypeObject *state_type, *fp_type;
-    if (!PyArg_ParseTuple(args, "O!O!:configure", &PyType_Type, &state_type, &PyType_Type, &fp_type))
+    PyTypeObject *hp_type, *sn_type, *ca_type, *state_type, *fp_type;
+    if (!PyArg_ParseTuple(args, "O!O!O!O!O!:configure", &PyType_Type, &hp_type, &PyType_Type, &sn_type,
+                          &PyType_Type, &ca_type, &PyType_Type, &state_type, &PyType_Type, &fp_type))
         return NULL;
-    Py_ssize_t offsets[8] = {
-        slot_offset(state_type, "busy"),  slot_offset(state_type, "pending"), slot_offset(state_type, "frames"),
-        slot_offset(state_type, "epoch"), slot_offset(state_type, "key"),     slot_offset(state_type, "hooked"),
-        slot_offset(fp_type, "view"),     slot_offset(fp_type, "last"),
+    Py_ssize_t offsets[20] = {
+        slot_offset(hp_type, "now"),          slot_offset(hp_type, "states"),  slot_offset(hp_type, "record"),
+        slot_offset(hp_type, "unattributed"), slot_offset(hp_type, "rebase"),  slot_offset(sn_type, "active"),
+        slot_offset(sn_type, "sink"),         slot_offset(sn_type, "strict"),  slot_offset(sn_type, "profile_hook"),
+        slot_offset(sn_type, "cache"),        slot_offset(ca_type, "ids"),     slot_offset(state_type, "busy"),
+        slot_offset(state_type, "pending"),   slot_offset(state_type, "frames"), slot_offset(state_type, "epoch"),
+        slot_offset(state_type, "key"),       slot_offset(state_type, "hooked"), slot_offset(fp_type, "view"),
+        slot_offset(fp_type, "last"),         0,
     };
     if (PyErr_Occurred())
         return NULL;
-    st_busy = offsets[0], st_pending = offsets[1], st_frames = offsets[2], st_epoch = offsets[3];
-    st_key = offsets[4], st_hooked = offsets[5], fp_view = offsets[6], fp_last = offsets[7];
+    hp_now = offsets[0], hp_states = offsets[1], hp_record = offsets[2], hp_unattributed = offsets[3];
+    hp_rebase = offsets[4], sn_active = offsets[5], sn_sink = offsets[6], sn_strict = offsets[7];
+    sn_profile_hook = offsets[8], sn_cache = offsets[9], ca_ids = offsets[10];
+    st_busy = offsets[11], st_pending = offsets[12], st_frames = offsets[13], st_epoch = offsets[14];
+    st_key = offsets[15], st_hooked = offsets[16], fp_view = offsets[17], fp_last = offsets[18];
+    Py_XSETREF(hot_path_type, (PyTypeObject *)Py_NewRef(hp_type));
+    Py_XSETREF(snapshot_type, (PyTypeObject *)Py_NewRef(sn_type));
+    Py_XSETREF(cache_type, (PyTypeObject *)Py_NewRef(ca_type));
     Py_XSETREF(thread_state_type, (PyTypeObject *)Py_NewRef(state_type));
     Py_XSETREF(fingerprint_type, (PyTypeObject *)Py_NewRef(fp_type));
     Py_RETURN_NONE;
 }
 
+/* -- swap: a patch set applied or undone in one pass -------------------------------- */
+
+/* Entries are (namespace dict, attribute, original or INHERITED, wrapper, type or None).
+ * Forward: only if every attribute still holds its original, put every wrapper in place
+ * (True), else change nothing (False). Backward: put each original back where our wrapper
+ * still is, and return the indices of the others (someone patched over us: strays).
+ * Nothing here runs Python code -- every value written or dropped is also held by the
+ * entries -- so no signal handler can run halfway through. */
+static PyObject *
+swap(PyObject *module, PyObject *args)
+{
+    PyObject *entries, *inherited;
+    int forward;
+    if (!PyArg_ParseTuple(args, "O!pO:swap", &PyList_Type, &entries, &forward, &inherited))
+        return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(entries);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *e = PyList_GET_ITEM(entries, i);
+        if (!PyTuple_CheckExact(e) || PyTuple_GET_SIZE(e) != 5 || !PyDict_CheckExact(PyTuple_GET_ITEM(e, 0)) ||
+            !PyUnicode_CheckExact(PyTuple_GET_ITEM(e, 1))) {
+            PyErr_SetString(PyExc_TypeError, "entries must be (dict, str, original, wrapper, type or None)");
+            return NULL;
+        }
+    }
+    PyObject *strays = NULL;
+    if (forward) {
+        for (Py_ssize_t i = 0; i < n; i++) {
+            PyObject *e = PyList_GET_ITEM(entries, i), *original = PyTuple_GET_ITEM(e, 2);
+            PyObject *now = PyDict_GetItemWithError(PyTuple_GET_ITEM(e, 0), PyTuple_GET_ITEM(e, 1));
+            if (now == NULL && PyErr_Occurred())
+                return NULL;
+            if (now != (original == inherited ? NULL : original))
+                Py_RETURN_FALSE;
+        }
+    }
+    else if ((strays = PyList_New(0)) == NULL)
+        return NULL;
+    PyObject *last_type = NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *e = PyList_GET_ITEM(entries, i);
+        PyObject *ns = PyTuple_GET_ITEM(e, 0), *attr = PyTuple_GET_ITEM(e, 1);
+        PyObject *original = PyTuple_GET_ITEM(e, 2), *wrapper = PyTuple_GET_ITEM(e, 3);
+        int rc;
+        if (forward)
+            rc = PyDict_SetItem(ns, attr, wrapper);
+        else {
+            PyObject *now = PyDict_GetItemWithError(ns, attr);
+            if (now == NULL && PyErr_Occurred())
+                rc = -1;
+            else if (now != wrapper) {
+                PyObject *index = PyLong_FromSsize_t(i);
+                rc = index == NULL ? -1 : PyList_Append(strays, index);
+                Py_XDECREF(index);
+                continue;
+            }
+            else
+                rc = original == inherited ? PyDict_DelItem(ns, attr) : PyDict_SetItem(ns, attr, original);
+        }
+        if (rc < 0) {
+            Py_XDECREF(strays);
+            return NULL;
+        }
+        PyObject *type = PyTuple_GET_ITEM(e, 4);
+        if (PyType_Check(type) && type != last_type) {
+            /* Drop the method caches that remember the old entry, as setattr would. */
+            PyType_Modified((PyTypeObject *)type);
+            last_type = type;
+        }
+    }
+    if (forward)
+        Py_RETURN_TRUE;
+    return strays;
+}
+
 static PyMethodDef module_methods[] = {
-    {"configure", configure, METH_VARARGS, "Name the ThreadState and Fingerprint types whose slots are read."},
+    {"configure", configure, METH_VARARGS,
+     "configure(HotPath, Snapshot, Cache, ThreadState, Fingerprint): the types whose slots are read."},
+    {"swap", swap, METH_VARARGS, "swap(entries, forward, INHERITED): apply or undo a patch set in one pass."},
     {NULL},
 };
 
@@ -767,15 +835,6 @@ PyInit__speedups(void)
 #define INTERN(var, text)                                                                                         \
     if ((var = PyUnicode_InternFromString(text)) == NULL)                                                         \
         return NULL;
-    INTERN(s_active, "active");
-    INTERN(s_profile_hook, "profile_hook");
-    INTERN(s_strict, "strict");
-    INTERN(s_sink, "_sink");
-    INTERN(s_epoch, "_epoch");
-    INTERN(s_interned, "_interned");
-    INTERN(s_unattributed, "unattributed");
-    INTERN(s_rebase, "rebase");
-    INTERN(s_record, "record");
     INTERN(s_value, "value");
     INTERN(s_add, "_add");
     INTERN(s_is_cpu, "is_cpu");

@@ -17,27 +17,38 @@ frame at the same address. Without such events every capture walks in full.
 
 from __future__ import annotations
 
+import functools
 import inspect
+import itertools
 import os
 import sys
 from types import CodeType, FrameType
 from typing import Callable, Optional
 
+from ._paths import is_own
+from ._threads import MAX_PINNED
 from .trace import Frame
 
-_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 ROOT = -1  # the parent of an outermost (or depth-truncated) frame
 _SUSPENDABLE = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
 
 
 class StackTable:
-    """Interns captured stacks; one table serves every active trace."""
+    """Interns captured stacks; one table serves every active trace.
+
+    A table only grows while it is in use: the hub replaces it, never clears
+    it, so a thread still capturing into it when the last trace ends finishes
+    consistently. Interning is atomic under the GIL (a node is stored before
+    its id is published, and ``setdefault`` decides a race), so threads
+    capturing under different stream locks never share a node id.
+    """
 
     def __init__(self) -> None:
         #: (parent node, id(code), f_lasti) -> node; the hub's hot path reads it directly
         self.ids: dict[tuple[int, int, int], int] = {}
         # node -> (parent node, id(code), f_lasti, frames in the chain, reached the outermost frame)
-        self._nodes: list[tuple[int, int, int, int, bool]] = []
+        self._nodes: dict[int, tuple[int, int, int, int, bool]] = {}
+        self._next = itertools.count()
         # id(code) -> (code, is it rngtrace's own); holding the code keeps its id unique
         self._codes: dict[int, tuple[CodeType, bool]] = {}
         self._lines: dict[tuple[CodeType, int], int] = {}
@@ -94,6 +105,10 @@ class StackTable:
             f = f.f_back
         watch = self.watch_code
         innermost = walked[0][0] if walked else None
+        if pin and len(known) > MAX_PINNED:
+            # The Sweeper is stalled or gone (a finalizer holding it up): let every pin go
+            # rather than keep frames, and their locals, without bound.
+            known.clear()
         for f, code_id, lasti in reversed(walked):
             if not codes[code_id][1]:
                 node = self._intern(node, code_id, lasti, True)
@@ -128,7 +143,7 @@ class StackTable:
         flat = tuple(key)
         node = self._flat.get(flat)
         if node is None:
-            node = self._flat[flat] = self._build(frame, depth, f is None)
+            node = self._flat.setdefault(flat, self._build(frame, depth, f is None))
         return node
 
     def _build(self, frame: Optional[FrameType], depth: int, complete: bool) -> int:
@@ -142,9 +157,10 @@ class StackTable:
         node = ROOT
         for f in reversed(walked):
             code = f.f_code
-            if id(code) not in self._codes:
-                self._codes[id(code)] = (code, _is_own(code))
-            if not self._codes[id(code)][1]:
+            entry = self._codes.get(id(code))
+            if entry is None:
+                entry = self._codes[id(code)] = (code, _is_own(code))
+            if not entry[1]:
                 node = self._intern(node, id(code), f.f_lasti, complete)
         return node
 
@@ -154,8 +170,11 @@ class StackTable:
         if node is None:
             length = self._nodes[parent][3] + 1 if parent >= 0 else 1
             reached = self._nodes[parent][4] if parent >= 0 else complete
-            node = self.ids[key] = len(self._nodes)
-            self._nodes.append((parent, code_id, lasti, length, reached))
+            # Store the node before publishing its id; a thread that interned the same
+            # key meanwhile wins the setdefault, and this id is simply never used.
+            new = next(self._next)
+            self._nodes[new] = (parent, code_id, lasti, length, reached)
+            node = self.ids.setdefault(key, new)
         return node
 
     def resolve(self, sid: int, depth: int) -> tuple[Frame, ...]:
@@ -176,19 +195,17 @@ class StackTable:
             line = self._lines[key] = lineno_at(code, lasti)
         return line
 
-    def clear(self) -> None:
-        self._watched.clear()
-        self._flat.clear()
-        self.ids.clear()
-        self._nodes.clear()
-        self._codes.clear()
-        self._lines.clear()
 
 
 def _is_own(code: CodeType) -> bool:
-    return os.path.abspath(code.co_filename).startswith(_PACKAGE_DIR)
+    return _is_own_file(code.co_filename)
 
 
+# Cached for the process: every outermost trace starts a new table.
+_is_own_file = functools.lru_cache(maxsize=4096)(is_own)
+
+
+@functools.lru_cache(maxsize=65536)
 def lineno_at(code: CodeType, lasti: int) -> int:
     """The source line of the instruction at byte offset ``lasti``."""
     line = code.co_firstlineno

@@ -103,6 +103,8 @@ class Trace:
 
     # -- hot path ---------------------------------------------------------
     def _add(self, raw: RawEvent) -> None:
+        if self._finished:
+            return  # another thread's draw that overlapped the end of the block
         if len(self._raw) < self.max_events:
             self._raw.append(raw)
             return
@@ -117,12 +119,20 @@ class Trace:
 
     # -- finishing (called by the hub once) -------------------------------
     def _finish(self, resolve_stack, thread_names: dict[int, str]) -> None:
-        """Resolve interned stacks and thread idents into values."""
-        used = {raw[4] for raw in self._raw}
-        used.update(key[3] for key in self._overflow)
-        self._stacks = {sid: resolve_stack(sid, self.depth) for sid in used}
-        self._threads = {raw[5]: thread_names.get(raw[5], f"thread-{raw[5]}") for raw in self._raw}
+        """Resolve interned stacks and thread idents into values.
+
+        Another thread may still be appending (a draw that overlapped the block's
+        end): the events are copied first, and a late one is dropped, never
+        given a stack from another table.
+        """
         self._finished = True
+        # Copies made in C, in one step: the fast path's appends go to the old list.
+        self._raw = raw = list(self._raw)
+        self._overflow = dict(self._overflow)
+        used = {r[4] for r in raw}
+        used.update(key[3] for key in self._overflow)
+        self._stacks = {sid: resolve_stack(sid, self.depth) for sid in used} if resolve_stack else {}
+        self._threads = {r[5]: thread_names.get(r[5], f"thread-{r[5]}") for r in raw}
         self._live = None
         self._events = None
 

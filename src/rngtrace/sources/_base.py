@@ -9,14 +9,16 @@ patches it lists and undoes them.
 from __future__ import annotations
 
 import functools
+import importlib
+import operator
 import os
+import pickle
 import sys
 from _thread import get_ident
 from abc import ABC, abstractmethod
-from types import FrameType
+from types import FrameType, MethodType
 from typing import Any, Callable, ClassVar, Iterable, Optional
 
-from .._threads import Fingerprint, ThreadState
 from ..trace import DRAW, SEED
 
 try:
@@ -26,7 +28,9 @@ except ImportError:  # built without a compiler: the Python wrappers do everythi
 if os.environ.get("RNGTRACE_PURE"):
     _speedups = None
 if _speedups is not None:
-    _speedups.configure(ThreadState, Fingerprint)
+    from .._hotpath import configure
+
+    configure(_speedups)
 
 # classify() returns this for a call made inside the stream's own library,
 # whose public call site was (or will be) seen on its own: skip it for good.
@@ -89,72 +93,179 @@ class Source(ABC):
         """
         return None
 
+    def snapshot(self) -> dict[str, Any]:
+        """What the end-of-block check compares, per sub-stream: the fingerprint where it sees a whole state.
+
+        Read at every block's start and end, so it must be cheap; ``state()`` is the
+        full read, for streams whose fingerprint misses part of their state.
+        """
+        return self.state()
+
     def same(self, a: Any, b: Any) -> bool:
-        """Whether two states of one sub-stream are equal."""
+        """Whether two states (or two snapshots) of one sub-stream are equal."""
         return bool(a == b)
 
     def forget(self) -> None:
         """Drop any reference kept while tracing (called when hooks come off)."""
 
 
-def recording_wrapper(
-    hub: Any,
+def recorder(
+    rec: Any,
     stream: str,
     kind: str,
     api: str,
     original: Callable,
+    *,
     count_of: Optional[Callable[[Any, tuple, dict], Optional[int]]] = None,
     owner: Any = None,
+    takes: Optional[Callable[[tuple, dict], bool]] = None,
+    place: Optional[Callable[[Any], tuple[Optional[str], Optional[int]]]] = None,
+    seeded: Optional[Callable[[tuple, dict], str]] = None,
+    strict_check: Optional[Callable[[Optional[FrameType], tuple, dict], None]] = None,
+    accelerate: bool = True,
 ) -> Callable:
-    """Wrap a drawing or seeding function so each outermost call is recorded.
+    """The one recording wrapper: each outermost call of ``original`` becomes an event.
 
-    ``count_of(result, args, kwargs)`` counts the values a draw returned; None
-    means one.
-
-    Nested calls (``random.randint`` calling ``getrandbits``, ``torch.manual_seed``
-    seeding CUDA) are part of the outer call and are not recorded again. With
-    ``owner``, the wrapper replaces a method on a class and records only calls
-    on that one instance (the singleton); other instances pass straight through.
-    A draw wrapper gets the C accelerator in front of it where that is built: the
-    Python wrapper is then the reference, and the path of every unusual call.
+    A draw's values are counted by ``count_of(result, args, kwargs)`` (None: one);
+    ``place(result)`` (torch) says on which stream they landed and how many there
+    were, with stream None for a result that drew nothing. A seed is recorded on
+    ``stream``, or on ``seeded(args, kwargs)``. ``takes(args, kwargs)`` declines
+    a call (an explicit generator); with ``owner``, only calls on that one instance
+    (the singleton) are recorded. Nested calls (``random.randint`` calling
+    ``getrandbits``) are part of the outer call. Where the C accelerator is built a
+    draw wrapper gets its ``Recorder`` in front, the same protocol one-to-one; this
+    Python wrapper stays the reference and the path of every unusual call.
     """
-    fingerprint = hub.fingerprint(stream)
-    lock = hub.stream_lock(stream)
+    hot = rec.hot
+    fingerprint = rec.fingerprint(stream)
+    lock = rec.stream_lock(stream)
     acquire, release = lock.acquire, lock.release
-    record = hub.record
+    record = rec.record
     is_draw = kind == DRAW
     moved = moved_note(api)
 
-    def record_call(st: Any, frame: FrameType, args: tuple, kwargs: dict) -> Any:
+    def record_call(st: Any, frame: Optional[FrameType], args: tuple, kwargs: dict) -> Any:
         if st.pending is not None and recorded_by_catchall(st, frame):
             # C code is calling one of our methods inside a call the catch-all recorded.
             return call_busy(st, original, args, kwargs)
+        if is_draw and hot.now.strict:
+            # Before the draw: on_draw="raise" leaves the stream as it was.
+            if strict_check is not None:
+                strict_check(frame, args, kwargs)
+            else:
+                rec.check(stream, api, frame)
         # The lock keeps another thread's draw from landing between the
         # fingerprint read before the call and the one after it.
         acquire()
         try:
-            if is_draw and hub.strict:
-                hub.check(stream, api, frame)
-            result = checked_call(hub, stream, fingerprint, moved, st, frame, original, args, kwargs)
+            result = checked_call(rec, stream, fingerprint, moved, st, frame, original, args, kwargs)
             if is_draw:
-                # A float is one value whatever the function (the usual answer: no call to ask).
-                count = 1 if count_of is None or type(result) is float else count_of(result, args, kwargs)
-                record(stream, DRAW, api, count, frame, None, st)
+                if place is not None:
+                    where, count = place(result)
+                else:
+                    # A float is one value whatever the function (the usual answer: no call to ask).
+                    where, count = stream, 1
+                if where is not None:
+                    if count_of is not None and type(result) is not float:
+                        count = count_of(result, args, kwargs)
+                    record(where, DRAW, api, count, frame, None, st)
                 fingerprint.take()
             else:
-                record(stream, SEED, api, None, frame, seed_detail(args[1:] if owner is not None else args, kwargs), st)
-                hub.reseeded(stream)
+                where = seeded(args, kwargs) if seeded is not None else stream
+                detail = seed_detail(args[1:] if owner is not None else args, kwargs)
+                record(where, SEED, api, None, frame, detail, st)
+                rec.reseeded(stream)
         finally:
             release()
         return result
 
-    takes = None if owner is None else (lambda args, kwargs: bool(args) and args[0] is owner)
-    wrapper = entry(hub, original, record_call, takes)
-    return accelerated(wrapper, hub, stream, kind, api, original, count_of, owner)
+    if owner is not None:
+        takes = lambda args, kwargs: bool(args) and args[0] is owner  # noqa: E731
+    wrapper = entry(rec, original, record_call, takes)
+    if not accelerate or _speedups is None or not is_draw:
+        return Wrapper.make(wrapper, original)
+    placing = {} if place is None else {"tensor_type": _tensor_type(), "place": place, "slow_keyword": "generator"}
+    recorder = _speedups.Recorder(
+        wrapper, original, owner, hot, fingerprint, lock, stream, kind, api, moved, count_of, **placing
+    )
+    _named(recorder, original)
+    # Looked up on the instance first: the same rule as the Python wrapper's.
+    recorder.__reduce_ex__ = MethodType(reduce_as_original, recorder)
+    return recorder
+
+
+def _tensor_type() -> Any:
+    import torch  # only for torch's wrappers, whose source imported it already
+
+    return torch.Tensor
+
+
+def reduce_as_original(wrapper: Any, protocol: Any) -> Any:
+    """Pickle ``wrapper`` as the function it stands for: what unpickles is the original.
+
+    A builtin pickles by name; where that name leads to the original rather than to
+    this wrapper (``F.scaled_dot_product_attention`` lives in ``torch._C._nn``),
+    pickle would refuse the stand-in, so the name is looked up on unpickling instead.
+    """
+    original = wrapper.__wrapped__
+    reduced = original.__reduce_ex__(protocol)
+    if not isinstance(reduced, str):
+        return reduced
+    module = getattr(original, "__module__", None) or pickle.whichmodule(original, reduced)
+    try:
+        found: Any = sys.modules[module]
+        for part in reduced.split("."):
+            found = getattr(found, part)
+    except (KeyError, AttributeError):
+        found = None
+    if found is wrapper or found is getattr(wrapper, "slow", None):
+        return reduced
+    return operator.attrgetter(reduced), (_Module(module),)
+
+
+class _Module:
+    """A module in a pickle, by name: unpickled by importing it."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __reduce__(self) -> Any:
+        return importlib.import_module, (self.name,)
+
+
+class Wrapper:
+    """A Python recording wrapper as it stands in a namespace: called, bound and pickled like the original.
+
+    A plain function would pickle by its name, find the original there after the
+    trace (or our wrapper during it) and fail; this pickles as the function it
+    stands for. Its ``__call__`` is the wrapper function itself, so no extra
+    frame stands between the caller and the recording code.
+    """
+
+    __slots__ = ("__dict__", "__weakref__")
+
+    @classmethod
+    def make(cls, function: Callable, original: Callable) -> "Wrapper":
+        """A Wrapper whose calls run ``function``, named and pickled as ``original``."""
+        kind = type(cls.__name__, (cls,), {"__slots__": (), "__call__": staticmethod(function)})
+        wrapper = object.__new__(kind)
+        _named(wrapper, original)
+        wrapper.__dict__["__wrapped__"] = original
+        return wrapper
+
+    def __get__(self, instance: Any, owner: Any = None) -> Any:
+        # On a class (RandomState, Tensor) it is a method, as the function it replaces.
+        return self if instance is None else MethodType(self, instance)
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        return reduce_as_original(self, protocol)
+
+    def __repr__(self) -> str:
+        return f"<rngtrace wrapper of {self.__wrapped__!r}>"
 
 
 def entry(
-    hub: Any,
+    rec: Any,
     original: Callable,
     call: Callable[[Any, Optional[FrameType], tuple, dict], Any],
     takes: Optional[Callable[[tuple, dict], bool]] = None,
@@ -165,11 +276,13 @@ def entry(
     With no trace active, inside another recorded call (the thread is busy) or
     declined by ``takes``, a call goes straight to ``original``.
     """
-    states, new_state = hub.states, hub.state
+    hot = rec.hot
+    states, new_state = hot.states, rec.state
     getframe = sys._getframe
 
     def rngtrace_wrapper(*args: Any, **kwargs: Any) -> Any:
-        if not hub.active:
+        now = hot.now
+        if not now.active:
             return original(*args, **kwargs)
         st = states.get(get_ident()) or new_state()
         if st.busy or (takes is not None and not takes(args, kwargs)):
@@ -178,9 +291,9 @@ def entry(
             frame: Optional[FrameType] = getframe(1)
         except ValueError:  # called by C code with no Python frame above it: no stack to show
             frame = None
-        if hub.profile_hook is None:
+        if now.profile_hook is None:
             return call(st, frame, args, kwargs)
-        return stepping_aside(hub, st, call, frame, args, kwargs)
+        return stepping_aside(now.profile_hook, st, call, frame, args, kwargs)
 
     return _named(rngtrace_wrapper, original)
 
@@ -191,7 +304,7 @@ def moved_note(api: str) -> str:
 
 
 def checked_call(
-    hub: Any, stream: str, fingerprint: Any, moved: str, st: Any, frame: Optional[FrameType],
+    rec: Any, stream: str, fingerprint: Any, moved: str, st: Any, frame: Optional[FrameType],
     original: Callable, args: tuple, kwargs: dict,
 ) -> Any:
     """Make a recorded call, under the stream's lock: a move nobody recorded is noticed first.
@@ -203,49 +316,20 @@ def checked_call(
     if view is not None:
         previous = fingerprint.last
         if previous is not None and view.value != previous:
-            hub.unattributed(stream, frame, moved)
+            rec.unattributed(stream, frame, moved)
     st.busy = True
     try:
         return original(*args, **kwargs)
     except BaseException:
-        hub.rebase(stream)
+        rec.rebase(stream)
         raise
     finally:
         st.busy = False
 
 
-def accelerated(
-    wrapper: Callable,
-    hub: Any,
-    stream: str,
-    kind: str,
-    api: str,
-    original: Callable,
-    count_of: Optional[Callable] = None,
-    owner: Any = None,
-    **placing: Any,
-) -> Callable:
-    """The C fast path in front of a Python draw wrapper, where the C accelerator is built.
-
-    The Recorder records the common case (no on_draw policy, no profiler but the
-    catch-all's own) itself and hands every other call to ``wrapper``, which
-    stays the reference for what is recorded. ``placing`` (torch) names the tensor type,
-    the function that places any other result, and the keyword that always
-    takes the Python path.
-    """
-    if _speedups is None or kind != DRAW:
-        return wrapper
-    recorder = _speedups.Recorder(
-        wrapper, original, owner, hub, hub.fingerprint(stream), hub.stream_lock(stream),
-        stream, kind, api, moved_note(api), count_of, **placing,
-    )
-    return _named(recorder, original)
-
-
-def stepping_aside(hub: Any, st: Any, call: Callable, frame: Optional[FrameType], args: tuple, kwargs: dict) -> Any:
+def stepping_aside(hook: Callable, st: Any, call: Callable, frame: Optional[FrameType], args: tuple, kwargs: dict) -> Any:
     """Run ``call`` with a profile-hook catch-all (3.10/3.11) off: it has nothing to see in there."""
-    hook = hub.profile_hook
-    if hook is not None and sys.getprofile() is hook:
+    if sys.getprofile() is hook:
         st.hooked = True  # frame exits on this thread are seen: stacks may use the cache
         sys.setprofile(None)
         try:
@@ -263,7 +347,7 @@ def recorded_by_catchall(st: Any, frame: Optional[FrameType]) -> bool:
     if pending is None:
         return False
     st.pending = None
-    return pending[0] == id(frame) and pending[1] == frame.f_lasti
+    return frame is not None and pending[0] == id(frame) and pending[1] == frame.f_lasti
 
 
 def call_busy(st: Any, original: Callable, args: tuple, kwargs: dict) -> Any:
@@ -275,14 +359,14 @@ def call_busy(st: Any, original: Callable, args: tuple, kwargs: dict) -> Any:
         st.busy = False
 
 
-def draw_wrapper(hub: Any, stream: str, api: str, original: Callable, count_of: Optional[Callable]) -> Callable:
+def draw_wrapper(rec: Any, stream: str, api: str, original: Callable, count_of: Optional[Callable]) -> Callable:
     """Wrap a drawing function; ``count_of(result, args, kwargs)`` counts the values drawn (None: one)."""
-    return recording_wrapper(hub, stream, DRAW, api, original, count_of)
+    return recorder(rec, stream, DRAW, api, original, count_of=count_of)
 
 
-def seed_wrapper(hub: Any, stream: str, api: str, original: Callable) -> Callable:
+def seed_wrapper(rec: Any, stream: str, api: str, original: Callable) -> Callable:
     """Wrap a reseeding function; the seed argument is kept as the event's detail."""
-    return recording_wrapper(hub, stream, SEED, api, original)
+    return recorder(rec, stream, SEED, api, original)
 
 
 def inplace_count(args: tuple, kwargs: dict, name: str = "x") -> Optional[int]:

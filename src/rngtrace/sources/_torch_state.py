@@ -76,6 +76,11 @@ def fingerprint(generator: Any) -> Any:
     return CPUStateCopy(generator)
 
 
+def impl_address(generator: Any) -> int:
+    """Where the generator's implementation lives (0 if unknown): the fingerprint is valid while it stays."""
+    return _impl(generator) if _layout() is not None else 0
+
+
 def _impl(generator: Any) -> int:
     return ctypes.c_void_p.from_address(id(generator) + _HEAD).value or 0
 

@@ -18,7 +18,7 @@ _nprandom = importlib.import_module("numpy.random")
 _mtrand = importlib.import_module("numpy.random.mtrand")
 
 from ..trace import DRAW, SEED
-from ._base import INTERNAL, Hit, Patch, Source, draw_wrapper, inplace_count, recording_wrapper, seed_wrapper
+from ._base import INTERNAL, Hit, Patch, Source, draw_wrapper, inplace_count, recorder, seed_wrapper
 from ._inplace import in_place
 
 _SEEDS = frozenset({"seed", "set_state", "set_bit_generator"})
@@ -70,8 +70,8 @@ class NumpySource(Source):
                 continue
             api = f"numpy.random.{name}"
             kind = SEED if name in _SEEDS else DRAW
-            yield state_type, name, recording_wrapper(
-                hub, "numpy", kind, api, original, None if kind == SEED else _method_count, owner=rand
+            yield state_type, name, recorder(
+                hub, "numpy", kind, api, original, count_of=None if kind == SEED else _method_count, owner=rand
             )
             wrapped.add(name)
         seen: dict[int, Any] = {}
@@ -102,6 +102,8 @@ class NumpySource(Source):
     def __init__(self) -> None:
         # Taken before any patch goes on: these are the originals.
         self._functions = [getattr(_mtrand, n) for n in _MODULE_FUNCTIONS if hasattr(_mtrand, n)]
+        self._view: Optional[Any] = None
+        self._view_key: Optional[tuple] = None
 
     def functions(self) -> Iterable[object]:
         return self._functions
@@ -128,7 +130,17 @@ class NumpySource(Source):
         return _same_state(a, b)
 
     def fingerprint(self) -> Optional[Any]:
-        return _mt_view()
+        # Valid while the singleton keeps its bit generator (set_bit_generator swaps it).
+        rand = _mtrand._rand
+        key = (rand, rand._bit_generator)
+        if self._view_key is None or self._view_key[0] is not key[0] or self._view_key[1] is not key[1]:
+            self._view, self._view_key = _mt_view(), key
+        return self._view
+
+    def snapshot(self) -> dict[str, Any]:
+        view = self.fingerprint()
+        # The whole legacy state for another bit generator: the view covers only MT19937.
+        return {"numpy": view.value} if view is not None else self.state()
 
 
 def _same_state(a: Any, b: Any) -> bool:

@@ -28,20 +28,7 @@ import torch.utils._device as _device
 from .._errors import GlobalRNGError
 from ..trace import DRAW, SEED
 from . import _torch_state
-from ._base import (
-    INTERNAL,
-    Hit,
-    Patch,
-    Source,
-    accelerated,
-    call_busy,
-    checked_call,
-    entry,
-    moved_note,
-    recorded_by_catchall,
-    seed_detail,
-    seed_wrapper,
-)
+from ._base import INTERNAL, Hit, Patch, Source, recorder, seed_wrapper
 
 _Generator = torch.Generator
 _Tensor = torch.Tensor
@@ -225,7 +212,7 @@ def _is_default(generator: Any) -> bool:
 
 # -- wrappers ------------------------------------------------------------------------
 def _draw_wrapper(
-    hub: Any,
+    rec: Any,
     api: str,
     original: Callable,
     generator_at: tuple[int, ...] = (),
@@ -233,33 +220,9 @@ def _draw_wrapper(
     count_of: Optional[Callable[[Any, tuple, dict], Optional[int]]] = None,
 ) -> Callable:
     """Record each outermost call that draws from a default generator, on its result's device."""
-    check, record = hub.check, hub.record
-    fingerprint = hub.fingerprint("torch")
-    lock = hub.stream_lock("torch")
-    acquire, release = lock.acquire, lock.release
-    moved = moved_note(api)
+    check = rec.check
 
-    def draw(st: Any, frame: FrameType, args: tuple, kwargs: dict) -> Any:
-        if st.pending is not None and recorded_by_catchall(st, frame):
-            return call_busy(st, original, args, kwargs)
-        if hub.strict:
-            strict_check(frame, args, kwargs)
-        # As for random and NumPy: the CPU state is read before and after, under the
-        # stream's lock, so a move nothing recorded is noticed at the next draw.
-        acquire()
-        try:
-            result = checked_call(hub, "torch", fingerprint, moved, st, frame, original, args, kwargs)
-            stream, count = _placed(result)
-            if stream is not None:
-                if count_of is not None:
-                    count = count_of(result, args, kwargs)
-                record(stream, DRAW, api, count, frame, None, st)
-            fingerprint.take()
-        finally:
-            release()
-        return result
-
-    def strict_check(frame: FrameType, args: tuple, kwargs: dict) -> None:
+    def strict_check(frame: Optional[FrameType], args: tuple, kwargs: dict) -> None:
         try:
             check("torch", api, frame)  # before the draw: on_draw="raise" leaves the stream as it was
         except GlobalRNGError:
@@ -282,12 +245,12 @@ def _draw_wrapper(
                 return False
         return when is None or _draws(when, args, kwargs)
 
-    wrapper = entry(hub, original, draw, takes)
-    if generator_at or when is not None or count_of is not None:
-        return wrapper  # arguments to look at before the call: the Python wrapper always
-    return accelerated(
-        wrapper, hub, "torch", DRAW, api, original,
-        tensor_type=_Tensor, place=_placed, slow_keyword="generator",
+    # Arguments to look at before the call (a generator in a position, a condition): the
+    # Python wrapper always; otherwise the C Recorder in front, which sends generator= to it.
+    simple = not generator_at and when is None and count_of is None
+    return recorder(
+        rec, "torch", DRAW, api, original, count_of=count_of, takes=takes,
+        place=_placed, strict_check=strict_check, accelerate=simple,
     )
 
 
@@ -316,18 +279,11 @@ def _cuda_seed_stream(args: tuple, kwargs: dict, device_at: Optional[int]) -> st
     return _cuda_stream(_current_cuda())
 
 
-def _cuda_seed_wrapper(hub: Any, api: str, original: Callable, device_at: Optional[int]) -> Callable:
+def _cuda_seed_wrapper(rec: Any, api: str, original: Callable, device_at: Optional[int]) -> Callable:
     """Record a CUDA reseed on the stream of the device it seeds (the current one for *_all)."""
-
-    def seed(st: Any, frame: FrameType, args: tuple, kwargs: dict) -> Any:
-        if recorded_by_catchall(st, frame):
-            return call_busy(st, original, args, kwargs)
-        result = call_busy(st, original, args, kwargs)
-        stream = _cuda_seed_stream(args, kwargs, device_at)
-        hub.record(stream, SEED, api, None, frame, seed_detail(args, kwargs), st)
-        return result
-
-    return entry(hub, original, seed)
+    return recorder(
+        rec, "torch.cuda", SEED, api, original, seeded=lambda args, kwargs: _cuda_seed_stream(args, kwargs, device_at)
+    )
 
 
 # -- the source -------------------------------------------------------------------------
@@ -350,6 +306,8 @@ class TorchSource(Source):
                 self._remember(getattr(torch, name), f"torch.{name}")
         for name in _tensor_draw_names():
             self._remember(getattr(_Tensor, name), f"torch.Tensor.{name}")
+        self._view: Optional[Any] = None
+        self._view_key: Optional[tuple] = None
 
     def _remember(self, original: object, api: str) -> None:
         if id(original) not in self._apis:
@@ -434,7 +392,20 @@ class TorchSource(Source):
         return ("torch", SEED, f"torch.default_generator.{name}", frame, None)
 
     def fingerprint(self) -> Optional[Any]:
-        return _torch_state.fingerprint(torch.default_generator)
+        # Proved once (about 0.1 ms), then valid while the generator keeps its implementation.
+        generator = torch.default_generator
+        key = (id(generator), _torch_state.impl_address(generator))
+        if key != self._view_key:
+            self._view, self._view_key = _torch_state.fingerprint(generator), key
+        return self._view
+
+    def snapshot(self) -> dict[str, Any]:
+        # The CPU generator through its fingerprint; CUDA generators (no fingerprint) in full.
+        view = self.fingerprint()
+        states: dict[str, Any] = {"torch": view.value if view is not None else torch.default_generator.get_state()}
+        for i, generator in enumerate(_initialised_cuda_generators()):
+            states[_cuda_stream(i)] = generator.get_state()
+        return states
 
     def state(self) -> dict[str, Any]:
         # The generators' own methods: torch.get_rng_state() is torch code the catch-all would see.
@@ -452,6 +423,8 @@ class TorchSource(Source):
                 generator.set_state(state)
 
     def same(self, a: Any, b: Any) -> bool:
+        if not isinstance(a, torch.Tensor) or not isinstance(b, torch.Tensor):
+            return bool(a == b)  # two fingerprints
         return bool(torch.equal(a, b))
 
 

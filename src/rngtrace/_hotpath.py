@@ -1,0 +1,88 @@
+"""What a recording wrapper reads on every call: one object with fixed fields.
+
+The C accelerator (``_speedups.c``, declared in ``_speedups.pyi``) and the
+Python wrappers read the same things, and only these: ``HotPath.now`` (a
+``Snapshot`` of what the hub wants right now), ``HotPath.states`` (each
+thread's ``ThreadState``) and the three hub callbacks. ``configure()`` hands
+the slot layouts to the accelerator once; a renamed slot fails there, loudly,
+instead of silently sending every draw down the slow path.
+
+A ``Snapshot`` is never changed, only replaced: a wrapper reads ``hot.now``
+once and sees the sessions, their sink and the stack table as one consistent
+set, whatever another thread starts or stops meanwhile.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Any, Callable, Optional
+
+
+class FrameMode(enum.Enum):
+    """How a thread's cache of live frames is kept exact (see ``_stack``)."""
+
+    WALK = "walk"  # no cache: every capture walks the whole stack
+    MONITORING = "monitoring"  # 3.12+: sys.monitoring reports frame exits
+    PROFILE = "profile"  # 3.10/3.11: the profile hook reports exits, per hooked thread
+    PINNED = "pinned"  # frames are held, and a Sweeper drops each soon after it finishes
+
+
+class Cache:
+    """A stack table in one frame mode: a thread's frame cache is valid only for the Cache it was made under."""
+
+    __slots__ = ("ids", "table", "mode")
+
+    def __init__(self, table: Any, mode: FrameMode) -> None:
+        #: the table's interning dict, (parent node, id(code), f_lasti) -> node
+        self.ids: dict = table.ids
+        self.table = table
+        self.mode = mode
+
+
+class Snapshot:
+    """What the hub wants now; replaced as a whole whenever any of it changes."""
+
+    __slots__ = ("active", "sink", "strict", "profile_hook", "cache")
+
+    def __init__(
+        self,
+        active: tuple,
+        sink: Optional[tuple],
+        strict: bool,
+        profile_hook: Optional[Callable],
+        cache: Cache,
+    ) -> None:
+        #: the active sessions (empty: every wrapper passes calls straight through)
+        self.active = active
+        #: (raw list, max_events, stream names, trace) when exactly one trace records and
+        #: none warns or raises: the fast path appends there
+        self.sink = sink
+        #: some trace asked for on_draw="warn" or "raise": every draw takes the Python path
+        self.strict = strict
+        #: the catch-all's profile function on 3.10/3.11, which wrappers step aside from
+        self.profile_hook = profile_hook
+        self.cache = cache
+
+
+class HotPath:
+    """The one object the wrappers read; the hub writes it."""
+
+    __slots__ = ("now", "states", "record", "unattributed", "rebase")
+
+    def __init__(self, now: Snapshot, record: Callable, unattributed: Callable, rebase: Callable) -> None:
+        self.now = now
+        #: OS thread ident -> ThreadState; one dict for the process, cleared, never replaced
+        self.states: dict[int, Any] = {}
+        #: hub.record(stream, kind, api, count, frame, detail, st): the general path
+        self.record = record
+        #: hub.unattributed(stream, frame, note): a move no wrapper recorded
+        self.unattributed = unattributed
+        #: hub.rebase(stream): a failed call explains what it moved
+        self.rebase = rebase
+
+
+def configure(speedups: Any) -> None:
+    """Hand the slot layouts of the hot-path types to the C accelerator."""
+    from ._threads import Fingerprint, ThreadState
+
+    speedups.configure(HotPath, Snapshot, Cache, ThreadState, Fingerprint)

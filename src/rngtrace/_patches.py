@@ -1,0 +1,234 @@
+"""The patch set: attributes replaced while tracing, applied and undone in one pass.
+
+A source yields its patches once per process (``Source.patches``); they are
+kept as a ``PatchSet`` of ``(namespace, attribute, original, wrapper, type)``
+entries and reused by every later trace, so entering and leaving a trace is
+one pass over a list, not a rebuild. With the C accelerator each pass is one C
+call: no signal handler (Ctrl-C) can run in the middle of it. In pure Python a
+pass interrupted half-way leaves the set marked unsettled, and the next hub
+call completes it.
+
+Two rules keep rngtrace from fighting other tools (``monkeypatch``,
+``mock.patch``): a set is re-applied only while every attribute still holds the
+original it wraps, and an undo never overwrites an attribute someone else
+changed. An entry skipped that way is a stray: whenever one of rngtrace's
+wrappers is found back in its place (the other tool restored what it saved),
+the next hub call puts the original there.
+
+Post-import hooks (wrapt's registry) live here too: a stream whose library is
+imported inside a trace is installed the moment it is.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import gc
+from typing import Any, Callable, Iterable, Optional
+
+INHERITED = object()  # the attribute lived on a base class: undo by deleting ours
+
+#: (namespace dict, attribute, original or INHERITED, wrapper, the type to mark modified or None)
+Entry = tuple
+
+
+def namespace_of(parent: Any) -> tuple[dict, Optional[type]]:
+    """The dict that really holds ``parent``'s attributes, and ``parent`` if it is a type."""
+    if isinstance(parent, type):
+        # A type's namespace is an ordinary dict behind a read-only proxy; writing it
+        # directly also works for extension types (numpy's RandomState) that refuse setattr.
+        return gc.get_referents(parent.__dict__)[0], parent
+    return vars(parent), None
+
+
+def _type_modified(types: Iterable[type]) -> None:
+    for t in types:
+        # Drop the method caches that remember the old entry, as setattr would.
+        ctypes.pythonapi.PyType_Modified(ctypes.py_object(t))
+
+
+def _swap_python(entries: list[Entry], forward: bool) -> Any:
+    """Pure-Python twin of ``_speedups.swap`` (same results; interruptible between entries)."""
+    if forward:
+        for namespace, attr, original, _wrapper, _type in entries:
+            if namespace.get(attr, INHERITED) is not original:
+                return False
+        for namespace, attr, _original, wrapper, _type in entries:
+            namespace[attr] = wrapper
+        _type_modified({t for *_, t in entries if t is not None})
+        return True
+    strays = []
+    for i, (namespace, attr, original, wrapper, _type) in enumerate(entries):
+        if namespace.get(attr, INHERITED) is not wrapper:
+            strays.append(i)
+        elif original is INHERITED:
+            del namespace[attr]
+        else:
+            namespace[attr] = original
+    _type_modified({t for *_, t in entries if t is not None})
+    return strays
+
+
+def _swapper() -> Callable[[list, bool], Any]:
+    from .sources._base import _speedups
+
+    if _speedups is None:
+        return _swap_python
+    return lambda entries, forward: _speedups.swap(entries, forward, INHERITED)
+
+
+class PatchSet:
+    """One source's patches, made once per process and reused while nobody patched over them."""
+
+    __slots__ = ("source", "entries", "applied")
+
+    def __init__(self, source: Any) -> None:
+        self.source = source
+        self.entries: list[Entry] = []
+        #: the wrappers are in place (or an undo of them has not completed yet)
+        self.applied = False
+
+    def build(self, plan: Iterable[tuple[Any, str, Any]]) -> None:
+        """Apply a source's patches as it yields them (numpy binds later ones to earlier ones)."""
+        self.applied = True
+        for parent, attr, wrapper in plan:
+            namespace, kind = namespace_of(parent)
+            original = namespace.get(attr, INHERITED)
+            self.entries.append((namespace, attr, original, wrapper, kind))
+            namespace[attr] = wrapper
+            if kind is not None:
+                _type_modified((kind,))
+
+    def wrappers(self) -> list[object]:
+        """Every replacement this set puts in place."""
+        return [entry[3] for entry in self.entries]
+
+    def describe(self) -> list[str]:
+        """``module.attribute`` for each patched attribute."""
+        return [f"{_owner_name(ns, kind)}.{attr}" for ns, attr, _o, _w, kind in self.entries]
+
+
+class Patches:
+    """Every patch set the hub has made, which of them are applied, and the strays."""
+
+    def __init__(self) -> None:
+        self._sets: dict[str, PatchSet] = {}
+        self.strays: list[Entry] = []
+        self._swap = _swapper()
+
+    def applied(self) -> dict[str, PatchSet]:
+        """The stream names whose patches are in place, with their sets."""
+        return {name: ps for name, ps in self._sets.items() if ps.applied}
+
+    def apply(self, name: str, make_source: Callable[[], Any], recorder: Any) -> PatchSet:
+        """Put stream ``name``'s wrappers in place, reusing its set unless someone patched over it."""
+        patch_set = self._sets.get(name)
+        if patch_set is not None and patch_set.applied:
+            return patch_set
+        if patch_set is not None:
+            patch_set.source.prepare()  # before each install: a cache filled now holds no wrapper
+            # Marked first: a pure-Python pass interrupted half-way is undone by the next call.
+            patch_set.applied = True
+            if self._swap(patch_set.entries, True):
+                return patch_set
+            patch_set.applied = False
+        # First use, or an attribute no longer holds the original the wrappers call: build anew.
+        source = make_source()
+        patch_set = PatchSet(source)
+        self._sets[name] = patch_set
+        try:
+            source.prepare()
+            patch_set.build(source.patches(recorder))
+        except BaseException:
+            self._sets.pop(name, None)
+            self._undo(patch_set)
+            raise
+        return patch_set
+
+    def undo(self, name: str) -> None:
+        """Take stream ``name``'s wrappers off (those still in place; the rest become strays)."""
+        patch_set = self._sets.get(name)
+        if patch_set is not None and patch_set.applied:
+            self._undo(patch_set)
+
+    def _undo(self, patch_set: PatchSet) -> None:
+        strays = self._swap(patch_set.entries, False)
+        self.strays.extend(patch_set.entries[i] for i in strays)
+        patch_set.applied = False  # only now: an interrupted undo is completed by the next call
+
+    def settle_strays(self) -> None:
+        """Put the original back wherever one of our wrappers has been put back since."""
+        if not self.strays:
+            return
+        keep = []
+        for entry in self.strays:
+            namespace, attr, original, wrapper, kind = entry
+            now = namespace.get(attr, INHERITED)
+            if now is wrapper and self._swap([entry], False) == []:
+                continue
+            if now is not original:
+                keep.append(entry)  # still someone else's: look again at the next call
+        self.strays = keep
+
+    def sources(self) -> dict[str, Any]:
+        """The sources whose patches are in place."""
+        return {name: ps.source for name, ps in self._sets.items() if ps.applied}
+
+    def wrappers(self) -> list[object]:
+        """Every wrapper currently in place."""
+        return [w for ps in self._sets.values() if ps.applied for w in ps.wrappers()]
+
+    def forget(self) -> None:
+        """Drop every set (a forked child runs untraced: nothing is reused there)."""
+        self._sets.clear()
+
+    def hooked(self) -> dict[str, list[str]]:
+        """What is patched right now, by stream (empty when idle), strays included."""
+        out = {name: ps.describe() for name, ps in self._sets.items() if ps.applied}
+        live = [e for e in self.strays if e[0].get(e[1], INHERITED) is e[3]]
+        if live:
+            out["strays"] = [f"{_owner_name(e[0], e[4])}.{e[1]}" for e in live]
+        return out
+
+
+def _owner_name(namespace: dict, kind: Optional[type]) -> str:
+    if kind is not None:
+        return f"{kind.__module__}.{kind.__qualname__}"
+    return str(namespace.get("__name__", "?"))
+
+
+class ImportWatch:
+    """Post-import hooks: install a stream the moment its library is imported inside a trace."""
+
+    def __init__(self) -> None:
+        self._hooks: dict[str, tuple[str, Callable]] = {}
+
+    def watching(self) -> list[str]:
+        return sorted(self._hooks)
+
+    def watch(self, name: str, module: str, on_import: Callable[[str], None]) -> None:
+        """Call ``on_import(name)`` when ``module`` is imported (at once if it already is)."""
+        if name in self._hooks:
+            return
+        import wrapt
+
+        def hook(_module: Any, name: str = name) -> None:
+            if self._hooks.pop(name, None) is not None:
+                on_import(name)
+
+        self._hooks[name] = (module, hook)
+        wrapt.register_post_import_hook(hook, module)
+
+    def unwatch(self, name: str) -> None:
+        entry = self._hooks.pop(name, None)
+        if entry is None:
+            return
+        module, hook = entry
+        # wrapt has no public unregister; its hook list is the documented registry.
+        import wrapt.importer as importer
+
+        with importer._post_import_hooks_lock:
+            hooks = importer._post_import_hooks.get(module)
+            if hooks and hook in hooks:
+                hooks.remove(hook)
+                if not hooks:
+                    del importer._post_import_hooks[module]

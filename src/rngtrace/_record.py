@@ -1,0 +1,269 @@
+"""Recording an event: the hot path behind every wrapper, and the stack cache's mode.
+
+``Recording`` is what sources and the catch-all are handed: ``record()`` turns
+a call into a raw event for every active trace, the fingerprints notice moves
+nobody recorded, and the frame mode says how a thread's cache of live frames
+stays exact. The hub decides what is active and publishes it here as a
+``Snapshot`` (see ``_hotpath``); nothing here installs or removes a hook.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import warnings
+from _thread import get_ident
+from types import FrameType
+from typing import Any, Callable, Optional
+
+from ._errors import GlobalRNGError, RNGDrawWarning
+from ._hotpath import Cache, FrameMode, HotPath, Snapshot
+from ._stack import StackTable
+from ._threads import Fingerprint, ThreadGuard, ThreadState
+from .trace import DRAW, UNATTRIBUTED
+
+_STRENGTH = {"log": 0, "warn": 1, "raise": 2}
+
+
+class Recording:
+    """Routes each recorded call to the active traces; owns the stack table and per-thread state."""
+
+    def __init__(self) -> None:
+        self.stacks = StackTable()
+        self.mode = FrameMode.WALK
+        empty = Snapshot((), None, False, None, Cache(self.stacks, self.mode))
+        self.hot = HotPath(empty, self.record, self.unattributed, self.rebase)
+        self.states = self.hot.states
+        self._guards = threading.local()
+        #: ThreadState.key -> thread name, for the live threads and those seen by an active trace
+        self.thread_names: dict[int, str] = {}
+        #: stream -> its Fingerprint, made once and kept: wrappers hold it
+        self.fingerprints: dict[str, Fingerprint] = {}
+        self._locks: dict[str, Any] = {}
+        self._policy: dict[str, str] = {}
+        self._depth = 0
+        self._base: dict[str, str] = {}
+        self._warn_registry: dict[Any, Any] = {}
+        #: the installed sources, by stream name (the hub keeps it current)
+        self.sources: dict[str, Any] = {}
+        #: a catch-all that can start pinning frames once a trace has drawn often enough
+        self.pinnable: Optional[Any] = None
+        self._walks = 0
+        #: called with a stream that moved with no recorded call (the hub may arm the profile hook)
+        self.on_unattributed: Optional[Callable[[str], None]] = None
+        #: called with ``pinnable`` once a trace has drawn often enough to start pinning
+        self.on_pin: Optional[Callable[[Any], None]] = None
+
+    # -- what the hub publishes ------------------------------------------------
+    def publish(self, sessions: tuple) -> None:
+        """Make ``sessions`` the active ones: one new Snapshot, read whole by every wrapper."""
+        policy: dict[str, str] = {}
+        for s in sessions:
+            for name in s.streams:
+                if _STRENGTH[s.on_draw] > _STRENGTH[policy.get(name, "log")]:
+                    policy[name] = s.on_draw
+                policy.setdefault(name, "log")
+        strict = any(p != "log" for p in policy.values())
+        sink = None
+        if len(sessions) == 1 and not strict:
+            only = sessions[0]
+            sink = (only.trace._raw, only.trace.max_events, only.streams, only.trace)
+        self._policy = policy
+        self._depth = max((s.trace.depth for s in sessions), default=0)
+        now = self.hot.now
+        self.hot.now = Snapshot(sessions, sink, strict, now.profile_hook, now.cache)
+
+    def set_mode(self, mode: FrameMode, profile_hook: Optional[Callable] = None) -> None:
+        """Change how frame caches stay exact; every thread's cache (and every pin) is dropped."""
+        self.mode = mode
+        self._walks = 0
+        now = self.hot.now
+        self.hot.now = Snapshot(now.active, now.sink, now.strict, profile_hook, Cache(self.stacks, mode))
+        for st in list(self.states.values()):
+            st.frames = None
+
+    def new_table(self) -> None:
+        """Start a fresh stack table (no trace is active): the old one stays whole for whoever still reads it."""
+        watch = self.stacks.watch_code
+        self.stacks = StackTable()
+        self.stacks.watch_code = watch
+        self.set_mode(self.mode, self.hot.now.profile_hook)
+        live = {st.key for st in list(self.states.values())}
+        for key in [k for k in self.thread_names if k not in live]:
+            self.thread_names.pop(key, None)
+        for st in list(self.states.values()):
+            st.pending = None
+
+    def after_fork(self) -> None:
+        """In a forked child: only the forking thread exists, and no lock may be held."""
+        for lock in list(self._locks.values()):
+            lock._at_fork_reinit()
+        me = get_ident()
+        for ident in [i for i in self.states if i != me]:
+            self.states.pop(ident, None)
+        st = self.states.get(me)
+        if st is not None:
+            st.busy, st.pending, st.frames = False, None, None
+        self.pinnable = None
+
+    # -- per thread, per stream -------------------------------------------------
+    def state(self) -> ThreadState:
+        """This thread's ThreadState, made on first use."""
+        ident = get_ident()
+        st = self.states.get(ident)
+        if st is None:
+            st = ThreadState(ident)
+            self.thread_names[st.key] = threading.current_thread().name
+            self.states[ident] = st
+            # A new thread may get a dead one's ident: drop this state when the thread ends.
+            self._guards.guard = ThreadGuard(self.states, ident, st)
+        return st
+
+    def stream_lock(self, stream: str) -> Any:
+        """The lock a recording wrapper holds around one call to ``stream``.
+
+        Reentrant: a finalizer the collector runs while an event is recorded may
+        draw from the same stream on the same thread; it must not deadlock.
+        """
+        lock = self._locks.get(stream)
+        if lock is None:
+            lock = self._locks.setdefault(stream, threading.RLock())
+        return lock
+
+    def fingerprint(self, stream: str) -> Fingerprint:
+        """The stream's Fingerprint, made on first use and kept for the process."""
+        fingerprint = self.fingerprints.get(stream)
+        if fingerprint is None:
+            fingerprint = self.fingerprints.setdefault(stream, Fingerprint())
+        return fingerprint
+
+    def reseeded(self, stream: str) -> None:
+        """A seed may have swapped what the fingerprint reads: read it afresh, and rebase."""
+        source = self.sources.get(stream)
+        fingerprint = self.fingerprint(stream)
+        fingerprint.view = view = source.fingerprint() if source is not None else None
+        fingerprint.last = view.value if view is not None else None
+
+    def rebase(self, stream: str) -> None:
+        """Take the stream's current fingerprint as explained."""
+        fingerprint = self.fingerprints.get(stream)
+        if fingerprint is not None:
+            fingerprint.take()
+
+    def forget_fingerprint(self, stream: str) -> None:
+        """A call is about to move the stream where no wrapper sees it finish."""
+        fingerprint = self.fingerprints.get(stream)
+        if fingerprint is not None:
+            fingerprint.last = None
+
+    def base_of(self, stream: str) -> str:
+        base = self._base.get(stream)
+        if base is None:
+            base = self._base[stream] = stream.split(".", 1)[0]
+        return base
+
+    # -- events ----------------------------------------------------------------------
+    def unattributed(self, stream: str, frame: Optional[FrameType], note: str) -> None:
+        """Record that ``stream`` moved with no recorded call, noticed at ``frame``."""
+        self.record(stream, UNATTRIBUTED, f"{stream} state", None, frame, note)
+        self.rebase(stream)
+        if self.on_unattributed is not None:
+            self.on_unattributed(self.base_of(stream))
+
+    def check(self, stream: str, api: str, frame: Optional[FrameType]) -> None:
+        """Raise GlobalRNGError before a draw when a trace asked for on_draw="raise"."""
+        if self._policy.get(self.base_of(stream)) == "raise":
+            table = self.hot.now.cache.table
+            site = table.resolve(table.capture(frame, 1), 1)
+            where = f" at {site[0]}" if site else ""
+            raise GlobalRNGError(
+                f"{api} draws from the global {stream} stream{where}; use an explicit generator ({self.hint(stream)})"
+            )
+
+    def hint(self, stream: str) -> str:
+        source = self.sources.get(self.base_of(stream))
+        return source.hint if source is not None else "an explicit generator object"
+
+    def record(
+        self,
+        stream: str,
+        kind: str,
+        api: str,
+        count: Optional[int],
+        frame: Optional[FrameType],
+        detail: Optional[str] = None,
+        st: Optional[ThreadState] = None,
+    ) -> None:
+        """Append one event to every active trace that watches ``stream``."""
+        now = self.hot.now  # read once: sessions, sink and stack table belong together
+        cache = now.cache
+        sink = now.sink
+        # The usual event: a draw from a loop while one trace records. Its stack is the
+        # caller on top of a live frame the thread's cache knows, a node interned at an
+        # earlier draw: StackTable.capture's first step, inlined (it runs on every draw).
+        if sink is not None and st is not None and frame is not None:
+            known = st.frames
+            if known is not None and st.epoch is cache:
+                parent = frame.f_back
+                hit = known.get(id(parent))
+                if hit is not None and hit[0] == parent.f_lasti:
+                    sid = cache.ids.get((hit[1], id(frame.f_code), frame.f_lasti))
+                    if sid is not None and stream in sink[2]:
+                        raw = (stream, kind, api, count, sid, st.key, detail)
+                        if len(sink[0]) < sink[1]:
+                            sink[0].append(raw)
+                        else:
+                            sink[3]._add(raw)
+                        return
+        # Any other event: walk what the cache does not know, and give it to every trace.
+        active = now.active
+        if not active:
+            return
+        if st is None:
+            st = self.state()
+        known = self.known_frames(st, cache)
+        if cache.mode is FrameMode.WALK:
+            pinnable = self.pinnable
+            if pinnable is not None:
+                self._walks += 1
+                if self._walks >= pinnable.PIN_AFTER and self.on_pin is not None:
+                    self.pinnable = None
+                    self.on_pin(pinnable)
+        sid = cache.table.capture(frame, self._depth, known, cache.mode is FrameMode.PINNED)
+        raw = (stream, kind, api, count, sid, st.key, detail)
+        base = self.base_of(stream)
+        for session in active:
+            if base in session.streams:
+                session.trace._add(raw)
+        if now.strict and kind == DRAW and self._policy.get(base) == "warn":
+            self._warn(stream, api, sid, cache.table)
+
+    def known_frames(self, st: ThreadState, cache: Optional[Cache] = None) -> Optional[dict]:
+        """The thread's cache of live frames under ``cache``, or None where their exits are not seen."""
+        cache = cache or self.hot.now.cache
+        mode = cache.mode
+        if mode is FrameMode.WALK:
+            return None
+        if mode is FrameMode.PROFILE and not st.hooked:
+            st.frames = None  # exits on this thread went unseen: forget what it knew
+            return None
+        frames = st.frames
+        if frames is None or st.epoch is not cache:
+            frames = st.frames = {}
+            st.epoch = cache
+        return frames
+
+    def _warn(self, stream: str, api: str, sid: int, table: StackTable) -> None:
+        site = table.resolve(sid, 1)
+        message = f"{api} drew from the global {stream} stream; use {self.hint(stream)}"
+        if not site:
+            warnings.warn(message, RNGDrawWarning, stacklevel=3)
+            return
+        f = site[0]
+        module = os.path.splitext(os.path.basename(f.filename))[0] or "<unknown>"
+        # One registry: the "default" filter then warns once per site, not per draw.
+        warnings.warn_explicit(message, RNGDrawWarning, f.filename, f.lineno, module, self._warn_registry)
+
+    def new_warnings(self) -> None:
+        """Each outermost trace warns afresh."""
+        self._warn_registry.clear()

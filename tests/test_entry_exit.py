@@ -1,0 +1,249 @@
+"""Entering and leaving a trace: safe under threads, forks, interrupts and other tools' patches."""
+
+from __future__ import annotations
+
+import os
+import pickle
+import random
+import signal
+import sys
+import threading
+import time
+import warnings
+
+import numpy as np
+import pytest
+
+from rngtrace import rng_trace
+from rngtrace._hub import HUB
+
+
+@pytest.fixture
+def fast_switching():
+    """Switch threads every microsecond, so a race window of a few bytecodes is hit."""
+    before = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        yield
+    finally:
+        sys.setswitchinterval(before)
+
+
+def _deep(n: int) -> float:
+    return _deep(n - 1) if n else random.random()
+
+
+def test_a_draw_in_another_thread_never_raises_while_traces_start_and_end(fast_switching):
+    stop, errors = threading.Event(), []
+
+    def worker():
+        while not stop.is_set():
+            try:
+                _deep(4)
+            except BaseException as error:  # noqa: BLE001 -- any error is the failure
+                errors.append(error)
+                return
+
+    thread = threading.Thread(target=worker, name="drawing-worker")
+    thread.start()
+    try:
+        for _ in range(3000):
+            with rng_trace(print=False):
+                random.random()
+            if errors:
+                break
+    finally:
+        stop.set()
+        thread.join()
+    assert errors == []
+
+
+def test_events_from_two_threads_interning_new_sites_at_once_carry_their_own_stacks(fast_switching):
+    # Each line below is a call site seen for the first time in each trace: every draw interns.
+    lines = "\n".join(f"    out.append({call})" for call in ["DRAW()"] * 400)
+    namespace: dict = {}
+    exec(compile(f"def numpy_sites(out):\n{lines.replace('DRAW', 'np.random.rand')}\n", "numpy_sites.py", "exec"),
+         {"np": np}, namespace)
+    exec(compile(f"def random_sites(out):\n{lines.replace('DRAW', 'random.random')}\n", "random_sites.py", "exec"),
+         {"random": random}, namespace)
+    wrong = []
+    for _ in range(40):
+        with rng_trace(print=False) as trace:
+            threads = [threading.Thread(target=namespace[f], args=([],)) for f in ("numpy_sites", "random_sites")]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+        for event in trace.events:
+            expected = "numpy_sites" if event.stream == "numpy" else "random_sites"
+            if not event.stack or event.stack[0].function != expected:
+                wrong.append((event.stream, event.stack[:1]))
+        assert len(trace.events) == 800
+    assert wrong == []
+
+
+def test_thread_names_are_kept_per_thread_not_per_traced_call():
+    @rng_trace(print=False)
+    def draw():
+        random.random()
+
+    def worker():
+        for _ in range(500):
+            draw()
+
+    threads = [threading.Thread(target=worker, name=f"worker-{i}") for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for _ in range(500):
+        draw()
+    assert len(HUB.rec.thread_names) <= len(threading.enumerate()) + 2
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_child_forked_while_another_thread_is_inside_a_recorded_draw_does_not_hang():
+    big = list(range(200_000))
+    stop = threading.Event()
+
+    def shuffler():
+        while not stop.is_set():
+            random.shuffle(big)  # holds the random stream's lock most of the time
+
+    hung = 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # 3.12+: fork with threads running
+        with rng_trace(print=False):
+            thread = threading.Thread(target=shuffler)
+            thread.start()
+            try:
+                for _ in range(3):
+                    time.sleep(0.02)
+                    pid = os.fork()
+                    if pid == 0:  # the child: a traced draw must go through
+                        try:
+                            with rng_trace(print=False) as trace:
+                                random.random()
+                            os._exit(0 if len(trace) == 1 else 3)
+                        finally:
+                            os._exit(4)
+                    hung += not _exited_within(pid, 20.0)
+            finally:
+                stop.set()
+                thread.join()
+    assert hung == 0
+
+
+def _exited_within(pid: int, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            assert os.waitstatus_to_exitcode(status) == 0
+            return True
+        time.sleep(0.01)
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+    return False
+
+
+def _namespaces() -> dict:
+    return {
+        "random": dict(vars(random)),
+        "numpy.random": dict(vars(np.random)),
+        "RandomState": dict(vars(np.random.RandomState)),
+    }
+
+
+@pytest.mark.skipif(not hasattr(signal, "setitimer"), reason="needs signal.setitimer")
+def test_an_interrupt_anywhere_in_a_trace_never_leaves_a_patch_without_a_trace():
+    before = _namespaces()
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    def one_trace():
+        with rng_trace(print=False, streams=("random", "numpy")):
+            np.random.rand()
+            random.random()
+
+    one_trace()
+    started = time.perf_counter()
+    for _ in range(20):
+        one_trace()
+    took = (time.perf_counter() - started) / 20
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    rng = random.Random(8)
+    interrupted, leaked, left = 0, 0, []
+    try:
+        for _ in range(400):
+            try:
+                signal.setitimer(signal.ITIMER_REAL, rng.uniform(took * 0.2, took * 1.2))
+                try:
+                    one_trace()
+                    time.sleep(took)  # an alarm that missed the trace lands here
+                finally:
+                    signal.setitimer(signal.ITIMER_REAL, 0)
+            except KeyboardInterrupt:
+                interrupted += 1
+            # An interrupt in the with statement's own call of __enter__/__exit__ can skip the
+            # exit, as for any context manager: that block's trace is still running, not ended.
+            for session in HUB.active:
+                leaked += 1
+                HUB.stop(session, None)
+            with rng_trace(print=False, streams="torch"):  # the next hub call completes any undo
+                pass
+            if HUB.hooked() != {} or _namespaces() != before:
+                left.append(HUB.hooked())
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    assert interrupted > 100 and leaked < interrupted // 4
+    assert left == []
+
+
+def test_a_patch_made_inside_a_trace_is_kept_and_our_wrapper_put_back_later_is_removed(monkeypatch):
+    original = random.random
+
+    def fake():
+        return 0.25
+
+    with rng_trace(print=False):
+        wrapper = random.random
+        monkeypatch.setattr(random, "random", fake)  # saves our wrapper, to put it back
+    assert random.random is fake  # someone else's patch: never overwritten
+    monkeypatch.undo()
+    assert random.random is wrapper  # ours, back with no trace active: it passes calls through
+    random.seed(4)
+    drawn = random.random()
+    random.seed(4)
+    assert drawn == original()
+    with rng_trace(print=False):  # the next hub call takes it off
+        pass
+    assert random.random is original
+    assert HUB.hooked() == {}
+
+
+def test_every_wrapper_pickles_as_the_function_it_stands_for():
+    with rng_trace(print=False):
+        pairs = _wrapped_pairs()
+        assert len(pairs) > 50
+        dumped = []
+        for wrapper, original in pairs:
+            try:
+                expected = pickle.dumps(original)
+            except (pickle.PicklingError, TypeError, AttributeError):
+                continue  # unpicklable untraced too
+            dumped.append((pickle.dumps(wrapper), expected))
+    # Unpickled once the trace is over, as a spawned worker would: the original each time.
+    for got, expected in dumped:
+        a, b = pickle.loads(got), pickle.loads(expected)
+        assert "rngtrace" not in type(a).__module__
+        assert a is b or (type(a) is type(b) and a.__qualname__ == b.__qualname__), (a, b)
+
+
+def _wrapped_pairs() -> list:
+    """(wrapper, original) for every callable rngtrace patches, read while tracing or not."""
+    with rng_trace(print=False):
+        wrappers = HUB.wrappers()
+    return [(w, w.__wrapped__) for w in wrappers if hasattr(w, "__wrapped__")]
