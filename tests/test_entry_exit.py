@@ -200,6 +200,11 @@ def test_an_interrupt_anywhere_in_a_trace_never_leaves_a_patch_without_a_trace()
         signal.signal(signal.SIGALRM, previous)
     assert interrupted > 100 and leaked < interrupted // 4
     assert left == []
+    # No lock was left held either: another thread's traced draws go through.
+    helper = threading.Thread(target=one_trace, daemon=True)
+    helper.start()
+    helper.join(timeout=20)
+    assert not helper.is_alive(), "a stream lock was left held by an interrupted draw"
 
 
 def test_a_patch_made_inside_a_trace_is_kept_and_our_wrapper_put_back_later_is_removed(monkeypatch):

@@ -123,19 +123,21 @@ def test_draws_in_a_loop_take_the_fast_path_and_run_no_python_wrapper():
     wrapper_calls = []
 
     def tracer(frame, event, arg):
-        if event == "call" and frame.f_code.co_name in ("rngtrace_wrapper", "rngtrace_method", "record_call"):
+        # The Python wrapper, or the hub's general path: the C Recorder hands a draw to either
+        # when it cannot read what it expects (a slot of _hotpath renamed, a cache never kept).
+        if event == "call" and frame.f_code.co_name in ("rngtrace_wrapper", "record_call", "record", "capture"):
             wrapper_calls.append(frame.f_code.co_name)
 
     def loop(n):
-        for _ in range(n):
+        for i in range(n):
+            if i == n // 2:  # the first half: the thread's first draw, the stack cache filling
+                sys.settrace(tracer)  # a trace function, unlike a profiler, leaves the fast path alone
             random.random()
             np.random.rand()
 
     with rng_trace(print=False) as trace:
-        loop(100)  # the thread's first draw and the stack cache filling
-        sys.settrace(tracer)  # a trace function, unlike a profiler, leaves the fast path alone
         try:
-            loop(100)
+            loop(200)
         finally:
             sys.settrace(None)
     assert len(trace.events) == 400 and wrapper_calls == []

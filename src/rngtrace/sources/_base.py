@@ -139,7 +139,6 @@ def recorder(
     hot = rec.hot
     fingerprint = rec.fingerprint(stream)
     lock = rec.stream_lock(stream)
-    acquire, release = lock.acquire, lock.release
     record = rec.record
     is_draw = kind == DRAW
     moved = moved_note(api)
@@ -154,10 +153,10 @@ def recorder(
                 strict_check(frame, args, kwargs)
             else:
                 rec.check(stream, api, frame)
-        # The lock keeps another thread's draw from landing between the
-        # fingerprint read before the call and the one after it.
-        acquire()
-        try:
+        # The lock keeps another thread's draw from landing between the fingerprint read
+        # before the call and the one after it. A with statement, not acquire() then try:
+        # an interrupt (Ctrl-C) cannot land between taking the lock and guarding its release.
+        with lock:
             result = checked_call(rec, stream, fingerprint, moved, st, frame, original, args, kwargs)
             if is_draw:
                 if place is not None:
@@ -175,8 +174,6 @@ def recorder(
                 detail = seed_detail(args[1:] if owner is not None else args, kwargs)
                 record(where, SEED, api, None, frame, detail, st)
                 rec.reseeded(stream)
-        finally:
-            release()
         return result
 
     if owner is not None:
@@ -331,8 +328,8 @@ def stepping_aside(hook: Callable, st: Any, call: Callable, frame: Optional[Fram
     """Run ``call`` with a profile-hook catch-all (3.10/3.11) off: it has nothing to see in there."""
     if sys.getprofile() is hook:
         st.hooked = True  # frame exits on this thread are seen: stacks may use the cache
-        sys.setprofile(None)
         try:
+            sys.setprofile(None)
             return call(st, frame, args, kwargs)
         finally:
             sys.setprofile(hook)

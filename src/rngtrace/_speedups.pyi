@@ -1,0 +1,49 @@
+"""rngtrace._speedups: the C accelerator's interface (see _speedups.c and _hotpath.py).
+
+Everything it reads from Python is named here: the slots of ``HotPath``,
+``Snapshot``, ``Cache``, ``ThreadState`` and ``Fingerprint``, handed over once
+by ``configure``. A slot renamed on the Python side makes ``configure`` raise
+at import, and ``tests/test_speedups.py`` fails when draws stop taking the
+fast path.
+"""
+
+from typing import Any, Callable, Optional, Sequence
+
+def configure(
+    hot_path: type, snapshot: type, cache: type, thread_state: type, fingerprint: type, /
+) -> None:
+    """Name the types whose slots the fast path reads (HotPath, Snapshot, Cache, ThreadState, Fingerprint)."""
+
+def swap(entries: list[tuple[dict[str, Any], str, Any, Any, Optional[type]]], forward: bool, inherited: object, /) -> Any:
+    """Apply (True if applied, False if some attribute no longer holds its original) or undo (stray indices)."""
+
+class InPlace:
+    """A stream's state read where it lives: ``value`` copies the regions' bytes."""
+
+    def __init__(self, regions: Sequence[tuple[int, int]], owners: Any = None) -> None: ...
+    @property
+    def value(self) -> bytes: ...
+
+class Recorder:
+    """A recording wrapper's common case; every other call goes to ``slow``, the Python wrapper."""
+
+    slow: Callable[..., Any]
+    def __init__(
+        self,
+        slow: Callable[..., Any],
+        original: Callable[..., Any],
+        owner: Any,
+        hot: Any,
+        fingerprint: Any,
+        lock: Any,
+        stream: str,
+        kind: str,
+        api: str,
+        moved: str,
+        count_of: Optional[Callable[[Any, tuple, dict], Optional[int]]],
+        tensor_type: Any = None,
+        place: Optional[Callable[[Any], tuple[Optional[str], Optional[int]]]] = None,
+        slow_keyword: Optional[str] = None,
+    ) -> None: ...
+    def __call__(self, *args: Any, **kwargs: Any) -> Any: ...
+    def __get__(self, instance: Any, owner: Any = None) -> Any: ...
