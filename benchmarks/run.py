@@ -3,7 +3,8 @@
 Every timed figure is the median of alternating rounds (untraced, traced,
 untraced, ...), so drift on a noisy machine hits both sides alike. Run with
 ``make bench``; ``--quick`` runs fewer rounds; ``--markdown`` prints the table
-as benchmarks/README.md keeps it.
+as benchmarks/README.md keeps it; ``--only NAME`` (repeatable) runs some sections
+only: per-draw, per-call, training, memory, after-trace.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import tracemalloc
 from typing import Callable
 
 import numpy as np
+import numpy.random  # noqa: F401  numpy 2 loads it lazily; a program that draws has it loaded
 
 from rngtrace import rng_trace
 
@@ -82,6 +84,61 @@ def per_draw(rounds: int, n: int) -> list[tuple[str, float, float]]:
         loop()  # warm up: imports, caches, sys.monitoring sites
         untraced_ns, traced_ns = alternate(loop, traced(loop), rounds)
         rows.append((label, untraced_ns, traced_ns))
+    return rows
+
+
+# -- 1b. per-call cost: what a decorated call or a with block adds ----------------------
+def draws_nothing() -> None:
+    pass
+
+
+def draws_once() -> None:
+    np.random.rand()
+
+
+def _call_loop(call: Callable[[], object], n: int) -> Callable[[], float]:
+    """µs per call of ``call``, from a loop as deep as the per-draw figures."""
+
+    def loop() -> float:
+        t = time.perf_counter()
+        for _ in range(n):
+            call()
+        return (time.perf_counter() - t) / n * 1e6
+
+    return lambda: _nested(DEPTH - 2, loop)
+
+
+def _block_loop(n: int, trace: bool) -> Callable[[], float]:
+    """µs per ``with rng_trace(print=False): pass``, or per empty loop body."""
+
+    def loop() -> float:
+        t = time.perf_counter()
+        if trace:
+            for _ in range(n):
+                with rng_trace(print=False):
+                    pass
+        else:
+            for _ in range(n):
+                pass
+        return (time.perf_counter() - t) / n * 1e6
+
+    return lambda: _nested(DEPTH - 2, loop)
+
+
+def per_call(rounds: int, n: int) -> list[tuple[str, float, float]]:
+    # Decorated once, called n times: the cost is the call's, not the decorator's.
+    pairs: list[tuple[str, Callable[[], float], Callable[[], float]]] = [
+        ("@rng_trace(print=False) on a function that draws nothing",
+         _call_loop(draws_nothing, n), _call_loop(rng_trace(print=False)(draws_nothing), n)),
+        ("@rng_trace(print=False) on a function with one np.random.rand()",
+         _call_loop(draws_once, n), _call_loop(rng_trace(print=False)(draws_once), n)),
+        ("with rng_trace(print=False): pass", _block_loop(n, False), _block_loop(n, True)),
+    ]
+    rows = []
+    for label, untraced, traced_ in pairs:
+        untraced(), traced_()  # warm up: the first trace installs what later ones reuse
+        a, b = alternate(untraced, traced_, rounds)
+        rows.append((label, a, b))
     return rows
 
 
@@ -186,18 +243,38 @@ print(peak - before, stat.calls, t.dropped)
 AFTER_CHILD = """
 import random, statistics, time
 import numpy as np
+import numpy.random
+try:
+    import torch  # a user's program has it loaded, so the hub patches it too
+except ImportError:
+    pass
 from rngtrace import rng_trace
 def rate():
     t = time.perf_counter()
     for _ in range(200000):
         random.random(); np.random.rand()
     return time.perf_counter() - t
-before = [rate() for _ in range({rounds})]
+def median_rate():
+    return statistics.median(rate() for _ in range({rounds}))
+@rng_trace(print=False)
+def draws_nothing():
+    pass
+@rng_trace(print=False)
+def draws_once():
+    np.random.rand()
+before = median_rate()
 with rng_trace(print=False):
     random.random(); np.random.rand()
-after = [rate() for _ in range({rounds})]
-print(statistics.median(after) / statistics.median(before))
+after_one = median_rate()
+for _ in range({calls}):
+    draws_nothing(); draws_once()
+    with rng_trace(print=False):
+        pass
+after_many = median_rate()
+print(after_one / before, after_many / before)
 """
+
+AFTER_CALLS = 500  # of each: a decorated call that draws nothing, one that draws once, a with block
 
 
 def memory(n: int) -> tuple[float, int, int]:
@@ -205,19 +282,86 @@ def memory(n: int) -> tuple[float, int, int]:
     return int(kib) / 1024, int(calls), int(dropped)
 
 
-def after_trace(rounds: int, children: int = 3) -> float:
+def after_trace(rounds: int, children: int = 3) -> tuple[float, float]:
+    """Draw speed after one traced block, and after many decorated calls, vs before any trace."""
     # "Before" cannot alternate with "after" in one process: the median over a few
     # processes keeps one disturbed process from making the figure.
-    return statistics.median(float(_child(AFTER_CHILD.format(rounds=rounds))) for _ in range(children))
+    runs = [_child(AFTER_CHILD.format(rounds=rounds, calls=AFTER_CALLS)).split() for _ in range(children)]
+    return statistics.median(float(one) for one, _ in runs), statistics.median(float(many) for _, many in runs)
 
 
 # -- the table ----------------------------------------------------------------------------
+Row = Callable[..., None]  # row(figure, untraced, traced, result, target)
+
+
+def report_per_draw(quick: bool, row: Row) -> None:
+    for label, a, b in per_draw(5 if quick else 9, 5000 if quick else 20000):
+        row(f"{label}, depth {DEPTH}", f"{a:,.0f} ns", f"{b:,.0f} ns", f"+{(b - a) / 1000:.2f} µs/draw",
+            "≤ 1.5 µs" if "1000" not in label else "—")
+
+
+PER_CALL_TARGETS = {"draws nothing": "≤ 50 µs", "np.random.rand()": "≤ 60 µs", "pass": "≤ 50 µs"}
+
+
+def report_per_call(quick: bool, row: Row) -> None:
+    for label, a, b in per_call(7 if quick else 15, 200 if quick else 400):
+        unit = "block" if label.startswith("with") else "call"
+        target = next(t for key, t in PER_CALL_TARGETS.items() if label.endswith(key))
+        row(f"{label}, depth {DEPTH}", f"{a:,.2f} µs", f"{b:,.2f} µs", f"+{b - a:,.1f} µs/{unit}", target)
+
+
+def report_training(quick: bool, row: Row) -> None:
+    if torch is None:
+        row("CNN epoch, MLP", "—", "—", "skipped: torch not installed", "")
+        return
+    torch.set_num_threads(min(2, os.cpu_count() or 1))
+    epoch = cnn_epoch()
+    for _ in range(2):  # warm up: allocator, kernels, DataLoader
+        epoch()
+    a, b = alternate(epoch, traced(epoch), 5 if quick else 15)
+    row("CNN epoch (32 batches)", f"{a:.3f} s", f"{b:.3f} s", f"{b / a:.2f}×", "≤ 1.10×")
+    a2, m = alternate(epoch, with_tracemalloc(epoch), 3)
+    row("  anchor: tracemalloc on the CNN epoch", f"{a2:.3f} s", f"{m:.3f} s", f"{m / a2:.2f}×", "—")
+    a3, p = alternate(epoch, with_cprofile(epoch), 3)
+    row("  anchor: cProfile on the CNN epoch", f"{a3:.3f} s", f"{p:.3f} s", f"{p / a3:.2f}×", "—")
+    mlp = mlp_steps()
+    for _ in range(2):
+        mlp()
+    a, b = alternate(mlp, traced(mlp), 5 if quick else 9)
+    row("MLP, 200 steps", f"{a:.3f} s", f"{b:.3f} s", f"{b / a:.2f}×", "≤ 1.50×")
+
+
+def report_memory(quick: bool, row: Row) -> None:
+    n = 1_000_000 if quick else 3_000_000
+    mib, calls, dropped = memory(n)
+    row(f"RSS added by {n:,} draws (max_events=100,000)", "—", f"{mib:.1f} MiB",
+        f"{calls:,} counted, {dropped:,} not kept", "≤ 32 MB")
+
+
+def report_after_trace(quick: bool, row: Row) -> None:
+    one, many = after_trace(3 if quick else 15)
+    row("draws after a trace ended vs before any", "—", "—", f"{one:.3f}×", "≤ 1.02×")
+    row(f"draws after {3 * AFTER_CALLS:,} decorated calls and blocks vs before any", "—", "—",
+        f"{many:.3f}×", "≤ 1.02×")
+
+
+# In the order they run and print; --only picks some, keeping this order.
+SECTIONS: dict[str, Callable[[bool, Row], None]] = {
+    "per-draw": report_per_draw,
+    "per-call": report_per_call,
+    "training": report_training,
+    "memory": report_memory,
+    "after-trace": report_after_trace,
+}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer rounds and draws")
     parser.add_argument("--markdown", action="store_true", help="print the table as Markdown")
+    parser.add_argument("--only", action="append", choices=list(SECTIONS), metavar="NAME",
+                        help=f"run only this section (repeatable): {', '.join(SECTIONS)}")
     args = parser.parse_args(argv)
-    rounds = 5 if args.quick else 9
     lines = [
         f"Python {platform.python_version()}, numpy {np.__version__}, "
         f"torch {torch.__version__ if torch else 'not installed'}, {os.cpu_count()} cores, {platform.machine()}",
@@ -233,33 +377,9 @@ def main(argv: list[str] | None = None) -> int:
 
     if not args.markdown:
         print("\n".join(lines), flush=True)
-    for label, a, b in per_draw(rounds, 5000 if args.quick else 20000):
-        row(f"{label}, depth {DEPTH}", f"{a:,.0f} ns", f"{b:,.0f} ns", f"+{(b - a) / 1000:.2f} µs/draw",
-            "≤ 1.5 µs" if "1000" not in label else "—")
-    if torch is not None:
-        torch.set_num_threads(min(2, os.cpu_count() or 1))
-        epoch = cnn_epoch()
-        for _ in range(2):  # warm up: allocator, kernels, DataLoader
-            epoch()
-        a, b = alternate(epoch, traced(epoch), 15 if not args.quick else 5)
-        row("CNN epoch (32 batches)", f"{a:.3f} s", f"{b:.3f} s", f"{b / a:.2f}×", "≤ 1.10×")
-        a2, m = alternate(epoch, with_tracemalloc(epoch), 3)
-        row("  anchor: tracemalloc on the CNN epoch", f"{a2:.3f} s", f"{m:.3f} s", f"{m / a2:.2f}×", "—")
-        a3, p = alternate(epoch, with_cprofile(epoch), 3)
-        row("  anchor: cProfile on the CNN epoch", f"{a3:.3f} s", f"{p:.3f} s", f"{p / a3:.2f}×", "—")
-        mlp = mlp_steps()
-        for _ in range(2):
-            mlp()
-        a, b = alternate(mlp, traced(mlp), rounds)
-        row("MLP, 200 steps", f"{a:.3f} s", f"{b:.3f} s", f"{b / a:.2f}×", "≤ 1.50×")
-    else:
-        row("CNN epoch, MLP", "—", "—", "skipped: torch not installed", "")
-    n = 1_000_000 if args.quick else 3_000_000
-    mib, calls, dropped = memory(n)
-    row(f"RSS added by {n:,} draws (max_events=100,000)", "—", f"{mib:.1f} MiB",
-        f"{calls:,} counted, {dropped:,} not kept", "≤ 32 MB")
-    ratio = after_trace(3 if args.quick else 15)
-    row("draws after a trace ended vs before any", "—", "—", f"{ratio:.3f}×", "≤ 1.02×")
+    for name, report in SECTIONS.items():
+        if not args.only or name in args.only:
+            report(args.quick, row)
     if args.markdown:
         print("\n".join(lines))
     return 0
