@@ -51,10 +51,10 @@ class CatchAll:
     def refresh(self) -> None:
         """Re-read the installed sources' singletons and functions, where they changed."""
         global _LAST
-        sources = self.hub.sources()
+        sources = self.hub.rec.sources
         # The sources and their wrappers are made once per process: the table only changes
         # with the set of sources or a singleton (a CUDA generator appears).
-        key = tuple((name, id(src), tuple(map(id, src.owners()))) for name, src in sorted(sources.items()))
+        key = tuple([(id(src), src.owners_version()) for src in sources.values()])
         if _LAST is not None and _LAST[0] == key:
             self._by_id, self._keep, self._refs = _LAST[1]
             return
@@ -127,6 +127,7 @@ class MonitoringCatchAll(CatchAll):
     def __init__(self, hub: Any, tool: int) -> None:
         super().__init__(hub)
         self.tool = tool
+        self._freed = False
         mon = sys.monitoring
         disable = mon.DISABLE
         lookup, handle, keep = self.lookup, self.handle, self
@@ -189,6 +190,8 @@ class MonitoringCatchAll(CatchAll):
         return f"sys.monitoring tool {self.tool}"
 
     def uninstall(self) -> None:
+        if self._freed:
+            return  # a retry after an interrupted uninstall: the tool id is already given back
         mon = sys.monitoring
         hub = self.hub
         hub.rec.stacks.watch_code = None
@@ -211,6 +214,7 @@ class MonitoringCatchAll(CatchAll):
                 mon.register_callback(self.tool, event, None)
         finally:
             mon.free_tool_id(self.tool)
+            self._freed = True
 
 
 class ProfileCatchAll(CatchAll):
@@ -287,7 +291,7 @@ class PinningCatchAll(CatchAll):
     def __init__(self, hub: Any) -> None:
         super().__init__(hub)
         self._sweeper: Optional[Sweeper] = None
-        hub.rec.pinnable = self
+        hub.rec.offer_pinning(self)
 
     def start_pinning(self) -> None:
         """Switch the stack cache on: pin frames, sweep the finished ones."""
@@ -302,6 +306,7 @@ class PinningCatchAll(CatchAll):
         rec.pinnable = None
         if self._sweeper is not None:
             rec.set_mode(FrameMode.WALK)  # drops every pin
+            # Forgotten only once stopped: an interrupted join is retried by the hub.
             self._sweeper.stop()
             self._sweeper = None
 

@@ -140,42 +140,41 @@ class Hub:
         """Make the hooks exactly what ``sessions`` need (idempotent)."""
         rec, patches = self.rec, self.patches
         # First: a wrapper of ours put back by another tool goes, before a set is applied again.
-        patches.settle_strays()
-        wanted = set().union(*(s.streams for s in sessions)) if sessions else set()
-        for name in [n for n in rec.sources if n not in wanted]:
-            self._uninstall(name)
-        for name in self.imports.watching():
-            if name not in wanted:
-                self.imports.unwatch(name)
-        for name in sorted(wanted):
-            if name in rec.sources:
+        if patches.strays:
+            patches.settle_strays()
+        if len(sessions) == 1:
+            wanted: Any = sessions[0].streams
+        else:
+            wanted = set().union(*(s.streams for s in sessions)) if sessions else ()
+        installed = rec.sources
+        for name in [n for n in installed if n not in wanted]:
+            source = installed[name]
+            patches.undo(name)  # raises before anything below if interrupted
+            del installed[name]
+            rec.fingerprint(name).clear()
+            source.forget()
+        if self.imports.active():
+            for name in self.imports.watching():
+                if name not in wanted:
+                    self.imports.unwatch(name)
+        for name in sorted(wanted) if len(wanted) > 1 else wanted:
+            if name in installed:
                 continue
             if sys.modules.get(SOURCES[name]) is not None:
-                self._install(name)
+                installed[name] = patches.apply(name, load_source, rec).source
+                rec.reseeded(name)
             else:
                 self.imports.watch(name, SOURCES[name], self._imported)
-        if rec.sources and self._catchall is None:
+        catchall = self._catchall
+        if installed and catchall is None:
             self._catchall = _catchall.install(self)
-        elif not rec.sources and self._catchall is not None:
-            catchall, self._catchall = self._catchall, None
-            catchall.uninstall()
-        elif self._catchall is not None:
-            self._catchall.refresh()
+        elif not installed and catchall is not None:
+            catchall.uninstall()  # idempotent: an interrupted one is completed by the retry
+            self._catchall = None
+        elif catchall is not None:
+            catchall.refresh()
 
     # -- sources -------------------------------------------------------------
-    def _install(self, name: str) -> None:
-        patch_set = self.patches.apply(name, lambda: load_source(name), self.rec)
-        self.rec.sources[name] = patch_set.source
-        self.rec.reseeded(name)
-
-    def _uninstall(self, name: str) -> None:
-        source = self.rec.sources.get(name)
-        self.patches.undo(name)  # raises before anything below if interrupted
-        self.rec.sources.pop(name, None)
-        self.rec.fingerprint(name).clear()
-        if source is not None:
-            source.forget()
-
     def _imported(self, name: str) -> None:
         """A watched library was imported inside a trace: install its stream now."""
         with self._lock:
@@ -230,19 +229,19 @@ class Hub:
     def _check_moved(self, session: _Session, frame: Optional[FrameType]) -> None:
         """Record an unattributed event for each stream that moved with no recorded cause."""
         rec = self.rec
-        counts = session.trace.counts()
-        explained = {stream for (stream, _kind) in counts}
+        raws = session.trace._raw
+        explained = {raw[0] for raw in raws} | {key[0] for key in session.trace._overflow}
         for name, before in session.start_states.items():
             source = rec.sources.get(name)
             if source is None:
                 continue
-            fingerprint = rec.fingerprint(name)
-            if fingerprint.view is not None and fingerprint.last not in (None, fingerprint.view.value):
-                rec.unattributed(name, frame, "moved after the last recorded event; noticed when the block ended")
-                counts = session.trace.counts()
-                explained = {stream for (stream, _kind) in counts}
+            fingerprint = rec.fingerprints.get(name)
+            if fingerprint is not None and fingerprint.view is not None and fingerprint.last is not None:
+                if fingerprint.last != fingerprint.view.value:
+                    rec.unattributed(name, frame, "moved after the last recorded event; noticed when the block ended")
+                    explained.add(name)
             states = source.snapshot()
-            if (name, SEED) in counts:
+            if any(raw[0] == name and raw[1] == SEED for raw in raws):
                 # torch.manual_seed() is one event on "torch" and reseeds every CUDA device too
                 explained.update(states)
             for stream, state in states.items():
@@ -254,8 +253,7 @@ class Hub:
                     if old is not None
                     else "appeared during the block with no recorded call; noticed when the block ended"
                 )
-                cache = rec.hot.now.cache
-                sid = cache.table.capture(frame, session.trace.depth)
+                sid = rec.hot.now.cache.table.capture(frame, session.trace.depth)
                 session.trace._add((stream, UNATTRIBUTED, f"{stream} state", None, sid, rec.state().key, note))
 
     # -- fork ------------------------------------------------------------------

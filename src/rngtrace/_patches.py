@@ -46,7 +46,7 @@ def _type_modified(types: Iterable[type]) -> None:
         ctypes.pythonapi.PyType_Modified(ctypes.py_object(t))
 
 
-def _swap_python(entries: list[Entry], forward: bool) -> Any:
+def _swap_python(entries: list[Entry], forward: bool, stamps: Optional[dict] = None) -> Any:
     """Pure-Python twin of ``_speedups.swap`` (same results; interruptible between entries)."""
     if forward:
         for namespace, attr, original, _wrapper, _type in entries:
@@ -68,22 +68,25 @@ def _swap_python(entries: list[Entry], forward: bool) -> Any:
     return strays
 
 
-def _swapper() -> Callable[[list, bool], Any]:
+def _swapper() -> Callable[..., Any]:
     from .sources._base import _speedups
 
     if _speedups is None:
         return _swap_python
-    return lambda entries, forward: _speedups.swap(entries, forward, INHERITED)
+    swap = _speedups.swap
+    return lambda entries, forward, stamps=None: swap(entries, forward, INHERITED, {} if stamps is None else stamps)
 
 
 class PatchSet:
     """One source's patches, made once per process and reused while nobody patched over them."""
 
-    __slots__ = ("source", "entries", "applied")
+    __slots__ = ("source", "entries", "applied", "stamps")
 
     def __init__(self, source: Any) -> None:
         self.source = source
         self.entries: list[Entry] = []
+        #: each namespace's dict version after our last pass (C only): unchanged, no check needed
+        self.stamps: dict[int, int] = {}
         #: the wrappers are in place (or an undo of them has not completed yet)
         self.applied = False
 
@@ -119,7 +122,7 @@ class Patches:
         """The stream names whose patches are in place, with their sets."""
         return {name: ps for name, ps in self._sets.items() if ps.applied}
 
-    def apply(self, name: str, make_source: Callable[[], Any], recorder: Any) -> PatchSet:
+    def apply(self, name: str, make_source: Callable[[str], Any], recorder: Any) -> PatchSet:
         """Put stream ``name``'s wrappers in place, reusing its set unless someone patched over it."""
         patch_set = self._sets.get(name)
         if patch_set is not None and patch_set.applied:
@@ -128,11 +131,11 @@ class Patches:
             patch_set.source.prepare()  # before each install: a cache filled now holds no wrapper
             # Marked first: a pure-Python pass interrupted half-way is undone by the next call.
             patch_set.applied = True
-            if self._swap(patch_set.entries, True):
+            if self._swap(patch_set.entries, True, patch_set.stamps):
                 return patch_set
             patch_set.applied = False
         # First use, or an attribute no longer holds the original the wrappers call: build anew.
-        source = make_source()
+        source = make_source(name)
         patch_set = PatchSet(source)
         self._sets[name] = patch_set
         try:
@@ -151,7 +154,7 @@ class Patches:
             self._undo(patch_set)
 
     def _undo(self, patch_set: PatchSet) -> None:
-        strays = self._swap(patch_set.entries, False)
+        strays = self._swap(patch_set.entries, False, patch_set.stamps)
         self.strays.extend(patch_set.entries[i] for i in strays)
         patch_set.applied = False  # only now: an interrupted undo is completed by the next call
 
@@ -203,7 +206,12 @@ class ImportWatch:
         self._hooks: dict[str, tuple[str, Callable]] = {}
 
     def watching(self) -> list[str]:
+        """The streams waiting for their library's import."""
         return sorted(self._hooks)
+
+    def active(self) -> bool:
+        """Whether any post-import hook is registered."""
+        return bool(self._hooks)
 
     def watch(self, name: str, module: str, on_import: Callable[[str], None]) -> None:
         """Call ``on_import(name)`` when ``module`` is imported (at once if it already is)."""

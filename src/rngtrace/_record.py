@@ -23,6 +23,8 @@ from ._threads import Fingerprint, ThreadGuard, ThreadState
 from .trace import DRAW, UNATTRIBUTED
 
 _STRENGTH = {"log": 0, "warn": 1, "raise": 2}
+#: interned stack nodes past which a table is replaced once no trace is active
+TABLE_LIMIT = 50_000
 
 
 class Recording:
@@ -58,18 +60,22 @@ class Recording:
     def publish(self, sessions: tuple) -> None:
         """Make ``sessions`` the active ones: one new Snapshot, read whole by every wrapper."""
         policy: dict[str, str] = {}
+        strict = False
         for s in sessions:
-            for name in s.streams:
-                if _STRENGTH[s.on_draw] > _STRENGTH[policy.get(name, "log")]:
-                    policy[name] = s.on_draw
-                policy.setdefault(name, "log")
-        strict = any(p != "log" for p in policy.values())
+            if s.on_draw != "log":  # only then is a policy read (check() and _warn())
+                strict = True
+                for name in s.streams:
+                    if _STRENGTH[s.on_draw] > _STRENGTH[policy.get(name, "log")]:
+                        policy[name] = s.on_draw
         sink = None
-        if len(sessions) == 1 and not strict:
+        if len(sessions) == 1:
             only = sessions[0]
-            sink = (only.trace._raw, only.trace.max_events, only.streams, only.trace)
+            self._depth = only.trace.depth
+            if not strict:
+                sink = (only.trace._raw, only.trace.max_events, only.streams, only.trace)
+        else:
+            self._depth = max((s.trace.depth for s in sessions), default=0)
         self._policy = policy
-        self._depth = max((s.trace.depth for s in sessions), default=0)
         now = self.hot.now
         self.hot.now = Snapshot(sessions, sink, strict, now.profile_hook, now.cache)
 
@@ -83,16 +89,28 @@ class Recording:
             st.frames = None
 
     def new_table(self) -> None:
-        """Start a fresh stack table (no trace is active): the old one stays whole for whoever still reads it."""
+        """Once no trace is active: start a fresh stack table if this one has grown large.
+
+        Kept otherwise, so a decorated function's call sites are interned once, not
+        at every call. Replaced, never cleared: whoever still reads the old one (a
+        thread finishing a draw, a trace resolving its stacks) finds it whole.
+        """
+        live = {st.key for st in list(self.states.values())}
+        for key in [k for k in self.thread_names if k not in live]:
+            self.thread_names.pop(key, None)
+        if self.stacks.size() < TABLE_LIMIT:
+            return
         watch = self.stacks.watch_code
         self.stacks = StackTable()
         self.stacks.watch_code = watch
         self.set_mode(self.mode, self.hot.now.profile_hook)
-        live = {st.key for st in list(self.states.values())}
-        for key in [k for k in self.thread_names if k not in live]:
-            self.thread_names.pop(key, None)
         for st in list(self.states.values()):
             st.pending = None
+
+    def offer_pinning(self, pinnable: Any) -> None:
+        """Let ``pinnable`` start pinning once this trace has walked PIN_AFTER stacks."""
+        self._walks = 0
+        self.pinnable = pinnable
 
     def after_fork(self) -> None:
         """In a forked child: only the forking thread exists, and no lock may be held."""

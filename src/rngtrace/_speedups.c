@@ -746,18 +746,96 @@ configure(PyObject *module, PyObject *args)
 
 /* -- swap: a patch set applied or undone in one pass -------------------------------- */
 
+/* A dict's version tag changes with every write to it (CPython 3.10-3.13; the field is gone
+ * in 3.14): equal tags mean nobody wrote to the dict in between. */
+#if PY_VERSION_HEX < 0x030E0000
+#define HAVE_VERSION_TAG 1
+#if defined(__GNUC__)
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+#endif
+static PyObject *
+version_of(PyObject *dict)
+{
+    return PyLong_FromUnsignedLongLong((unsigned long long)((PyDictObject *)dict)->ma_version_tag);
+}
+#endif
+
+/* 1 when every namespace in ``entries`` still has the version ``stamps`` recorded for it
+ * (nobody wrote to it since our last pass), 0 when not, -1 on error. */
+static int
+unchanged_since(PyObject *entries, PyObject *stamps)
+{
+#ifdef HAVE_VERSION_TAG
+    if (!PyDict_CheckExact(stamps) || PyDict_GET_SIZE(stamps) == 0)
+        return 0;
+    Py_ssize_t n = PyList_GET_SIZE(entries);
+    PyObject *last = NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *ns = PyTuple_GET_ITEM(PyList_GET_ITEM(entries, i), 0);
+        if (ns == last)
+            continue;
+        last = ns;
+        PyObject *key = PyLong_FromVoidPtr(ns);
+        if (key == NULL)
+            return -1;
+        PyObject *stamp = PyDict_GetItemWithError(stamps, key);
+        Py_DECREF(key);
+        if (stamp == NULL)
+            return PyErr_Occurred() ? -1 : 0;
+        unsigned long long was = PyLong_AsUnsignedLongLong(stamp);
+        if (was == (unsigned long long)-1 && PyErr_Occurred())
+            return -1;
+        if (was != (unsigned long long)((PyDictObject *)ns)->ma_version_tag)
+            return 0;
+    }
+    return 1;
+#else
+    return 0;
+#endif
+}
+
+/* Record each namespace's version now, after a pass whose outcome is fully known. */
+static int
+stamp(PyObject *entries, PyObject *stamps)
+{
+    if (!PyDict_CheckExact(stamps))
+        return 0;
+    PyDict_Clear(stamps);
+#ifdef HAVE_VERSION_TAG
+    Py_ssize_t n = PyList_GET_SIZE(entries);
+    PyObject *last = NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *ns = PyTuple_GET_ITEM(PyList_GET_ITEM(entries, i), 0);
+        if (ns == last)
+            continue;
+        last = ns;
+        PyObject *key = PyLong_FromVoidPtr(ns), *version = version_of(ns);
+        int rc = (key == NULL || version == NULL) ? -1 : PyDict_SetItem(stamps, key, version);
+        Py_XDECREF(key);
+        Py_XDECREF(version);
+        if (rc < 0)
+            return -1;
+    }
+#endif
+    return 0;
+}
+
 /* Entries are (namespace dict, attribute, original or INHERITED, wrapper, type or None).
  * Forward: only if every attribute still holds its original, put every wrapper in place
  * (True), else change nothing (False). Backward: put each original back where our wrapper
  * still is, and return the indices of the others (someone patched over us: strays).
+ * ``stamps`` (a dict the caller keeps per set) holds each namespace's version after our last
+ * pass: where no namespace was written since, every attribute is as we left it, and the
+ * identity checks are skipped -- half the dict look-ups. A pass that leaves strays records no
+ * stamps, so the next one checks every attribute.
  * Nothing here runs Python code -- every value written or dropped is also held by the
  * entries -- so no signal handler can run halfway through. */
 static PyObject *
 swap(PyObject *module, PyObject *args)
 {
-    PyObject *entries, *inherited;
+    PyObject *entries, *inherited, *stamps = Py_None;
     int forward;
-    if (!PyArg_ParseTuple(args, "O!pO:swap", &PyList_Type, &entries, &forward, &inherited))
+    if (!PyArg_ParseTuple(args, "O!pO|O:swap", &PyList_Type, &entries, &forward, &inherited, &stamps))
         return NULL;
     Py_ssize_t n = PyList_GET_SIZE(entries);
     for (Py_ssize_t i = 0; i < n; i++) {
@@ -768,18 +846,24 @@ swap(PyObject *module, PyObject *args)
             return NULL;
         }
     }
+    int trusted = unchanged_since(entries, stamps);
+    if (trusted < 0)
+        return NULL;
     PyObject *strays = NULL;
-    if (forward) {
+    if (forward && !trusted) {
         for (Py_ssize_t i = 0; i < n; i++) {
             PyObject *e = PyList_GET_ITEM(entries, i), *original = PyTuple_GET_ITEM(e, 2);
             PyObject *now = PyDict_GetItemWithError(PyTuple_GET_ITEM(e, 0), PyTuple_GET_ITEM(e, 1));
             if (now == NULL && PyErr_Occurred())
                 return NULL;
-            if (now != (original == inherited ? NULL : original))
+            if (now != (original == inherited ? NULL : original)) {
+                if (PyDict_CheckExact(stamps))
+                    PyDict_Clear(stamps);
                 Py_RETURN_FALSE;
+            }
         }
     }
-    else if ((strays = PyList_New(0)) == NULL)
+    else if (!forward && (strays = PyList_New(0)) == NULL)
         return NULL;
     PyObject *last_type = NULL;
     for (Py_ssize_t i = 0; i < n; i++) {
@@ -790,7 +874,7 @@ swap(PyObject *module, PyObject *args)
         if (forward)
             rc = PyDict_SetItem(ns, attr, wrapper);
         else {
-            PyObject *now = PyDict_GetItemWithError(ns, attr);
+            PyObject *now = trusted ? wrapper : PyDict_GetItemWithError(ns, attr);
             if (now == NULL && PyErr_Occurred())
                 rc = -1;
             else if (now != wrapper) {
@@ -804,6 +888,8 @@ swap(PyObject *module, PyObject *args)
         }
         if (rc < 0) {
             Py_XDECREF(strays);
+            if (PyDict_CheckExact(stamps))
+                PyDict_Clear(stamps);
             return NULL;
         }
         PyObject *type = PyTuple_GET_ITEM(e, 4);
@@ -813,15 +899,23 @@ swap(PyObject *module, PyObject *args)
             last_type = type;
         }
     }
-    if (forward)
+    if (forward) {
+        if (stamp(entries, stamps) < 0)
+            return NULL;
         Py_RETURN_TRUE;
+    }
+    if (PyList_GET_SIZE(strays) == 0 ? stamp(entries, stamps) < 0 : (PyDict_CheckExact(stamps) && (PyDict_Clear(stamps), 0))) {
+        Py_DECREF(strays);
+        return NULL;
+    }
     return strays;
 }
 
 static PyMethodDef module_methods[] = {
     {"configure", configure, METH_VARARGS,
      "configure(HotPath, Snapshot, Cache, ThreadState, Fingerprint): the types whose slots are read."},
-    {"swap", swap, METH_VARARGS, "swap(entries, forward, INHERITED): apply or undo a patch set in one pass."},
+    {"swap", swap, METH_VARARGS,
+     "swap(entries, forward, INHERITED, stamps={}): apply or undo a patch set in one pass."},
     {NULL},
 };
 

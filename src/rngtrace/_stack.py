@@ -177,6 +177,10 @@ class StackTable:
             node = self.ids.setdefault(key, new)
         return node
 
+    def size(self) -> int:
+        """How many stacks and nodes this table holds."""
+        return len(self._nodes) + len(self._flat)
+
     def resolve(self, sid: int, depth: int) -> tuple[Frame, ...]:
         """Turn an interned stack into Frames, innermost first, at most ``depth`` of them."""
         frames = []

@@ -64,6 +64,10 @@ class Source(ABC):
         """Objects whose bound methods draw from this stream (the singletons)."""
         return ()
 
+    def owners_version(self) -> int:
+        """Changes whenever ``owners()`` would return other objects (cheap: read at every trace)."""
+        return 0
+
     def functions(self) -> Iterable[object]:
         """Unbound callables that draw from or seed this stream (the originals)."""
         return ()

@@ -138,7 +138,7 @@ class NumpySource(Source):
         return self._view
 
     def snapshot(self) -> dict[str, Any]:
-        view = self.fingerprint()
+        view = self._view if self._view_key is not None else self.fingerprint()
         # The whole legacy state for another bit generator: the view covers only MT19937.
         return {"numpy": view.value} if view is not None else self.state()
 

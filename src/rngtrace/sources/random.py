@@ -100,7 +100,7 @@ class RandomSource(Source):
         return self._view
 
     def snapshot(self) -> dict[str, Any]:
-        view = self.fingerprint()
+        view = self._view if self._view_of is not None else self.fingerprint()
         if view is None:
             return self.state()
         # The twister's words in place, and gauss()'s cached value, which they do not show.

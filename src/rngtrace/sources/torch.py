@@ -308,6 +308,7 @@ class TorchSource(Source):
             self._remember(getattr(_Tensor, name), f"torch.Tensor.{name}")
         self._view: Optional[Any] = None
         self._view_key: Optional[tuple] = None
+        self._tables_filled = False
 
     def _remember(self, original: object, api: str) -> None:
         if id(original) not in self._apis:
@@ -320,7 +321,9 @@ class TorchSource(Source):
         # torch.device("meta"):` would stop applying to torch.rand once we are gone.
         _device._device_constructors()
         torch.jit._builtins._get_builtin_table()
-        _fill_function_tables()
+        if not self._tables_filled:  # torch.overrides' tables, once: only a cache_clear() empties them
+            _fill_function_tables()
+            self._tables_filled = True
 
     def patches(self, hub: Any) -> Iterable[Patch]:
         when = _conditions()
@@ -370,6 +373,9 @@ class TorchSource(Source):
     def owners(self) -> Iterable[object]:
         return (torch.default_generator, *_initialised_cuda_generators())
 
+    def owners_version(self) -> int:
+        return len(torch.cuda.default_generators) if torch.cuda.is_initialized() else 0
+
     def functions(self) -> Iterable[object]:
         return self._functions
 
@@ -400,11 +406,13 @@ class TorchSource(Source):
         return self._view
 
     def snapshot(self) -> dict[str, Any]:
-        # The CPU generator through its fingerprint; CUDA generators (no fingerprint) in full.
-        view = self.fingerprint()
+        # The CPU generator through its fingerprint (checked at every install and seed, so the
+        # one kept is current); CUDA generators, which have none, in full.
+        view = self._view if self._view_key is not None else self.fingerprint()
         states: dict[str, Any] = {"torch": view.value if view is not None else torch.default_generator.get_state()}
-        for i, generator in enumerate(_initialised_cuda_generators()):
-            states[_cuda_stream(i)] = generator.get_state()
+        if torch.cuda.is_initialized():
+            for i, generator in enumerate(torch.cuda.default_generators):
+                states[_cuda_stream(i)] = generator.get_state()
         return states
 
     def state(self) -> dict[str, Any]:
