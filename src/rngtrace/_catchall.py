@@ -82,6 +82,10 @@ class CatchAll:
         by_id = self._by_id
         source = by_id.get(id(callee))
         if source is None:
+            # A Python wrapper reached through the singleton is bound anew at each lookup.
+            func = getattr(callee, "__func__", None)
+            if func is not None and by_id.get(id(func)) is OURS:
+                return OURS
             owner = getattr(callee, "__self__", None)
             if owner is not None:
                 source = by_id.get(id(owner))
