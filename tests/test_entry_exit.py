@@ -6,7 +6,9 @@ import os
 import pickle
 import random
 import signal
+import subprocess
 import sys
+import textwrap
 import threading
 import time
 import warnings
@@ -252,3 +254,41 @@ def _wrapped_pairs() -> list:
     with rng_trace(print=False):
         wrappers = HUB.wrappers()
     return [(w, w.__wrapped__) for w in wrappers if hasattr(w, "__wrapped__")]
+
+
+# numpy 2 imports numpy.random on first use: a thread importing it holds its module lock while the
+# post-import hooks run, and another thread may hold the hub's lock while it waits for that module.
+LAZY_IMPORT_RACE = textwrap.dedent(
+    """
+    import sys, threading, time
+    import numpy as np
+    import wrapt
+    if "numpy.random" in sys.modules:
+        print("numpy.random imported eagerly: nothing to race"); sys.exit(0)
+    from rngtrace import rng_trace
+
+    importing = threading.Event()
+    def slow_hook(module):  # registered first: runs before rngtrace's, with the import lock held
+        importing.set()
+        time.sleep(0.5)
+    wrapt.register_post_import_hook(slow_hook, "numpy.random")
+
+    with rng_trace(print=False) as outer:  # watches numpy.random: not imported yet
+        drawer = threading.Thread(target=lambda: np.random.rand())  # imports numpy.random
+        drawer.start()
+        importing.wait()
+        with rng_trace(print=False) as inner:  # installs numpy while the import is under way
+            np.random.rand()
+        drawer.join()
+    print("events", len(inner), "inner draw in outer:", any(e.api == "numpy.random.rand" for e in outer.events))
+    """
+)
+
+
+def test_a_trace_starting_while_another_thread_imports_a_watched_library_does_not_deadlock(tmp_path):
+    script = tmp_path / "race.py"
+    script.write_text(LAZY_IMPORT_RACE)
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr[-2000:]
+    if "nothing to race" not in done.stdout:
+        assert done.stdout.split() == ["events", "1", "inner", "draw", "in", "outer:", "True"], done.stdout

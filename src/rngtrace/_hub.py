@@ -51,6 +51,8 @@ class Hub:
         self._lock = threading.RLock()
         self._catchall: Optional[_catchall.CatchAll] = None
         self._fork_registered = False
+        #: streams whose library finished importing while another thread held the lock
+        self._pending_imports: set[str] = set()
 
     @property
     def active(self) -> tuple:
@@ -100,6 +102,7 @@ class Hub:
                 if not self.active:
                     self.rec.new_table()
                 raise
+        self._after_unlock()
         return session
 
     def stop(self, session: _Session, frame: Optional[FrameType]) -> Trace:
@@ -116,6 +119,7 @@ class Hub:
                     trace._finish(trace._live[0] if trace._live else None, self.rec.thread_names)
                     if not self.active:
                         self.rec.new_table()  # after the trace took its thread names
+        self._after_unlock()
         return session.trace
 
     def _release(self, session: _Session) -> None:
@@ -176,18 +180,40 @@ class Hub:
 
     # -- sources -------------------------------------------------------------
     def _imported(self, name: str) -> None:
-        """A watched library was imported inside a trace: install its stream now."""
-        with self._lock:
+        """A watched library was imported inside a trace: install its stream now, or soon.
+
+        Called by the import system with the module's import lock held. Waiting for
+        the hub's lock here could deadlock with a thread that holds it and is itself
+        importing that module (to install its stream), so the stream is only queued
+        unless the lock is free; whoever holds it takes the queue when it lets go.
+        """
+        self._pending_imports.add(name)
+        if self._lock.acquire(blocking=False):
+            try:
+                self._take_imports()
+            finally:
+                self._lock.release()
+
+    def _take_imports(self) -> None:
+        """Install the streams whose library was imported while a trace wanted them (lock held)."""
+        while self._pending_imports:
+            name = self._pending_imports.pop()
             sessions = self.active
-            wanting = [s for s in sessions if name in s.streams]
-            if not wanting or name in self.rec.sources:
-                return
-            self._reconcile(sessions)
+            wanting = [s for s in sessions if name in s.streams and name not in s.start_states]
+            if not wanting:
+                continue
+            self._settle(sessions)
             source = self.rec.sources.get(name)
             if source is not None:
                 states = source.snapshot()
                 for s in wanting:
                     s.start_states[name] = states
+
+    def _after_unlock(self) -> None:
+        # A hook that found the lock taken queued its stream: take it now (see _imported).
+        if self._pending_imports:
+            with self._lock:
+                self._take_imports()
 
     def sources(self) -> dict[str, Any]:
         """The installed sources, by stream name."""
@@ -262,6 +288,7 @@ class Hub:
         # hooks off, so the child runs untraced and unchanged. The parent's other threads
         # are gone, and any lock one of them held would never be released: reset them all.
         self._lock._at_fork_reinit()  # type: ignore[attr-defined]
+        self._pending_imports.clear()
         self.rec.after_fork()
         self.rec.publish(())
         try:
