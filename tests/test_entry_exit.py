@@ -292,3 +292,23 @@ def test_a_trace_starting_while_another_thread_imports_a_watched_library_does_no
     assert done.returncode == 0, done.stderr[-2000:]
     if "nothing to race" not in done.stdout:
         assert done.stdout.split() == ["events", "1", "inner", "draw", "in", "outer:", "True"], done.stdout
+
+
+def test_blocks_ending_while_another_thread_draws_report_no_unattributed_move(fast_switching):
+    tracer = rng_trace(print=False)
+    unattributed = []
+
+    def blocks():
+        for _ in range(1500):
+            with tracer as trace:
+                np.random.rand()
+                random.random()
+            unattributed.extend(e for e in trace.events if e.kind == "unattributed")
+
+    threads = [threading.Thread(target=blocks) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    # Every draw went through a patched call: a move "nobody recorded" would blame nothing true.
+    assert unattributed == []

@@ -261,26 +261,44 @@ class Hub:
             source = rec.sources.get(name)
             if source is None:
                 continue
-            fingerprint = rec.fingerprints.get(name)
-            if fingerprint is not None and fingerprint.view is not None and fingerprint.last is not None:
-                if fingerprint.last != fingerprint.view.value:
-                    rec.unattributed(name, frame, "moved after the last recorded event; noticed when the block ended")
-                    explained.add(name)
-            states = source.snapshot()
-            if any(raw[0] == name and raw[1] == SEED for raw in raws):
-                # torch.manual_seed() is one event on "torch" and reseeds every CUDA device too
-                explained.update(states)
-            for stream, state in states.items():
-                old = before.get(stream)
-                if stream in explained or (old is not None and source.same(old, state)):
-                    continue
-                note = (
-                    "moved during the block with no recorded call; noticed when the block ended"
-                    if old is not None
-                    else "appeared during the block with no recorded call; noticed when the block ended"
-                )
-                sid = rec.hot.now.cache.table.capture(frame, session.trace.depth)
-                session.trace._add((stream, UNATTRIBUTED, f"{stream} state", None, sid, rec.state().key, note))
+            # Another thread inside a recorded call holds the stream's lock: its draw has moved
+            # the stream and is about to be recorded. Comparing now would report that move as
+            # unattributed, and waiting could deadlock (a wrapper may want the hub's lock), so
+            # the stream is left to that call, which rebases the fingerprint when it is done.
+            lock = rec.stream_lock(name)
+            if not lock.acquire(blocking=False):
+                continue
+            try:
+                self._check_stream(session, name, before, source, frame, explained)
+            finally:
+                lock.release()
+
+    def _check_stream(
+        self, session: _Session, name: str, before: dict, source: Any, frame: Optional[FrameType], explained: set
+    ) -> None:
+        """The end-of-block check for one stream (its lock held)."""
+        rec = self.rec
+        raws = session.trace._raw
+        fingerprint = rec.fingerprints.get(name)
+        if fingerprint is not None and fingerprint.view is not None and fingerprint.last is not None:
+            if fingerprint.last != fingerprint.view.value:
+                rec.unattributed(name, frame, "moved after the last recorded event; noticed when the block ended")
+                explained.add(name)
+        states = source.snapshot()
+        if any(raw[0] == name and raw[1] == SEED for raw in raws):
+            # torch.manual_seed() is one event on "torch" and reseeds every CUDA device too
+            explained.update(states)
+        for stream, state in states.items():
+            old = before.get(stream)
+            if stream in explained or (old is not None and source.same(old, state)):
+                continue
+            note = (
+                "moved during the block with no recorded call; noticed when the block ended"
+                if old is not None
+                else "appeared during the block with no recorded call; noticed when the block ended"
+            )
+            sid = rec.hot.now.cache.table.capture(frame, session.trace.depth)
+            session.trace._add((stream, UNATTRIBUTED, f"{stream} state", None, sid, rec.state().key, note))
 
     # -- fork ------------------------------------------------------------------
     def _after_fork_in_child(self) -> None:
