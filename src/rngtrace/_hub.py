@@ -15,15 +15,25 @@ import os
 import sys
 import threading
 from types import FrameType
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from . import _catchall
 from ._patches import ImportWatch, Patches
 from ._record import Recording
 from .sources import SOURCES, load_source
+from .sources._base import _speedups
 from .trace import SEED, UNATTRIBUTED, Trace
 
 ON_DRAW = ("log", "warn", "raise")
+
+
+def _call_unlocked(lock: Any, fn: Callable, *args: Any) -> Any:
+    # Without the accelerator: a try-acquire in Python could be interrupted before its release
+    # is guarded, leaving the lock held for good, so the check runs as before, without it.
+    return fn(*args)
+
+
+_call_if_free = _speedups.call_if_free if _speedups is not None else _call_unlocked
 
 
 class _Session:
@@ -265,13 +275,7 @@ class Hub:
             # the stream and is about to be recorded. Comparing now would report that move as
             # unattributed, and waiting could deadlock (a wrapper may want the hub's lock), so
             # the stream is left to that call, which rebases the fingerprint when it is done.
-            lock = rec.stream_lock(name)
-            if not lock.acquire(blocking=False):
-                continue
-            try:
-                self._check_stream(session, name, before, source, frame, explained)
-            finally:
-                lock.release()
+            _call_if_free(rec.stream_lock(name), self._check_stream, session, name, before, source, frame, explained)
 
     def _check_stream(
         self, session: _Session, name: str, before: dict, source: Any, frame: Optional[FrameType], explained: set

@@ -911,9 +911,50 @@ swap(PyObject *module, PyObject *args)
     return strays;
 }
 
+/* call_if_free(lock, fn, *args): fn(*args) with ``lock`` taken, or NotImplemented without calling
+ * it when another thread holds the lock. Taken and released here, in C, so that no signal handler
+ * (Ctrl-C) can run between taking the lock and guarding its release. */
+static PyObject *
+call_if_free(PyObject *module, PyObject *args)
+{
+    Py_ssize_t n = PyTuple_GET_SIZE(args);
+    if (n < 2) {
+        PyErr_SetString(PyExc_TypeError, "call_if_free(lock, fn, *args)");
+        return NULL;
+    }
+    PyObject *lock = PyTuple_GET_ITEM(args, 0), *fn = PyTuple_GET_ITEM(args, 1);
+    PyObject *got = PyObject_CallMethod(lock, "acquire", "O", Py_False);
+    if (got == NULL)
+        return NULL;
+    int taken = PyObject_IsTrue(got);
+    Py_DECREF(got);
+    if (taken < 0)
+        return NULL;
+    if (!taken)
+        Py_RETURN_NOTIMPLEMENTED;
+    PyObject *rest = PyTuple_GetSlice(args, 2, n);
+    PyObject *result = rest == NULL ? NULL : PyObject_Call(fn, rest, NULL);
+    Py_XDECREF(rest);
+    PyObject *type, *value, *traceback;
+    PyErr_Fetch(&type, &value, &traceback);
+    PyObject *released = PyObject_CallMethod(lock, "release", NULL);
+    if (released == NULL) {
+        if (type != NULL)
+            PyErr_Clear(); /* the call's own error matters more */
+        else
+            Py_CLEAR(result);
+    }
+    Py_XDECREF(released);
+    if (type != NULL)
+        PyErr_Restore(type, value, traceback);
+    return result;
+}
+
 static PyMethodDef module_methods[] = {
     {"configure", configure, METH_VARARGS,
      "configure(HotPath, Snapshot, Cache, ThreadState, Fingerprint): the types whose slots are read."},
+    {"call_if_free", call_if_free, METH_VARARGS,
+     "call_if_free(lock, fn, *args): fn(*args) under the lock, or NotImplemented if another thread holds it."},
     {"swap", swap, METH_VARARGS,
      "swap(entries, forward, INHERITED, stamps={}): apply or undo a patch set in one pass."},
     {NULL},

@@ -17,6 +17,9 @@ def configure(
 def swap(entries: list[tuple[dict[str, Any], str, Any, Any, Optional[type]]], forward: bool, inherited: object, /) -> Any:
     """Apply (True if applied, False if some attribute no longer holds its original) or undo (stray indices)."""
 
+def call_if_free(lock: Any, fn: Callable[..., Any], /, *args: Any) -> Any:
+    """``fn(*args)`` with ``lock`` taken, or NotImplemented (not called) when another thread holds it."""
+
 class InPlace:
     """A stream's state read where it lives: ``value`` copies the regions' bytes."""
 
