@@ -202,14 +202,19 @@ class MonitoringCatchAll(CatchAll):
         hub.rec.set_mode(FrameMode.WALK)
         try:
             mon.set_events(self.tool, 0)
-            for code in self._exit_codes:
+            for code in list(self._exit_codes):
                 mon.set_local_events(self.tool, code, 0)
             self._exit_codes.clear()
             # A code not run since keeps its DISABLEd sites for this tool. Turning its
             # CALL events on and off again for this tool alone re-instruments it now:
             # the next trace sees every site afresh, another tool's are left as they were.
             call = mon.events.CALL
-            for code in list(self._disabled):
+            # Copied in one C step: another thread's call may still add a code meanwhile, and
+            # iterating the WeakSet itself would then fail.
+            for ref in self._disabled.data.copy():
+                code = ref()
+                if code is None:
+                    continue
                 mon.set_local_events(self.tool, code, call)
                 mon.set_local_events(self.tool, code, 0)
             self._disabled.clear()

@@ -138,17 +138,24 @@ class Hub:
         self._settle(sessions)
 
     def _settle(self, sessions: tuple) -> None:
-        """Reconcile, finishing the job whatever interrupts it; then raise the first interruption."""
-        error: Optional[BaseException] = None
-        for _ in range(4):
+        """Reconcile, finishing the job whatever interrupts it.
+
+        An interruption (Ctrl-C, SystemExit) is raised once the job is done; an error
+        only if every retry failed: a user's block must not fail for one that passed.
+        """
+        interruption: Optional[BaseException] = None
+        for attempt in range(4):
             try:
                 self._reconcile(sessions)
                 break
+            except Exception:
+                if attempt == 3:
+                    raise
             except BaseException as e:  # noqa: BLE001 (Ctrl-C between two restores: finish first)
-                if error is None:
-                    error = e
-        if error is not None:
-            raise error
+                if interruption is None:
+                    interruption = e
+        if interruption is not None:
+            raise interruption
 
     def _reconcile(self, sessions: tuple) -> None:
         """Make the hooks exactly what ``sessions`` need (idempotent)."""
