@@ -118,10 +118,6 @@ class Patches:
         self.strays: list[Entry] = []
         self._swap = _swapper()
 
-    def applied(self) -> dict[str, PatchSet]:
-        """The stream names whose patches are in place, with their sets."""
-        return {name: ps for name, ps in self._sets.items() if ps.applied}
-
     def apply(self, name: str, make_source: Callable[[str], Any], recorder: Any) -> PatchSet:
         """Put stream ``name``'s wrappers in place, reusing its set unless someone patched over it."""
         patch_set = self._sets.get(name)
@@ -172,17 +168,9 @@ class Patches:
                 keep.append(entry)  # still someone else's: look again at the next call
         self.strays = keep
 
-    def sources(self) -> dict[str, Any]:
-        """The sources whose patches are in place."""
-        return {name: ps.source for name, ps in self._sets.items() if ps.applied}
-
     def wrappers(self) -> list[object]:
         """Every wrapper currently in place."""
         return [w for ps in self._sets.values() if ps.applied for w in ps.wrappers()]
-
-    def forget(self) -> None:
-        """Drop every set (a forked child runs untraced: nothing is reused there)."""
-        self._sets.clear()
 
     def hooked(self) -> dict[str, list[str]]:
         """What is patched right now, by stream (empty when idle), strays included."""
