@@ -147,9 +147,11 @@ class MonitoringCatchAll(CatchAll):
             if id(code) in own:
                 return disable
             if code.co_filename.startswith(_PACKAGE_DIR):
+                # Our own wrappers and the hub: disabled for good, never enabled again at
+                # uninstall. Each event runs this callback, and a Ctrl-C landing in it before
+                # a `with lock:`'s exit call would leave the hub's lock held.
                 own.add(id(code))
-                remember(code)
-                return disable  # our own wrappers and state reads
+                return disable
             source = lookup(callee, arg0)
             if source is None and keep._keep and (
                 isinstance(arg0, keep._keep) or isinstance(getattr(callee, "__self__", None), keep._keep)

@@ -36,6 +36,17 @@ def _call_unlocked(lock: Any, fn: Callable, *args: Any) -> Any:
 _call_if_free = _speedups.call_if_free if _speedups is not None else _call_unlocked
 
 
+def _call_with(lock: Any, fn: Callable, *args: Any) -> Any:
+    with lock:
+        return fn(*args)
+
+
+# The hub's lock is taken and released in C where the accelerator is built: on 3.12+ the
+# catch-all's monitoring callback runs before a `with` statement's __exit__ call, and a Ctrl-C
+# landing in it would leave the lock held for good.
+_call_locked = _speedups.call_locked if _speedups is not None else _call_with
+
+
 class _Session:
     """One active trace and what the hub needs to know about it."""
 
@@ -87,50 +98,54 @@ class Hub:
     def start(self, trace: Trace, streams: frozenset, on_draw: str) -> _Session:
         """Begin recording into ``trace``; install what it needs."""
         session = _Session(trace, streams, on_draw)
-        rec = self.rec
-        with self._lock:
-            if not self._fork_registered:
-                os.register_at_fork(after_in_child=self._after_fork_in_child)
-                self._fork_registered = True
-            try:
-                sessions = self.active + (session,)
-                if len(sessions) == 1:
-                    rec.new_warnings()  # each outermost trace warns afresh
-                trace._live = (rec.stacks.resolve, rec.thread_names)
-                # Published first, so a watched library imported meanwhile (another thread)
-                # finds the session that wants it.
-                rec.publish(sessions)
-                self._settle(sessions)
-                for name in streams:
-                    source = rec.sources.get(name)
-                    if source is not None:
-                        session.start_states[name] = source.snapshot()
-                if self._catchall is not None and self._catchall.note and self._catchall.note not in trace.notes:
-                    trace.notes.append(self._catchall.note)
-            except BaseException:
-                self._release(session)
-                if not self.active:
-                    self.rec.new_table()
-                raise
+        _call_locked(self._lock, self._start, session)
         self._after_unlock()
         return session
 
+    def _start(self, session: _Session) -> None:
+        rec, trace = self.rec, session.trace
+        if not self._fork_registered:
+            os.register_at_fork(after_in_child=self._after_fork_in_child)
+            self._fork_registered = True
+        try:
+            sessions = self.active + (session,)
+            if len(sessions) == 1:
+                rec.new_warnings()  # each outermost trace warns afresh
+            trace._live = (rec.stacks.resolve, rec.thread_names)
+            # Published first, so a watched library imported meanwhile (another thread)
+            # finds the session that wants it.
+            rec.publish(sessions)
+            self._settle(sessions)
+            for name in session.streams:
+                source = rec.sources.get(name)
+                if source is not None:
+                    session.start_states[name] = source.snapshot()
+            if self._catchall is not None and self._catchall.note and self._catchall.note not in trace.notes:
+                trace.notes.append(self._catchall.note)
+        except BaseException:
+            self._release(session)
+            if not self.active:
+                self.rec.new_table()
+            raise
+
     def stop(self, session: _Session, frame: Optional[FrameType]) -> Trace:
         """End recording into the session's trace; restore what no other trace needs."""
-        with self._lock:
-            try:
-                if session in self.active:
-                    self._check_moved(session, frame)
-            finally:
-                try:
-                    self._release(session)
-                finally:
-                    trace = session.trace
-                    trace._finish(trace._live[0] if trace._live else None, self.rec.thread_names)
-                    if not self.active:
-                        self.rec.new_table()  # after the trace took its thread names
+        _call_locked(self._lock, self._stop, session, frame)
         self._after_unlock()
         return session.trace
+
+    def _stop(self, session: _Session, frame: Optional[FrameType]) -> None:
+        try:
+            if session in self.active:
+                self._check_moved(session, frame)
+        finally:
+            try:
+                self._release(session)
+            finally:
+                trace = session.trace
+                trace._finish(trace._live[0] if trace._live else None, self.rec.thread_names)
+                if not self.active:
+                    self.rec.new_table()  # after the trace took its thread names
 
     def _release(self, session: _Session) -> None:
         sessions = tuple(s for s in self.active if s is not session)

@@ -911,6 +911,24 @@ swap(PyObject *module, PyObject *args)
     return strays;
 }
 
+static PyObject *locked_call(PyObject *lock, PyObject *args);
+
+/* call_locked(lock, fn, *args): fn(*args) with ``lock`` taken (waiting for it), released in C. */
+static PyObject *
+call_locked(PyObject *module, PyObject *args)
+{
+    if (PyTuple_GET_SIZE(args) < 2) {
+        PyErr_SetString(PyExc_TypeError, "call_locked(lock, fn, *args)");
+        return NULL;
+    }
+    PyObject *lock = PyTuple_GET_ITEM(args, 0);
+    PyObject *got = PyObject_CallMethod(lock, "acquire", NULL);
+    if (got == NULL)
+        return NULL;
+    Py_DECREF(got);
+    return locked_call(lock, args);
+}
+
 /* call_if_free(lock, fn, *args): fn(*args) with ``lock`` taken, or NotImplemented without calling
  * it when another thread holds the lock. Taken and released here, in C, so that no signal handler
  * (Ctrl-C) can run between taking the lock and guarding its release. */
@@ -922,7 +940,7 @@ call_if_free(PyObject *module, PyObject *args)
         PyErr_SetString(PyExc_TypeError, "call_if_free(lock, fn, *args)");
         return NULL;
     }
-    PyObject *lock = PyTuple_GET_ITEM(args, 0), *fn = PyTuple_GET_ITEM(args, 1);
+    PyObject *lock = PyTuple_GET_ITEM(args, 0);
     PyObject *got = PyObject_CallMethod(lock, "acquire", "O", Py_False);
     if (got == NULL)
         return NULL;
@@ -932,6 +950,15 @@ call_if_free(PyObject *module, PyObject *args)
         return NULL;
     if (!taken)
         Py_RETURN_NOTIMPLEMENTED;
+    return locked_call(lock, args);
+}
+
+/* fn(*args) for args = (lock, fn, *args), the lock held: released here whatever fn does. */
+static PyObject *
+locked_call(PyObject *lock, PyObject *args)
+{
+    Py_ssize_t n = PyTuple_GET_SIZE(args);
+    PyObject *fn = PyTuple_GET_ITEM(args, 1);
     PyObject *rest = PyTuple_GetSlice(args, 2, n);
     PyObject *result = rest == NULL ? NULL : PyObject_Call(fn, rest, NULL);
     Py_XDECREF(rest);
@@ -953,6 +980,7 @@ call_if_free(PyObject *module, PyObject *args)
 static PyMethodDef module_methods[] = {
     {"configure", configure, METH_VARARGS,
      "configure(HotPath, Snapshot, Cache, ThreadState, Fingerprint): the types whose slots are read."},
+    {"call_locked", call_locked, METH_VARARGS, "call_locked(lock, fn, *args): fn(*args) under the lock, taken and released in C."},
     {"call_if_free", call_if_free, METH_VARARGS,
      "call_if_free(lock, fn, *args): fn(*args) under the lock, or NotImplemented if another thread holds it."},
     {"swap", swap, METH_VARARGS,
