@@ -57,8 +57,8 @@ def test_a_draw_in_another_thread_never_raises_while_traces_start_and_end(fast_s
                 break
     finally:
         stop.set()
-        thread.join()
-    assert errors == []
+        thread.join(timeout=60)
+    assert errors == [] and not thread.is_alive()
 
 
 def test_events_from_two_threads_interning_new_sites_at_once_carry_their_own_stacks(fast_switching):
@@ -310,10 +310,11 @@ def test_blocks_ending_while_another_thread_draws_report_no_unattributed_move(fa
         except BaseException as error:  # noqa: BLE001 -- any error in a thread is the failure
             errors.append(error)
 
-    threads = [threading.Thread(target=blocks) for _ in range(2)]
+    threads = [threading.Thread(target=blocks, daemon=True) for _ in range(2)]
     for t in threads:
         t.start()
     for t in threads:
-        t.join()
+        t.join(timeout=120)  # a lock left held must fail this test, not hang the suite
+    assert not any(t.is_alive() for t in threads), "a traced block hung"
     # Every draw went through a patched call: a move "nobody recorded" would blame nothing true.
     assert errors == [] and unattributed == []
