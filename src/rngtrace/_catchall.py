@@ -61,7 +61,7 @@ class CatchAll:
         by_id: dict[int, Any] = {}
         keep: list[type] = []
         refs: list[object] = []
-        for source in self.hub.sources().values():
+        for source in sources.values():
             for obj in (*source.owners(), *source.functions()):
                 by_id[id(obj)] = source
                 refs.append(obj)

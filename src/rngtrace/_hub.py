@@ -247,10 +247,6 @@ class Hub:
             with self._lock:
                 self._take_imports()
 
-    def sources(self) -> dict[str, Any]:
-        """The installed sources, by stream name."""
-        return dict(self.rec.sources)
-
     def wrappers(self) -> list[object]:
         """Every replacement currently patched in."""
         return self.patches.wrappers()

@@ -256,9 +256,8 @@ class Recording:
         if now.strict and kind == DRAW and self._policy.get(base) == "warn":
             self._warn(stream, api, sid, cache.table)
 
-    def known_frames(self, st: ThreadState, cache: Optional[Cache] = None) -> Optional[dict]:
+    def known_frames(self, st: ThreadState, cache: Cache) -> Optional[dict]:
         """The thread's cache of live frames under ``cache``, or None where their exits are not seen."""
-        cache = cache or self.hot.now.cache
         mode = cache.mode
         if mode is FrameMode.WALK:
             return None
