@@ -47,14 +47,19 @@ def _call_with(lock: Any, fn: Callable, *args: Any) -> Any:
 _call_locked = _speedups.call_locked if _speedups is not None else _call_with
 
 
+_ORDER: dict[frozenset, tuple[str, ...]] = {}
+
+
 class _Session:
     """One active trace and what the hub needs to know about it."""
 
-    __slots__ = ("trace", "streams", "on_draw", "start_states")
+    __slots__ = ("trace", "streams", "order", "on_draw", "start_states")
 
     def __init__(self, trace: Trace, streams: frozenset, on_draw: str) -> None:
         self.trace = trace
         self.streams = streams
+        #: the streams in install order (sorted: the same order whichever trace installs them)
+        self.order = _ORDER.get(streams) or _ORDER.setdefault(streams, tuple(sorted(streams)))
         self.on_draw = on_draw
         #: stream -> the quick states (``Source.snapshot()``) of its sub-streams at the start
         self.start_states: dict[str, dict[str, Any]] = {}
@@ -180,20 +185,23 @@ class Hub:
             patches.settle_strays()
         if len(sessions) == 1:
             wanted: Any = sessions[0].streams
+            order: Any = sessions[0].order
         else:
             wanted = set().union(*(s.streams for s in sessions)) if sessions else ()
+            order = sorted(wanted)
         installed = rec.sources
-        for name in [n for n in installed if n not in wanted]:
-            source = installed[name]
-            patches.undo(name)  # raises before anything below if interrupted
-            del installed[name]
-            rec.fingerprint(name).clear()
-            source.forget()
-        if self.imports.active():
+        if installed:
+            for name in [n for n in installed if n not in wanted]:
+                source = installed[name]
+                patches.undo(name)  # raises before anything below if interrupted
+                del installed[name]
+                rec.fingerprint(name).clear()
+                source.forget()
+        if self.imports.hooks:
             for name in self.imports.watching():
                 if name not in wanted:
                     self.imports.unwatch(name)
-        for name in sorted(wanted) if len(wanted) > 1 else wanted:
+        for name in order:
             if name in installed:
                 continue
             if sys.modules.get(SOURCES[name]) is not None:
@@ -285,9 +293,20 @@ class Hub:
         rec = self.rec
         raws = session.trace._raw
         explained = {raw[0] for raw in raws} | {key[0] for key in session.trace._overflow}
+        sources, fingerprints = rec.sources, rec.fingerprints
         for name, before in session.start_states.items():
-            source = rec.sources.get(name)
+            source = sources.get(name)
             if source is None:
+                continue
+            fingerprint = fingerprints.get(name)
+            if (
+                fingerprint is None
+                or fingerprint.view is None
+                or fingerprint.last is None
+                or fingerprint.last == fingerprint.view.value
+            ) and _unmoved(source, before):
+                # Where nothing moved there is nothing to report, whatever another thread is
+                # doing: only a stream that moved needs its lock to tell who moved it.
                 continue
             # Another thread inside a recorded call holds the stream's lock: its draw has moved
             # the stream and is about to be recorded. Comparing now would report that move as
@@ -335,6 +354,15 @@ class Hub:
             self._settle(())
         finally:
             self.rec.new_table()
+
+
+def _unmoved(source: Any, before: dict) -> bool:
+    """Whether every sub-stream of ``source`` is as ``before`` (its ``snapshot()``) saw it."""
+    now = source.snapshot()
+    if now.keys() != before.keys():
+        return False
+    same = source.same
+    return all(same(before[stream], state) for stream, state in now.items())
 
 
 def validate_streams(streams: Any) -> frozenset:

@@ -46,7 +46,7 @@ def _type_modified(types: Iterable[type]) -> None:
         ctypes.pythonapi.PyType_Modified(ctypes.py_object(t))
 
 
-def _swap_python(entries: list[Entry], forward: bool, stamps: Optional[dict] = None) -> Any:
+def _swap_python(entries: list[Entry], forward: bool, inherited: object, stamps: Optional[dict] = None) -> Any:
     """Pure-Python twin of ``_speedups.swap`` (same results; interruptible between entries)."""
     if forward:
         for namespace, attr, original, _wrapper, _type in entries:
@@ -71,10 +71,7 @@ def _swap_python(entries: list[Entry], forward: bool, stamps: Optional[dict] = N
 def _swapper() -> Callable[..., Any]:
     from .sources._base import _speedups
 
-    if _speedups is None:
-        return _swap_python
-    swap = _speedups.swap
-    return lambda entries, forward, stamps=None: swap(entries, forward, INHERITED, {} if stamps is None else stamps)
+    return _swap_python if _speedups is None else _speedups.swap
 
 
 class PatchSet:
@@ -127,7 +124,7 @@ class Patches:
             patch_set.source.prepare()  # before each install: a cache filled now holds no wrapper
             # Marked first: a pure-Python pass interrupted half-way is undone by the next call.
             patch_set.applied = True
-            if self._swap(patch_set.entries, True, patch_set.stamps):
+            if self._swap(patch_set.entries, True, INHERITED, patch_set.stamps):
                 return patch_set
             patch_set.applied = False
         # First use, or an attribute no longer holds the original the wrappers call: build anew.
@@ -150,8 +147,9 @@ class Patches:
             self._undo(patch_set)
 
     def _undo(self, patch_set: PatchSet) -> None:
-        strays = self._swap(patch_set.entries, False, patch_set.stamps)
-        self.strays.extend(patch_set.entries[i] for i in strays)
+        strays = self._swap(patch_set.entries, False, INHERITED, patch_set.stamps)
+        if strays:
+            self.strays.extend(patch_set.entries[i] for i in strays)
         patch_set.applied = False  # only now: an interrupted undo is completed by the next call
 
     def settle_strays(self) -> None:
@@ -162,7 +160,7 @@ class Patches:
         for entry in self.strays:
             namespace, attr, original, wrapper, kind = entry
             now = namespace.get(attr, INHERITED)
-            if now is wrapper and self._swap([entry], False) == []:
+            if now is wrapper and self._swap([entry], False, INHERITED) == []:
                 continue
             if now is not original:
                 keep.append(entry)  # still someone else's: look again at the next call
@@ -191,31 +189,28 @@ class ImportWatch:
     """Post-import hooks: install a stream the moment its library is imported inside a trace."""
 
     def __init__(self) -> None:
-        self._hooks: dict[str, tuple[str, Callable]] = {}
+        #: stream -> (module, hook) for each stream waiting for its library's import
+        self.hooks: dict[str, tuple[str, Callable]] = {}
 
     def watching(self) -> list[str]:
         """The streams waiting for their library's import."""
-        return sorted(self._hooks)
-
-    def active(self) -> bool:
-        """Whether any post-import hook is registered."""
-        return bool(self._hooks)
+        return sorted(self.hooks)
 
     def watch(self, name: str, module: str, on_import: Callable[[str], None]) -> None:
         """Call ``on_import(name)`` when ``module`` is imported (at once if it already is)."""
-        if name in self._hooks:
+        if name in self.hooks:
             return
         import wrapt
 
         def hook(_module: Any, name: str = name) -> None:
-            if self._hooks.pop(name, None) is not None:
+            if self.hooks.pop(name, None) is not None:
                 on_import(name)
 
-        self._hooks[name] = (module, hook)
+        self.hooks[name] = (module, hook)
         wrapt.register_post_import_hook(hook, module)
 
     def unwatch(self, name: str) -> None:
-        entry = self._hooks.pop(name, None)
+        entry = self.hooks.pop(name, None)
         if entry is None:
             return
         module, hook = entry
