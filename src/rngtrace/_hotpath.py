@@ -67,9 +67,9 @@ class Snapshot:
 class HotPath:
     """The one object the wrappers read; the hub writes it."""
 
-    __slots__ = ("now", "states", "record", "unattributed", "rebase")
+    __slots__ = ("now", "states", "record", "unattributed", "raised")
 
-    def __init__(self, now: Snapshot, record: Callable, unattributed: Callable, rebase: Callable) -> None:
+    def __init__(self, now: Snapshot, record: Callable, unattributed: Callable, raised: Callable) -> None:
         self.now = now
         #: OS thread ident -> ThreadState; one dict for the process, cleared, never replaced
         self.states: dict[int, Any] = {}
@@ -77,8 +77,8 @@ class HotPath:
         self.record = record
         #: hub.unattributed(stream, frame, note): a move no wrapper recorded
         self.unattributed = unattributed
-        #: hub.rebase(stream): a failed call explains what it moved
-        self.rebase = rebase
+        #: hub.raised(stream, kind, api, frame, st, error): a recorded call raised
+        self.raised = raised
 
 
 def configure(speedups: Any) -> None:

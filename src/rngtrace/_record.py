@@ -34,7 +34,7 @@ class Recording:
         self.stacks = StackTable()
         self.mode = FrameMode.WALK
         empty = Snapshot((), None, False, None, Cache(self.stacks, self.mode))
-        self.hot = HotPath(empty, self.record, self.unattributed, self.rebase)
+        self.hot = HotPath(empty, self.record, self.unattributed, self.raised)
         self.states = self.hot.states
         self._guards = threading.local()
         #: ThreadState.key -> thread name, for the live threads and those seen by an active trace
@@ -167,6 +167,21 @@ class Recording:
         fingerprint = self.fingerprints.get(stream)
         if fingerprint is not None:
             fingerprint.take()
+
+    def raised(
+        self, stream: str, kind: str, api: str, frame: Optional[FrameType], st: Optional[ThreadState], error: Any
+    ) -> None:
+        """A recorded call raised: record it where it moved the stream first (it drew, then failed).
+
+        A call that raised before drawing (bad arguments) moved nothing and is no event.
+        Either way the state as it is now is taken as explained.
+        """
+        fingerprint = self.fingerprints.get(stream)
+        if fingerprint is not None and fingerprint.view is not None and fingerprint.last is not None:
+            if fingerprint.view.value != fingerprint.last:
+                name = error.__name__ if isinstance(error, type) else type(error).__name__
+                self.record(stream, kind, api, None, frame, f"raised {name} after it moved the stream", st)
+        self.rebase(stream)
 
     def forget_fingerprint(self, stream: str) -> None:
         """A call is about to move the stream where no wrapper sees it finish."""

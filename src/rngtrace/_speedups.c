@@ -24,7 +24,7 @@
 
 /* Offsets of the __slots__ the hot path reads (rngtrace/_hotpath.py, _threads.py), found from
  * their member descriptors by configure(): a renamed slot fails there, not silently here. */
-static Py_ssize_t hp_now = -1, hp_states, hp_record, hp_unattributed, hp_rebase;
+static Py_ssize_t hp_now = -1, hp_states, hp_record, hp_unattributed, hp_raised;
 static Py_ssize_t sn_active, sn_sink, sn_strict, sn_profile_hook, sn_cache, ca_ids;
 static Py_ssize_t st_busy = -1, st_pending, st_frames, st_epoch, st_key, st_hooked;
 static Py_ssize_t fp_view = -1, fp_last;
@@ -421,14 +421,15 @@ record_call(Recorder *self, PyObject *now, PyObject *st, PyObject *frame, PyObje
             }
         }
     }
-    set_slot(st, st_busy, Py_True);
+    /* Busy until the call is recorded: a finalizer drawing meanwhile is its own event. */
+    set_slot(st, st_busy, frame != Py_None ? frame : Py_True);
     result = PyObject_Vectorcall(self->original, args, nargsf, kwnames);
-    set_slot(st, st_busy, Py_False);
     if (result == NULL) {
-        /* What the failed call moved is explained by it: take the state as it is. */
+        /* Recorded if it moved the stream first (it drew, then failed); the state is taken as explained. */
         PyObject *type, *value, *traceback;
         PyErr_Fetch(&type, &value, &traceback);
-        PyObject *r = PyObject_CallOneArg(SLOT(self->hot, hp_rebase), self->stream);
+        PyObject *r = PyObject_CallFunctionObjArgs(SLOT(self->hot, hp_raised), self->stream, self->kind, self->api,
+                                                   frame, st, type != NULL ? type : Py_None, NULL);
         if (r == NULL)
             PyErr_Clear();
         Py_XDECREF(r);
@@ -461,6 +462,7 @@ record_call(Recorder *self, PyObject *now, PyObject *st, PyObject *frame, PyObje
 fail:
     Py_CLEAR(result);
 release:
+    set_slot(st, st_busy, Py_False);
     Py_XDECREF(stream);
     Py_XDECREF(count);
     Py_DECREF(view);
@@ -517,8 +519,15 @@ recorder_vectorcall(Recorder *self, PyObject *const *args, size_t nargsf, PyObje
     if (Py_TYPE(st) != thread_state_type || SLOT(st, st_busy) == NULL || SLOT(st, st_pending) == NULL ||
         SLOT(st, st_key) == NULL || SLOT(st, st_epoch) == NULL)
         goto slow;
-    if (SLOT(st, st_busy) == Py_True) /* inside a recorded call: part of it */
-        return PyObject_Vectorcall(self->original, args, nargsf, kwnames);
+    PyObject *busy = SLOT(st, st_busy);
+    if (busy != Py_False) {
+        /* Inside a recorded call. Made from the frame that made it (its C code calling us):
+         * part of it. From any other frame (a finalizer, a signal handler): the Python
+         * wrapper tells whose call it is. */
+        if (busy == (PyObject *)PyEval_GetFrame())
+            return PyObject_Vectorcall(self->original, args, nargsf, kwnames);
+        goto slow;
+    }
     if (SLOT(st, st_pending) != Py_None)
         goto slow;
     PyObject *hook = SLOT(now, sn_profile_hook), *strict = SLOT(now, sn_strict);
@@ -722,7 +731,7 @@ configure(PyObject *module, PyObject *args)
         return NULL;
     Py_ssize_t offsets[20] = {
         slot_offset(hp_type, "now"),          slot_offset(hp_type, "states"),  slot_offset(hp_type, "record"),
-        slot_offset(hp_type, "unattributed"), slot_offset(hp_type, "rebase"),  slot_offset(sn_type, "active"),
+        slot_offset(hp_type, "unattributed"), slot_offset(hp_type, "raised"),  slot_offset(sn_type, "active"),
         slot_offset(sn_type, "sink"),         slot_offset(sn_type, "strict"),  slot_offset(sn_type, "profile_hook"),
         slot_offset(sn_type, "cache"),        slot_offset(ca_type, "ids"),     slot_offset(state_type, "busy"),
         slot_offset(state_type, "pending"),   slot_offset(state_type, "frames"), slot_offset(state_type, "epoch"),
@@ -732,7 +741,7 @@ configure(PyObject *module, PyObject *args)
     if (PyErr_Occurred())
         return NULL;
     hp_now = offsets[0], hp_states = offsets[1], hp_record = offsets[2], hp_unattributed = offsets[3];
-    hp_rebase = offsets[4], sn_active = offsets[5], sn_sink = offsets[6], sn_strict = offsets[7];
+    hp_raised = offsets[4], sn_active = offsets[5], sn_sink = offsets[6], sn_strict = offsets[7];
     sn_profile_hook = offsets[8], sn_cache = offsets[9], ca_ids = offsets[10];
     st_busy = offsets[11], st_pending = offsets[12], st_frames = offsets[13], st_epoch = offsets[14];
     st_key = offsets[15], st_hooked = offsets[16], fp_view = offsets[17], fp_last = offsets[18];

@@ -34,7 +34,9 @@ class ThreadState:
     def __init__(self, ident: int) -> None:
         # Events name their thread by this key, unique per thread even where the OS reuses idents.
         self.key = next(_THREAD_KEYS)
-        self.busy = False  # inside a recording wrapper: nested calls are part of that call
+        # Inside a recorded call: the caller's frame (True where there is none), False otherwise.
+        # Calls made from that frame (by C code) or by the library are part of the call.
+        self.busy: Any = False
         self.pending: Optional[tuple] = None  # (id(frame), f_lasti) the catch-all recorded just before the call
         self.hooked = False  # 3.10/3.11: the catch-all's profile hook runs on this thread
         self.frames: Optional[dict] = None  # live frame id -> (f_lasti, stack node); see _stack

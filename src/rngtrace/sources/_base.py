@@ -19,6 +19,8 @@ from abc import ABC, abstractmethod
 from types import FrameType, MethodType
 from typing import Any, Callable, ClassVar, Iterable, Optional
 
+from .._caller import call_as, is_stand_in
+from .._paths import PACKAGE_DIR
 from ..trace import DRAW, SEED
 
 try:
@@ -150,7 +152,7 @@ def recorder(
     def record_call(st: Any, frame: Optional[FrameType], args: tuple, kwargs: dict) -> Any:
         if st.pending is not None and recorded_by_catchall(st, frame):
             # C code is calling one of our methods inside a call the catch-all recorded.
-            return call_busy(st, original, args, kwargs)
+            return call_busy(st, frame, original, args, kwargs)
         if is_draw and hot.now.strict:
             # Before the draw: on_draw="raise" leaves the stream as it was.
             if strict_check is not None:
@@ -161,28 +163,34 @@ def recorder(
         # before the call and the one after it. A with statement, not acquire() then try:
         # an interrupt (Ctrl-C) cannot land between taking the lock and guarding its release.
         with lock:
-            result = checked_call(rec, stream, fingerprint, moved, st, frame, original, args, kwargs)
-            if is_draw:
-                if place is not None:
-                    where, count = place(result)
+            # Busy until the call is recorded, not only while it runs: a finalizer drawing
+            # during the bookkeeping is then its own event, not a move nobody recorded.
+            was_busy = st.busy
+            try:
+                result = checked_call(rec, stream, fingerprint, moved, st, frame, original, args, kwargs, kind, api)
+                if is_draw:
+                    if place is not None:
+                        where, count = place(result)
+                    else:
+                        # A float is one value whatever the function (the usual answer: no call to ask).
+                        where, count = stream, 1
+                    if where is not None:
+                        if count_of is not None and type(result) is not float:
+                            count = count_of(result, args, kwargs)
+                        record(where, DRAW, api, count, frame, None, st)
+                    fingerprint.take()
                 else:
-                    # A float is one value whatever the function (the usual answer: no call to ask).
-                    where, count = stream, 1
-                if where is not None:
-                    if count_of is not None and type(result) is not float:
-                        count = count_of(result, args, kwargs)
-                    record(where, DRAW, api, count, frame, None, st)
-                fingerprint.take()
-            else:
-                where = seeded(args, kwargs) if seeded is not None else stream
-                detail = seed_detail(args[1:] if owner is not None else args, kwargs)
-                record(where, SEED, api, None, frame, detail, st)
-                rec.reseeded(stream)
+                    where = seeded(args, kwargs) if seeded is not None else stream
+                    detail = seed_detail(args[1:] if owner is not None else args, kwargs)
+                    record(where, SEED, api, None, frame, detail, st)
+                    rec.reseeded(stream)
+            finally:
+                st.busy = was_busy
         return result
 
     if owner is not None:
         takes = lambda args, kwargs: bool(args) and args[0] is owner  # noqa: E731
-    wrapper = entry(rec, original, record_call, takes)
+    wrapper = entry(rec, original, record_call, takes, library_of(stream))
     if not accelerate or _speedups is None or not is_draw:
         return Wrapper.make(wrapper, original)
     placing = {} if place is None else {"tensor_type": _tensor_type(), "place": place, "slow_keyword": "generator"}
@@ -270,33 +278,58 @@ def entry(
     original: Callable,
     call: Callable[[Any, Optional[FrameType], tuple, dict], Any],
     takes: Optional[Callable[[tuple, dict], bool]] = None,
+    library: tuple[str, ...] = (),
 ) -> Callable:
     """The Python wrapper around ``original``: each outermost call it ``takes`` goes to ``call``.
 
     ``call(thread state, caller's frame, args, kwargs)`` makes and records the call.
-    With no trace active, inside another recorded call (the thread is busy) or
-    declined by ``takes``, a call goes straight to ``original``.
+    With no trace active or declined by ``takes``, a call goes straight to
+    ``original``; so does one made, inside another recorded call, by code of the
+    stream's ``library`` (file prefixes) or rngtrace's: it is part of that call.
+    Any other code drawing inside a recorded call (a finalizer, a signal handler,
+    a callback) makes its own event. Every call is made as if from its caller's
+    line (``call_as``), so a warning raised inside points there, not here.
     """
     hot = rec.hot
     states, new_state = hot.states, rec.state
     getframe = sys._getframe
+    inside = (*library, PACKAGE_DIR)
 
     def rngtrace_wrapper(*args: Any, **kwargs: Any) -> Any:
-        now = hot.now
-        if not now.active:
-            return original(*args, **kwargs)
-        st = states.get(get_ident()) or new_state()
-        if st.busy or (takes is not None and not takes(args, kwargs)):
-            return original(*args, **kwargs)
         try:
             frame: Optional[FrameType] = getframe(1)
         except ValueError:  # called by C code with no Python frame above it: no stack to show
             frame = None
+        now = hot.now
+        if not now.active:
+            return call_as(frame, original, args, kwargs)
+        st = states.get(get_ident()) or new_state()
+        if takes is not None and not takes(args, kwargs):
+            return call_as(frame, original, args, kwargs)
+        if st.busy and (
+            frame is None
+            or frame is st.busy  # C code inside the recorded call: the caller's frame is still on top
+            or frame.f_code.co_filename.startswith(inside)
+            or is_stand_in(frame.f_code)
+        ):
+            return call_as(frame, original, args, kwargs)
         if now.profile_hook is None:
             return call(st, frame, args, kwargs)
         return stepping_aside(now.profile_hook, st, call, frame, args, kwargs)
 
     return _named(rngtrace_wrapper, original)
+
+
+def library_of(stream: str) -> tuple[str, ...]:
+    """Where the code of ``stream``'s library lives: its calls inside a recorded call are part of it."""
+    base = stream.split(".", 1)[0]
+    module = sys.modules.get(base)
+    file = getattr(module, "__file__", None)
+    if not file:
+        return ()
+    if base == "random":
+        return (file,)  # the stdlib module itself, not its directory
+    return (os.path.dirname(file) + os.sep,)
 
 
 def moved_note(api: str) -> str:
@@ -306,26 +339,27 @@ def moved_note(api: str) -> str:
 
 def checked_call(
     rec: Any, stream: str, fingerprint: Any, moved: str, st: Any, frame: Optional[FrameType],
-    original: Callable, args: tuple, kwargs: dict,
+    original: Callable, args: tuple, kwargs: dict, kind: str = DRAW, api: str = "",
 ) -> Any:
     """Make a recorded call, under the stream's lock: a move nobody recorded is noticed first.
 
-    The thread is busy during the call, so what it calls inside is part of it.
-    A call that raises is taken as explaining whatever it moved.
+    The thread is busy from here on (the caller puts back what it was once the call
+    is recorded), so what the call makes inside is part of it. A call that raises
+    is recorded where it moved the stream first (it drew, then failed).
     """
+    nested = st.busy  # a finalizer or handler inside another recorded call, which moves the stream too
     view = fingerprint.view
-    if view is not None:
+    if view is not None and not nested:
         previous = fingerprint.last
         if previous is not None and view.value != previous:
             rec.unattributed(stream, frame, moved)
-    st.busy = True
+    st.busy = frame if frame is not None else True  # the caller's frame: see entry()
     try:
-        return original(*args, **kwargs)
-    except BaseException:
-        rec.rebase(stream)
+        return call_as(frame, original, args, kwargs)
+    except BaseException as error:
+        if not nested:
+            rec.raised(stream, kind, api, frame, st, error)
         raise
-    finally:
-        st.busy = False
 
 
 def stepping_aside(hook: Callable, st: Any, call: Callable, frame: Optional[FrameType], args: tuple, kwargs: dict) -> Any:
@@ -351,13 +385,14 @@ def recorded_by_catchall(st: Any, frame: Optional[FrameType]) -> bool:
     return frame is not None and pending[0] == id(frame) and pending[1] == frame.f_lasti
 
 
-def call_busy(st: Any, original: Callable, args: tuple, kwargs: dict) -> Any:
+def call_busy(st: Any, frame: Optional[FrameType], original: Callable, args: tuple, kwargs: dict) -> Any:
     """Call ``original`` with nested calls marked as part of it."""
-    st.busy = True
+    was_busy = st.busy
+    st.busy = frame if frame is not None else True
     try:
-        return original(*args, **kwargs)
+        return call_as(frame, original, args, kwargs)
     finally:
-        st.busy = False
+        st.busy = was_busy
 
 
 def draw_wrapper(rec: Any, stream: str, api: str, original: Callable, count_of: Optional[Callable]) -> Callable:
