@@ -109,6 +109,8 @@ class CatchAll:
         hit = source.classify(callee, frame, profile)
         if hit is None or hit is INTERNAL:
             return hit
+        if profile:
+            hub.hook_found()
         stream, kind, api, start, detail = hit
         if kind == "draw":
             rec.check(stream, api, start)
@@ -116,6 +118,9 @@ class CatchAll:
         st.pending = (id(frame), frame.f_lasti)  # an id: rngtrace keeps no frame alive
         # The call happens after this hook returns: its move is explained, not yet seen.
         rec.forget_fingerprint(stream)
+        # Where the reference lives in the caller's module, patch it: later calls and
+        # later traces record it through a wrapper, with no hook.
+        hub.learn(source.name, start)
         return None
 
     def describe(self) -> str:
@@ -349,14 +354,22 @@ class ArmedCatchAll(PinningCatchAll):
         return "profile hook armed (frames pinned)"
 
 
+EARLY_NOTE = (
+    "the previous trace saw calls through references bound before tracing, so rngtrace's c_call "
+    "profile hook was on from the start (Python 3.10/3.11)"
+)
 ARMED_NOTE = (
     "an unattributed move armed rngtrace's c_call profile hook: from then on, calls through "
     "references bound before tracing are attributed (Python 3.10/3.11)"
 )
 
 
-def install(hub: Any) -> CatchAll:
-    """Install the best catch-all this Python allows, never displacing another tool."""
+def install(hub: Any, hook: bool = False) -> CatchAll:
+    """Install the best catch-all this Python allows, never displacing another tool.
+
+    On 3.10/3.11, ``hook`` installs the profile hook at once instead of arming it
+    (an earlier trace saw moves only it can attribute).
+    """
     if sys.version_info >= (3, 12):
         mon = sys.monitoring
         for tool in (4, 3, 5, 1, 2, 0):
@@ -373,4 +386,8 @@ def install(hub: Any) -> CatchAll:
         return NoCatchAll(hub, "another profiler is active, so rngtrace did not install its "
                                "profile hook; calls through references bound before tracing "
                                "show as unattributed")
+    if hook:
+        catchall = ProfileCatchAll(hub)
+        catchall.note = EARLY_NOTE
+        return catchall
     return ArmedCatchAll(hub)

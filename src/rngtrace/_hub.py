@@ -79,6 +79,10 @@ class Hub:
         self._fork_registered = False
         #: streams whose library finished importing while another thread held the lock
         self._pending_imports: set[str] = set()
+        #: (stream, id of a module's globals) already searched for references bound before tracing
+        self._learned_from: set[tuple[str, int]] = set()
+        #: a move no patch saw, in the current or last trace: the next installs the profile hook at once
+        self._hook_wanted = False
 
     @property
     def active(self) -> tuple:
@@ -211,7 +215,10 @@ class Hub:
                 self.imports.watch(name, SOURCES[name], self._imported)
         catchall = self._catchall
         if installed and catchall is None:
-            self._catchall = _catchall.install(self)
+            # 3.10/3.11: the last trace found moves through references the patches miss, so
+            # the profile hook goes in at once, to attribute (and learn) them from the first.
+            self._catchall = _catchall.install(self, hook=self._hook_wanted)
+            self._hook_wanted = False  # this trace says again whether the next one needs it
         elif not installed and catchall is not None:
             catchall.uninstall()  # idempotent: an interrupted one is completed by the retry
             self._catchall = None
@@ -259,6 +266,24 @@ class Hub:
         """Every replacement currently patched in."""
         return self.patches.wrappers()
 
+    def learn(self, stream: str, frame: Optional[FrameType]) -> None:
+        """The catch-all saw ``frame`` reach ``stream`` around the patches: patch its module's references.
+
+        Once per module and stream; only when the hub's lock is free, since the
+        catch-all runs inside any code, which may be waiting for it (a later call learns).
+        """
+        if frame is None:
+            return
+        namespace = frame.f_globals
+        key = (stream, id(namespace))
+        if key in self._learned_from or not self._lock.acquire(blocking=False):
+            return
+        try:
+            self._learned_from.add(key)
+            self.patches.learn(stream, namespace)
+        finally:
+            self._lock.release()
+
     def _start_pinning(self, pinnable: Any) -> None:
         # Any thread may get here: only the catch-all still installed may start its sweeper.
         with self._lock:
@@ -269,8 +294,14 @@ class Hub:
     def _unattributed(self, stream: str) -> None:
         source = self.rec.sources.get(stream)
         # Arm the profile hook only where it can see what moved the stream.
-        if isinstance(self._catchall, _catchall.ArmedCatchAll) and source is not None and source.profile_visible:
-            self._arm()
+        if source is not None and source.profile_visible:
+            self._hook_wanted = True
+            if isinstance(self._catchall, _catchall.ArmedCatchAll):
+                self._arm()
+
+    def hook_found(self) -> None:
+        """The profile hook attributed a call: the next trace should have it from its start too."""
+        self._hook_wanted = True
 
     def _arm(self) -> None:
         """Swap the armed catch-all for the profile hook, now that there is something to find."""

@@ -102,6 +102,10 @@ class PatchSet:
         """Every replacement this set puts in place."""
         return [entry[3] for entry in self.entries]
 
+    def by_original(self) -> dict[int, tuple[Any, Any]]:
+        """id(original) -> (original, wrapper) for the module-level functions this set replaces."""
+        return {id(e[2]): (e[2], e[3]) for e in self.entries if e[4] is None and e[2] is not INHERITED}
+
     def describe(self) -> list[str]:
         """``module.attribute`` for each patched attribute."""
         return [f"{_owner_name(ns, kind)}.{attr}" for ns, attr, _o, _w, kind in self.entries]
@@ -112,6 +116,8 @@ class Patches:
 
     def __init__(self) -> None:
         self._sets: dict[str, PatchSet] = {}
+        #: per stream, references to its functions found in other modules' globals (``learn``)
+        self._learned: dict[str, PatchSet] = {}
         self.strays: list[Entry] = []
         self._swap = _swapper()
 
@@ -119,14 +125,17 @@ class Patches:
         """Put stream ``name``'s wrappers in place, reusing its set unless someone patched over it."""
         patch_set = self._sets.get(name)
         if patch_set is not None and patch_set.applied:
+            self._apply_learned(name)
             return patch_set
         if patch_set is not None:
             patch_set.source.prepare()  # before each install: a cache filled now holds no wrapper
             # Marked first: a pure-Python pass interrupted half-way is undone by the next call.
             patch_set.applied = True
             if self._swap(patch_set.entries, True, INHERITED, patch_set.stamps):
+                self._apply_learned(name)
                 return patch_set
             patch_set.applied = False
+            self._learned.pop(name, None)  # its wrappers are about to be made anew
         # First use, or an attribute no longer holds the original the wrappers call: build anew.
         source = make_source(name)
         patch_set = PatchSet(source)
@@ -142,9 +151,64 @@ class Patches:
 
     def undo(self, name: str) -> None:
         """Take stream ``name``'s wrappers off (those still in place; the rest become strays)."""
+        learned = self._learned.get(name)
+        if learned is not None and learned.applied:
+            self._undo(learned)
         patch_set = self._sets.get(name)
         if patch_set is not None and patch_set.applied:
             self._undo(patch_set)
+
+    # -- references bound before a trace ----------------------------------------
+    #: learned references kept per stream: each holds its namespace (a module's globals)
+    LEARN_LIMIT = 1024
+
+    def learn(self, name: str, namespace: dict) -> int:
+        """Replace, in ``namespace``, the references to stream ``name``'s functions bound before tracing.
+
+        ``from random import randrange`` at import leaves a module holding the original,
+        which no patch of ``random`` reaches; the catch-all hook attributes such calls,
+        where it can, only once a move was noticed, in each block anew. Once one is found
+        (a call seen by the hook, made from ``namespace``), that module's references are
+        patched too, now and at every later install of the stream: later traces attribute
+        them from their first call, with no hook. Returns how many were added.
+        """
+        patch_set = self._sets.get(name)
+        if patch_set is None or not patch_set.applied:
+            return 0
+        learned = self._learned.get(name)
+        if learned is None:
+            learned = self._learned[name] = PatchSet(patch_set.source)
+        own = {id(e[0]) for e in patch_set.entries}
+        if id(namespace) in own or len(learned.entries) >= self.LEARN_LIMIT:
+            return 0
+        known = {(id(e[0]), e[1]) for e in learned.entries}
+        originals = patch_set.by_original()
+        found = []
+        for attr, value in list(namespace.items()):
+            hit = originals.get(id(value))
+            if hit is not None and hit[0] is value and (id(namespace), attr) not in known and isinstance(attr, str):
+                found.append((namespace, attr, value, hit[1], None))
+        if not found:
+            return 0
+        learned.applied = True  # first: an undo completes whatever part of this is in place
+        learned.stamps.clear()
+        for entry in found:
+            learned.entries.append(entry)
+            namespace[entry[1]] = entry[3]  # applied now, as the rest of the set is
+        return len(found)
+
+    def _apply_learned(self, name: str) -> None:
+        learned = self._learned.get(name)
+        if learned is None or learned.applied or not learned.entries:
+            return
+        learned.applied = True
+        if self._swap(learned.entries, True, INHERITED, learned.stamps):
+            return
+        # A module rebound one of the names since: keep those still holding the original.
+        learned.entries[:] = [e for e in learned.entries if e[0].get(e[1], INHERITED) is e[2]]
+        learned.stamps.clear()
+        if not self._swap(learned.entries, True, INHERITED, learned.stamps):
+            learned.applied = False
 
     def _undo(self, patch_set: PatchSet) -> None:
         strays = self._swap(patch_set.entries, False, INHERITED, patch_set.stamps)
@@ -173,6 +237,9 @@ class Patches:
     def hooked(self) -> dict[str, list[str]]:
         """What is patched right now, by stream (empty when idle), strays included."""
         out = {name: ps.describe() for name, ps in self._sets.items() if ps.applied}
+        for name, learned in self._learned.items():
+            if learned.applied and learned.entries:
+                out[f"{name} (learned)"] = learned.describe()
         live = [e for e in self.strays if e[0].get(e[1], INHERITED) is e[3]]
         if live:
             out["strays"] = [f"{_owner_name(e[0], e[4])}.{e[1]}" for e in live]
