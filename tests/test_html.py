@@ -109,7 +109,7 @@ def test_one_mark_per_event_in_its_streams_lane_with_its_kind(story):
         assert (data["lanes"][lane], ["draw", "seed", "unattributed"][kind], api) == (event.stream, event.kind,
                                                                                     event.api)
     assert data["count"] == [e.count for e in story.events]
-    assert data["detail"] == {"0": "666", "5": "moved before this numpy.random.rand call"}
+    assert data["detail"] == {"0": "666", "5": "moved between #4 sklearn/utils/_indexing.py:574 and the call at train.py:12"}
 
 
 def test_a_lane_per_stream_in_the_text_logs_order_cuda_devices_after_torch(here):
@@ -191,11 +191,12 @@ def test_clicking_a_site_row_can_find_its_marks(story):
     assert table(page, "sites")[choice[0]][3] == "numpy.random.choice"
 
 
-def test_seeds_and_unattributed_moves_are_listed_with_value_and_note(story):
+def test_seeds_and_unattributed_moves_are_listed_with_value_and_window(story):
     rows = table(render(story), "others")
     assert [r[:3] for r in rows] == [["0", "numpy", "seed"], ["5", "numpy", "unattributed"]]
     assert rows[0][3] == "numpy.random.seed(666)"
-    assert rows[1][3] == "numpy statemoved before this numpy.random.rand call"
+    # A move is placed by its window, never at the line that noticed it.
+    assert rows[1][3:5] == ["numpy statemoved between #4 sklearn/utils/_indexing.py:574 and the call at train.py:12", "—"]
 
 
 def test_hints_and_notes_close_the_page(story):

@@ -110,13 +110,17 @@ def test_count_none_shows_the_api_alone(here):
     assert "None" not in log and "×" not in log
 
 
-def test_unattributed_event_is_marked_with_its_note_and_explained_once(here):
+def test_unattributed_event_is_marked_with_its_window_and_explained_once(here):
     story = (here("s.py"), 4, "<module>")
-    log = render(build(moved("numpy", "moved after the last recorded event", story),
+    log = render(build(draw("numpy.random.rand", 1, story),
+                       moved("numpy", "moved after the last recorded event; noticed when the block ended", story),
                        moved("random", "moved during the block", story)))
-    assert row(log, "numpy state").lstrip().startswith("!  0  numpy   unattributed")
-    note = row(log, "moved after the last recorded event")
+    assert row(log, "numpy state").lstrip().startswith("!  1  numpy   unattributed")
+    assert row(log, "numpy state").split()[-3:] == ["numpy", "state", "—"]  # no line of its own
+    note = row(log, "moved between #0")
+    assert note.strip() == "moved between #0 s.py:4 and the end of the block at s.py:4"
     assert note.index("moved") == row(log, "numpy state").index("numpy")  # under the stream column
+    assert row(log, "moved between the start").strip() == "moved between the start of the trace and the call at s.py:4"
     assert log.count("from numpy.random import rand") == 1
 
 

@@ -348,7 +348,10 @@ class Hub:
     def _check_stream(
         self, session: _Session, name: str, before: dict, source: Any, frame: Optional[FrameType], explained: set
     ) -> None:
-        """The end-of-block check for one stream (its lock held)."""
+        """The end-of-block check for one stream (its lock held).
+
+        Its notes end in ``trace.BLOCK_END``: a reader closes their windows at the block's end.
+        """
         rec = self.rec
         raws = session.trace._raw
         fingerprint = rec.fingerprints.get(name)
@@ -369,8 +372,9 @@ class Hub:
                 if old is not None
                 else "appeared during the block with no recorded call; noticed when the block ended"
             )
-            sid = rec.hot.now.cache.table.capture(frame, session.trace.depth)
-            session.trace._add((stream, UNATTRIBUTED, f"{stream} state", None, sid, rec.state().key, note))
+            # For this trace alone: another active trace compares its own start states.
+            session.trace._add(rec.moved_event(stream, frame, note, session.trace.depth))
+            rec.note_prebound(name, frame, [session.trace])
 
     # -- fork ------------------------------------------------------------------
     def _after_fork_in_child(self) -> None:

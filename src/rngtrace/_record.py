@@ -12,15 +12,17 @@ from __future__ import annotations
 import os
 import threading
 import warnings
+import weakref
 from _thread import get_ident
-from types import FrameType
+from types import BuiltinMethodType, FrameType, MethodType
 from typing import Any, Callable, Optional
 
 from ._errors import GlobalRNGError, RNGDrawWarning
 from ._hotpath import Cache, FrameMode, HotPath, Snapshot
+from ._paths import is_user_file
 from ._stack import StackTable
 from ._threads import Fingerprint, ThreadGuard, ThreadState
-from .trace import DRAW, UNATTRIBUTED
+from .trace import DRAW, NO_STACK, UNATTRIBUTED
 
 _STRENGTH = {"log": 0, "warn": 1, "raise": 2}
 #: interned stack nodes past which a table is replaced once no trace is active
@@ -55,6 +57,8 @@ class Recording:
         self.on_unattributed: Optional[Callable[[str], None]] = None
         #: called with ``pinnable`` once a trace has drawn often enough to start pinning
         self.on_pin: Optional[Callable[[Any], None]] = None
+        #: trace -> (stream, id of a module namespace) already searched for references bound before it
+        self._searched: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
     # -- what the hub publishes ------------------------------------------------
     def publish(self, sessions: tuple) -> None:
@@ -198,10 +202,59 @@ class Recording:
     # -- events ----------------------------------------------------------------------
     def unattributed(self, stream: str, frame: Optional[FrameType], note: str) -> None:
         """Record that ``stream`` moved with no recorded call, noticed at ``frame``."""
-        self.record(stream, UNATTRIBUTED, f"{stream} state", None, frame, note)
+        now = self.hot.now
+        if now.active:
+            raw = self.moved_event(stream, frame, note, self._depth)
+            base = self.base_of(stream)
+            traces = [session.trace for session in now.active if base in session.streams]
+            for trace in traces:
+                trace._add(raw)
+            self.note_prebound(base, frame, traces)
         self.rebase(stream)
         if self.on_unattributed is not None:
             self.on_unattributed(self.base_of(stream))
+
+    def moved_event(self, stream: str, frame: Optional[FrameType], note: str, depth: int) -> tuple:
+        """The raw event of a move no recorded call made, noticed at ``frame``.
+
+        The call at ``frame`` found the stream moved; it did not move it. So the event
+        has no stack, and the noticing stack goes in its detail, one end of the window
+        the move happened in (the other, the stream's previous event, is found when the
+        trace is read): nothing here resolves a line or looks for an event.
+        """
+        st = self.state()
+        cache = self.hot.now.cache
+        known = self.known_frames(st, cache)
+        noticed = cache.table.capture(frame, depth, known, cache.mode is FrameMode.PINNED)
+        return (stream, UNATTRIBUTED, f"{stream} state", None, NO_STACK, st.key, (note, noticed))
+
+    def note_prebound(self, base: str, frame: Optional[FrameType], traces: list) -> None:
+        """Note in ``traces`` each module on the stack that holds one of the stream's originals.
+
+        ``from numpy.random import rand`` run before the trace began binds the original,
+        which no patch reaches: where it drew, the move is unattributed. ``rngtrace run``
+        imports the program inside the trace, where the same line binds rngtrace's
+        recorder, so it would have attributed the call; the log says so. Only the modules
+        of the noticing call's frames are searched (the call through the reference was
+        most likely made from one of them): a few dicts, on a path that is already slow.
+        """
+        source = self.sources.get(base)
+        if source is None or frame is None or not traces:
+            return
+        # A module is searched once per trace: a loop's thousand moves cost one search.
+        searched = [self._searched.setdefault(trace, set()) for trace in traces]
+        try:
+            found = _prebound(source, base, frame, self._depth, searched)
+        except Exception:  # noqa: BLE001 (a user's odd global must never fail the draw that noticed it)
+            return
+        for filename, name, api in found:
+            note = (
+                f"{os.path.basename(filename)} binds `{name}` to {api} before tracing began, out of the patches' "
+                "reach: a move made through it is unattributed here, and `rngtrace run` would have attributed it"
+            )
+            for trace in traces:
+                if note not in trace.notes:
+                    trace.notes.append(note)
 
     def check(self, stream: str, api: str, frame: Optional[FrameType]) -> None:
         """Raise GlobalRNGError before a draw when a trace asked for on_draw="raise"."""
@@ -299,3 +352,44 @@ class Recording:
     def new_warnings(self) -> None:
         """Each outermost trace warns afresh."""
         self._warn_registry.clear()
+
+
+def _prebound(
+    source: Any, base: str, frame: FrameType, depth: int, searched: list[set]
+) -> list[tuple[str, str, str]]:
+    """(filename, global name, api) for each original of ``source`` a user module on the stack holds.
+
+    A module namespace already in every set of ``searched`` is skipped; one searched
+    now is added to them all.
+    """
+    namespaces = []
+    f: Optional[FrameType] = frame
+    for _ in range(max(depth, 1)):
+        if f is None:
+            break
+        key = (base, id(f.f_globals))
+        if not all(key in done for done in searched):
+            for done in searched:
+                done.add(key)
+            # `rngtrace run` reaches files the program imports, not a notebook's cells or <stdin>.
+            filename = f.f_code.co_filename
+            if not filename.startswith("<") and is_user_file(filename):
+                namespaces.append((filename, f.f_globals))
+        f = f.f_back
+    if not namespaces:
+        return []
+    owners = {id(owner) for owner in source.owners()}
+    functions = {id(function) for function in source.functions()}
+    found = []
+    for filename, namespace in namespaces:
+        for name, value in list(namespace.items()):
+            if id(value) not in functions and not (
+                value.__class__ in (MethodType, BuiltinMethodType) and id(value.__self__) in owners
+            ):
+                continue
+            if hasattr(value, "__wrapped__"):
+                continue  # rngtrace's own recorder, bound to the singleton during the trace
+            hit = source.classify(value, None, False)
+            if hit.__class__ is tuple:  # a draw or a seed (reading the state, say, is no move)
+                found.append((filename, name, hit[2]))
+    return found

@@ -4,8 +4,11 @@ Each stream is aligned on its own, so a draw in another stream or a thread's
 different interleaving does not shift it. An event is keyed by its kind, its
 api and the line that called it; the line's file is named by its path after
 site-packages or by its bare file name, so runs from two checkouts or two
-virtualenvs in different places still align. Within the aligned calls, a draw
-of another number of values or a seed with another value is a divergence too.
+virtualenvs in different places still align. An unattributed move has no line
+(the call that noticed it did not make it): it is keyed by its kind and api
+alone, so the line that happened to notice it never parts two runs. Within the
+aligned calls, a draw of another number of values or a seed with another value
+is a divergence too.
 Everything here is data; ``rngtrace.render.render_diff`` turns it into text.
 """
 

@@ -22,6 +22,11 @@ SEED = "seed"
 UNATTRIBUTED = "unattributed"
 KINDS = (DRAW, SEED, UNATTRIBUTED)
 
+#: the stack id of an event with no stack (an unattributed move: no recorded call made it)
+NO_STACK = -1
+#: how the end-of-block check's notes end: the window then closes at the block's end, not at a call
+BLOCK_END = "noticed when the block ended"
+
 
 @dataclass(frozen=True)
 class Frame:
@@ -36,6 +41,53 @@ class Frame:
 
 
 @dataclass(frozen=True)
+class Window:
+    """Where an unattributed move happened: after one event of its stream, before the call that noticed it.
+
+    Nothing recorded the move, so no line is blamed: the window is bounded by the
+    stream's last event before it and by the call (or the block's end) that found
+    the stream moved. Events are named by index, so a window never holds another
+    Event and a long run of moves stays a flat list.
+    """
+
+    #: the index of the stream's last event before the move; None: none since the trace began
+    after: int | None
+    #: that event's calling line (for an unattributed one: where it was noticed)
+    after_frame: Frame | None
+    #: the index of the event the noticing call made; None where it made none (the block's end)
+    noticed_by: int | None
+    #: the stack of the call, or of the block's end, where the move was noticed
+    noticed: tuple[Frame, ...]
+    #: how the move was noticed, as recorded ("moved since the previous recorded event; noticed before ...")
+    note: str | None
+
+    @property
+    def at_end(self) -> bool:
+        """Whether the end-of-block check noticed the move, rather than a recorded call."""
+        return self.note is not None and self.note.endswith(BLOCK_END)
+
+    @property
+    def appeared(self) -> bool:
+        """Whether the stream itself appeared (a CUDA device's generator) rather than moved."""
+        return self.note is not None and self.note.startswith("appeared")
+
+    def __str__(self) -> str:
+        start = "the start of the trace" if self.after is None else _place(self.after, self.after_frame)
+        noticed = self.noticed[0] if self.noticed else None
+        if self.noticed_by is not None:
+            end = _place(self.noticed_by, noticed)
+        elif self.at_end:
+            end = f"the end of the block ({noticed})" if noticed else "the end of the block"
+        else:
+            end = f"the call at {noticed}" if noticed else "a call from C code"
+        return f"between {start} and {end}" + (f": {self.note}" if self.note else "")
+
+
+def _place(index: int, frame: Frame | None) -> str:
+    return f"#{index} ({frame})" if frame is not None else f"#{index}"
+
+
+@dataclass(frozen=True)
 class Event:
     """One draw, reseed or unexplained move of a global stream."""
 
@@ -44,10 +96,13 @@ class Event:
     kind: str
     api: str
     count: int | None
-    stack: tuple[Frame, ...]
+    stack: tuple[Frame, ...]  # empty for an unattributed move: no recorded call made it
     thread: str
     pid: int
-    detail: str | None = None  # the seed value for a seed, where noticed for unattributed
+    #: the seed value for a seed; for an unattributed move, its window in words
+    detail: str | None = None
+    #: for an unattributed move: the events and lines around it (``detail`` says the same in words)
+    window: Window | None = None
 
     @property
     def frame(self) -> Frame | None:
@@ -71,8 +126,84 @@ class Statistic:
         return self.stack[0] if self.stack else None
 
 
-# Raw event: (stream, kind, api, count, stack_id, thread_ident, detail)
+# Raw event: (stream, kind, api, count, stack_id, thread_ident, detail). An unattributed
+# move's stack_id is NO_STACK and its detail (note, stack id of the call that noticed it);
+# the window's other end, the stream's previous event, is found in the order when read.
 RawEvent = tuple
+
+
+def _moved_parts(raw: RawEvent) -> tuple[str | None, int]:
+    """(note, noticing stack id) of an unattributed raw event.
+
+    A detail that is not a pair comes from code that still records the move the old
+    way, with the noticing call's stack as the event's own: it is read the same way.
+    """
+    detail = raw[6]
+    if detail.__class__ is tuple:
+        return detail
+    return detail, raw[4]
+
+
+def _used_stacks(raws: Iterable[RawEvent]) -> set[int]:
+    """Every stack id the raw events refer to, the calls that noticed a move included."""
+    used = {raw[4] for raw in raws}
+    used.update(_moved_parts(raw)[1] for raw in raws if raw[1] == UNATTRIBUTED)
+    used.discard(NO_STACK)
+    return used
+
+
+def _build_events(raws: list[RawEvent], stacks: dict[int, tuple[Frame, ...]], threads: dict[int, str],
+                  pid: int) -> list[Event]:
+    """Events from raw tuples; each unattributed move gets its window, from the order around it."""
+    windows = _windows(raws, stacks)
+    events = []
+    for i, (s, k, a, c, sid, t, d) in enumerate(raws):
+        window = windows.get(i)
+        if window is not None:
+            events.append(Event(i, s, k, a, c, (), threads.get(t, str(t)), pid, str(window), window))
+        else:
+            events.append(Event(i, s, k, a, c, stacks.get(sid, ()), threads.get(t, str(t)), pid, d))
+    return events
+
+
+def _windows(raws: list[RawEvent], stacks: dict[int, tuple[Frame, ...]]) -> dict[int, Window]:
+    """raw index -> Window, for every unattributed move in ``raws``.
+
+    A window opens at the last event of the move's stream before it (a seed of its
+    library counts: torch.manual_seed reseeds every device). It closes at the
+    event the noticing call made, the next one its thread recorded when that has
+    the noticing stack; a call that made none (the block's end) closes it by line.
+    """
+    if not any(raw[1] == UNATTRIBUTED for raw in raws):
+        return {}
+    found: dict[int, list[Any]] = {}  # index -> [after, its line, noticing stack, note, noticing event]
+    last: dict[str, int] = {}  # stream -> index of its latest event so far
+    last_seed: dict[str, int] = {}  # library -> index of its latest seed so far
+    waiting: dict[Any, list[int]] = {}  # thread -> its moves whose noticing call's event may come next
+    lines: list[Frame | None] = []  # per index: the line that stands for that event in a later window
+    for i, raw in enumerate(raws):
+        stream, kind, thread = raw[0], raw[1], raw[5]
+        if kind == UNATTRIBUTED:
+            note, noticed = _moved_parts(raw)
+            frames = stacks.get(noticed, ())
+            base = stream.split(".", 1)[0]
+            after = max(last.get(stream, -1), last_seed.get(base, -1) if base != stream else -1)
+            found[i] = [after, lines[after] if after >= 0 else None, frames, note, None]
+            waiting.setdefault(thread, []).append(i)
+        else:
+            frames = stacks.get(raw[4], ())
+            # The thread's next event is the noticing call's own when it was made at the noticing stack.
+            for j in waiting.pop(thread, ()):
+                if frames and found[j][2] == frames:
+                    found[j][4] = i
+            if kind == SEED:
+                last_seed[stream] = i
+        lines.append(frames[0] if frames else None)
+        last[stream] = i
+    return {
+        i: Window(after if after >= 0 else None, line, noticed_by, frames, note)
+        for i, (after, line, frames, note, noticed_by) in found.items()
+    }
 
 
 class Trace:
@@ -129,7 +260,7 @@ class Trace:
         # Copies made in C, in one step: the fast path's appends go to the old list.
         self._raw = raw = list(self._raw)
         self._overflow = dict(self._overflow)
-        used = {r[4] for r in raw}
+        used = _used_stacks(raw)
         used.update(key[3] for key in self._overflow)
         self._stacks = {sid: resolve_stack(sid, self.depth) for sid in used} if resolve_stack else {}
         self._threads = {r[5]: thread_names.get(r[5], f"thread-{r[5]}") for r in raw}
@@ -143,11 +274,7 @@ class Trace:
         if not self._finished and self._live is not None:
             return self._snapshot()
         if self._events is None:
-            stacks, threads, pid = self._stacks, self._threads, self.pid
-            self._events = [
-                Event(i, s, k, a, c, stacks.get(sid, ()), threads.get(t, str(t)), pid, d)
-                for i, (s, k, a, c, sid, t, d) in enumerate(self._raw)
-            ]
+            self._events = _build_events(self._raw, self._stacks, self._threads, self.pid)
         return self._events
 
     def _stack_map(self) -> dict[int, tuple[Frame, ...]]:
@@ -155,17 +282,15 @@ class Trace:
         if self._finished or self._live is None:
             return self._stacks
         resolve = self._live[0]
-        used = {raw[4] for raw in list(self._raw)} | {key[3] for key in list(self._overflow)}
+        used = _used_stacks(list(self._raw)) | {key[3] for key in list(self._overflow)}
         return {sid: resolve(sid, self.depth) for sid in used}
 
     def _snapshot(self) -> list[Event]:
         """Events so far, resolved now: the block is still recording."""
         names = self._live[1]  # type: ignore[index]
+        raws = list(self._raw)
         stacks = self._stack_map()
-        return [
-            Event(i, s, k, a, c, stacks[sid], names.get(t, str(t)), self.pid, d)
-            for i, (s, k, a, c, sid, t, d) in enumerate(list(self._raw))
-        ]
+        return _build_events(raws, stacks, names, self.pid)
 
     @property
     def draws(self) -> list[Event]:
@@ -237,9 +362,7 @@ class Trace:
                 [[f.filename, f.lineno, f.function] for f in self._stacks[sid]] for sid in stack_ids
             ],
             "threads": {str(k): v for k, v in self._threads.items()},
-            "events": [
-                [s, k, a, c, index.get(sid, -1), t, d] for (s, k, a, c, sid, t, d) in self._raw
-            ],
+            "events": [_saved_event(raw, index) for raw in self._raw],
             "overflow": [
                 [s, k, a, index.get(sid, -1), calls, values]
                 for (s, k, a, sid), (calls, values) in self._overflow.items()
@@ -267,7 +390,7 @@ class Trace:
                 for i, stack in enumerate(data["stacks"])
             }
             trace._threads = {int(k): v for k, v in data["threads"].items()}
-            trace._raw = [tuple(e) for e in data["events"]]
+            trace._raw = [_loaded_event(e, len(trace._stacks)) for e in data["events"]]
             trace._overflow = {(s, k, a, sid): [calls, values] for s, k, a, sid, calls, values in data["overflow"]}
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"truncated or damaged rngtrace log ({exc!r}); record it again") from None
@@ -311,6 +434,34 @@ class Trace:
 
 
 # -- saved logs -------------------------------------------------------------------
+
+
+def _saved_event(raw: RawEvent, index: dict[int, int]) -> list[Any]:
+    """The JSON row of a raw event; an unattributed move keeps its noticing call in ``stack``.
+
+    That is where version 1 has always kept it, so logs from before windows and
+    after read alike: the reader takes it as the window's end, never as the event's stack.
+    """
+    s, k, a, c, sid, t, d = raw
+    if k == UNATTRIBUTED:
+        note, noticed = _moved_parts(raw)
+        return [s, k, a, c, index.get(noticed, -1), t, note]
+    return [s, k, a, c, index.get(sid, -1), t, d]
+
+
+def _loaded_event(row: list[Any], stacks: int) -> RawEvent:
+    """A raw event from a JSON row; an unattributed move's stack and note are checked, as a renderer reads them."""
+    raw = tuple(row)
+    if len(raw) != 7:
+        raise ValueError(f"an event has {len(raw)} fields, not 7")
+    if raw[1] != UNATTRIBUTED:
+        return raw
+    s, k, a, c, sid, t, note = raw
+    if sid.__class__ is not int or not -1 <= sid < stacks:
+        raise ValueError(f"an unattributed event's stack {sid!r} is not -1 or an index into the {stacks} stacks")
+    if note is not None and not isinstance(note, str):
+        raise ValueError(f"an unattributed event's detail {note!r} is not a string or null")
+    return (s, k, a, c, NO_STACK, t, (note, sid))
 
 _PASS_A_LOG = "pass a file written by `rngtrace run --json` or Trace.save()"
 _FIELDS = ("version", "pid", "streams", "depth", "max_events", "dropped", "stacks", "threads", "events", "overflow")

@@ -263,7 +263,8 @@ SCRIPT = r"""
     tip.textContent = "";
     tip.appendChild(el("div", "t-api", "#" + idx + "  " + apiText(idx)));
     var st = stackOf(idx);
-    tip.appendChild(el("div", "t-at", st.length ? frameText(st[0]) + " in " + st[0][2] : KINDS[kindOf[idx]]));
+    var at = kindOf[idx] === 2 ? D.detail[idx] : null;
+    tip.appendChild(el("div", "t-at", st.length ? frameText(st[0]) + " in " + st[0][2] : at || KINDS[kindOf[idx]]));
     tip.hidden = false;
     var left = Math.min(mx + 14, W - tip.offsetWidth - 4), top = my + 16;
     tip.style.left = Math.max(left, 0) + "px"; tip.style.top = top + "px";
@@ -284,12 +285,13 @@ SCRIPT = r"""
     if (kind !== 2) row("made by", pkg[0]);
     if (kind === 0) row("values", D.count[idx] == null ? "unknown (seen by the catch-all)" : D.count[idx].toLocaleString());
     if (kind === 1) row("seed", D.detail[idx] == null ? "none given" : D.detail[idx]);
-    if (kind === 2) row("noticed", D.detail[idx] == null ? "" : D.detail[idx], "odd");
+    if (kind === 2) row("where", D.detail[idx] == null ? "" : D.detail[idx], "odd");
     row("thread", D.threads[D.thread.length ? D.thread[idx] : 0] || "");
     panel.appendChild(dl);
     var st = stackOf(idx), mine = -1;
     for (var j = 0; j < st.length; j++) { if (st[j][3]) { mine = j; break; } }
-    panel.appendChild(el("h3", null, !st.length ? "no stack recorded" : kind === 2 ? "where it was noticed" : "stack, innermost first"));
+    panel.appendChild(el("h3", null, !st.length ? (kind === 2 ? "no stack: no recorded call made it" : "no stack recorded")
+                                          : kind === 2 ? "where it was noticed" : "stack, innermost first"));
     var ol = el("ol", "stack"), folded = null;
     st.forEach(function (f, j) {
       var li = el("li", j === mine ? "mine" : (f[3] ? "user" : ""));

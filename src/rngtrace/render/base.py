@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 from .._paths import is_user_file, short_path
-from ..trace import DRAW, SEED, UNATTRIBUTED, Event, Frame, Statistic, Trace
+from ..trace import DRAW, SEED, UNATTRIBUTED, Event, Frame, Statistic, Trace, Window
 
 #: paint(text, style) -> text, wrapped in the ANSI code for the style or left alone
 Paint = Callable[[str, str], str]
@@ -83,6 +83,35 @@ def describe(frame: Frame | None, cwd: str) -> str:
     if frame is None:
         return EMPTY
     return f"{short_path(frame.filename, cwd)}:{frame.lineno} in {frame.function}"
+
+
+def where_moved(window: Window, cwd: str) -> str:
+    """``moved between #14 model.py:49 and #16 model.py:51``: what an unattributed move did, and where."""
+    return f"{'appeared' if window.appeared else 'moved'} {between(window, cwd)}"
+
+
+def between(window: Window, cwd: str) -> str:
+    """``between #14 model.py:49 and #16 model.py:51``: the window an unattributed move happened in.
+
+    Never one line: the call that noticed the move did not make it.
+    """
+    start = "the start of the trace" if window.after is None else _mark(window.after, window.after_frame, cwd)
+    noticed = window.noticed[0] if window.noticed else None
+    if window.noticed_by is not None:
+        end = _mark(window.noticed_by, noticed, cwd)
+    elif window.at_end:
+        end = "the end of the block" + (f" at {_line(noticed, cwd)}" if noticed else "")
+    else:  # the noticing call made no event of its own
+        end = f"the call at {_line(noticed, cwd)}" if noticed else "a call from C code"
+    return f"between {start} and {end}"
+
+
+def _mark(index: int, frame: Frame | None, cwd: str) -> str:
+    return f"#{index} {_line(frame, cwd)}" if frame is not None else f"#{index}"
+
+
+def _line(frame: Frame, cwd: str) -> str:
+    return f"{short_path(frame.filename, cwd)}:{frame.lineno}"
 
 
 def user_frame(stack: Sequence[Frame]) -> Frame | None:

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from .._paths import current_dir, is_user_file
 from ..diff import ONLY_A, ONLY_B, VALUES, Divergence, SiteDifference, TraceDiff
 from ..trace import DRAW, SEED, UNATTRIBUTED, Event, Frame
-from .base import EMPTY, Paint, Row, Table, api_label, describe, format_table, painter, plural
+from .base import EMPTY, Paint, Row, Table, api_label, between, describe, format_table, painter, plural, where_moved
 
 _SHOWN = 3  # a side's divergent events shown with their stacks
 _LATER = 5  # later divergences listed by their headline
@@ -69,7 +69,7 @@ def _headline(d: Divergence, cwd: str) -> str:
         text = f"A has {_count(d.a)} {_at(d.a, cwd)} where B has {_count(d.b)} {_at(d.b, cwd)}"
     shared = d.next_b if d.kind == ONLY_B else d.next_a  # in the timeline the sentence is about
     if shared is not None:
-        return f"{text}, before the {_noun([shared])} both runs make at {describe(shared.frame, cwd)}"
+        return f"{text}, before the {_noun([shared])} both runs make {_at([shared], cwd)}"
     return f"{text}, at the end of the {d.stream} stream"
 
 
@@ -90,9 +90,17 @@ def _noun(events: Sequence[Event]) -> str:
 
 
 def _at(events: Sequence[Event], cwd: str) -> str:
-    """``at story.py:9 in <module>``, or ``starting at ...`` when they come from several lines."""
-    where = describe(events[0].frame, cwd)
-    same = all(e.frame == events[0].frame for e in events)
+    """``at story.py:9 in <module>``, or ``starting at ...`` when they come from several lines.
+
+    An unattributed move has no line of its own: it is placed by its window
+    (``between #3 story.py:9 and #5 story.py:10``), never at the call that noticed it.
+    """
+    first = events[0]
+    if first.window is not None:
+        where = between(first.window, cwd)
+        return where if len(events) == 1 else f"starting {where}"
+    where = describe(first.frame, cwd)
+    same = all(e.frame == first.frame for e in events)
     return f"at {where}" if same else f"starting at {where}"
 
 
@@ -133,6 +141,8 @@ def _side_rows(d: Divergence, side: str) -> list[tuple[Event | None, str, bool]]
 
 def _stack(event: Event, cwd: str) -> list[tuple[str, str]]:
     """The event's frames, innermost first, down to the outermost one in the user's code."""
+    if event.window is not None:  # no stack: where it happened is all there is to show
+        return [(where_moved(event.window, cwd), "warn")]
     frames: Sequence[Frame] = event.stack
     user = [i for i, f in enumerate(frames) if is_user_file(f.filename)]
     if user:

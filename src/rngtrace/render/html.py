@@ -20,7 +20,7 @@ from .. import __version__
 from .._paths import current_dir, is_user_file, package_of, short_path
 from ..trace import DRAW, SEED, UNATTRIBUTED, Event, Frame, Trace
 from . import _html_page
-from .base import EMPTY, api_label, describe, header, hints, plural, stream_key, your_code
+from .base import EMPTY, api_label, describe, header, hints, plural, stream_key, where_moved, your_code
 
 YOUR_CODE = "your code"
 _KIND_CODES = {DRAW: 0, SEED: 1, UNATTRIBUTED: 2}
@@ -135,10 +135,12 @@ def _timeline(trace: Trace, shown: Sequence[Event], stacks: _Stacks, site_keys: 
         ev_site.append(site)
         ev_count.append(e.count)
         ev_thread.append(threads.setdefault(e.thread, len(threads)))
-        if e.detail is not None:
+        if e.window is not None:
+            details[str(e.index)] = where_moved(e.window, stacks.cwd)
+        elif e.detail is not None:
             details[str(e.index)] = e.detail
         origin = site_cols[site][4]
-        if e.kind == UNATTRIBUTED:  # drawn as a warning ring: its stack says where it was noticed, not who drew
+        if e.kind == UNATTRIBUTED:  # drawn as a warning ring: no package made it
             origins.setdefault(origin, 0)
         else:
             origins[origin] = origins.get(origin, 0) + 1
@@ -277,7 +279,8 @@ def _others_card(events: Sequence[Event], stacks: _Stacks, colors: dict[str, str
     body = []
     for e in others[:_MAX_OTHER_ROWS]:
         origin, called, mine = stacks.facts(e.stack)
-        note = f'<div class="note">{escape(e.detail or "")}</div>' if e.kind == UNATTRIBUTED else ""
+        moved = where_moved(e.window, stacks.cwd) if e.window is not None else e.detail or ""
+        note = f'<div class="note">{escape(moved)}</div>' if e.kind == UNATTRIBUTED else ""
         cells = [f'<td class="num">{e.index}</td>', f"<td>{escape(e.stream)}</td>", f"<td>{escape(e.kind)}</td>",
                  f"<td><code>{escape(api_label(e))}</code>{note}</td>",
                  f"<td>{_swatch(origin, colors)}<code>{escape(called)}</code></td>"]

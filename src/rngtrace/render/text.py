@@ -25,14 +25,15 @@ from .base import (
     hints,
     painter,
     plural,
+    where_moved,
     your_code,
 )
 
 _TAIL = 3  # events shown from the end of a long log
 _MAX_SITES = 20
 _UNATTRIBUTED_WHY = (
-    "! unattributed: the stream moved and no recorded call explains it, usually a reference\n"
-    "  bound before tracing (`from numpy.random import rand`) or C code drawing directly."
+    "! unattributed: no recorded call made the move; it happened in the window named under it, usually\n"
+    "  through a reference bound before tracing (`from numpy.random import rand`) or in C code."
 )
 
 
@@ -103,8 +104,13 @@ def _event_table(events: Sequence[Event], cwd: str) -> Table:
             (called, "" if e.frame and is_user_file(e.frame.filename) else "dim"),
             (your_code(e.stack, cwd), "user"),
         ] + ([(e.thread, "dim")] if threads else [])
-        table.rows.append(Row(cells, (e.detail or "") if odd else "", "warn"))
+        table.rows.append(Row(cells, _moved(e, cwd) if odd else "", "warn"))
     return table
+
+
+def _moved(event: Event, cwd: str) -> str:
+    """The line under an unattributed move: the window it happened in."""
+    return where_moved(event.window, cwd) if event.window is not None else event.detail or ""
 
 
 # -- draws by call site ----------------------------------------------------------
