@@ -102,6 +102,44 @@ def test_run_m_runs_a_module_as_main_with_its_arguments(tmp_path):
     assert "random.getrandbits ×1  pkg/tool.py:4 in <module>" in done.stderr
 
 
+LEAVES_ITS_DIRECTORY = """\
+import os
+import random
+import tempfile
+
+random.random()
+gone = tempfile.mkdtemp()
+os.chdir(gone)
+os.rmdir(gone)  # as leaving a TemporaryDirectory one chdir'ed into does
+random.random()
+exec("random.random()")  # code named "<string>", a relative name
+print("done")
+"""
+
+
+def test_run_survives_a_program_that_deletes_its_working_directory_and_saves_where_asked(tmp_path):
+    write(tmp_path / "prog.py", LEAVES_ITS_DIRECTORY)
+    done = rngtrace("run", "--json", "log.json", "--html", "log.html", "prog.py", cwd=tmp_path)
+    assert (done.returncode, done.stdout) == (0, "done\n"), done.stderr
+    assert done.stderr.startswith("rngtrace: 3 events — random: 3 draws\n")
+    assert done.stderr.endswith("rngtrace: log saved to log.json\nrngtrace: HTML report saved to log.html\n")
+    saved = json.loads((tmp_path / "log.json").read_text(encoding="utf-8"))
+    assert len(saved["events"]) == 3 and (tmp_path / "log.html").exists()
+
+
+def test_run_started_in_a_deleted_directory_asks_for_an_absolute_output_path(tmp_path):
+    program = write(tmp_path / "prog.py", "import random\nrandom.random()\n")
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(SRC), os.environ.get("PYTHONPATH")]))}
+    shell = 'cd "$1" && rmdir "$1" && exec "$0" -m rngtrace run --json log.json "$2"'
+    done = subprocess.run(["sh", "-c", shell, sys.executable, str(gone), str(program)], env=env,
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == ("rngtrace: error: the working directory no longer exists; "
+                           "give an absolute path for 'log.json'\n")
+
+
 def test_json_saves_the_log_and_show_prints_it(draws):
     done = rngtrace("run", "--json", "run.json", "draws.py", cwd=draws.parent)
     assert done.stderr.endswith("rngtrace: log saved to run.json\n")

@@ -3,10 +3,19 @@
 from __future__ import annotations
 
 import os
+import random
+import runpy
 import sysconfig
+import uuid
 
+import pytest
+
+import rngtrace._paths
 import rngtrace.trace
-from rngtrace._paths import PACKAGE_DIR, is_own, is_user_file, package_of, package_tail, short_path
+from rngtrace import rng_trace
+from rngtrace._paths import (
+    PACKAGE_DIR, is_hidden, is_own, is_user_file, label_cells, package_of, package_tail, short_path,
+)
 
 SITE = sysconfig.get_paths()["purelib"]
 STDLIB = sysconfig.get_paths()["stdlib"]
@@ -39,6 +48,32 @@ def test_relative_and_generated_names_are_not_own_and_never_read_the_working_dir
     for name in ("<frozen runpy>", "<string>", "script.py", "rngtrace/trace.py", ""):
         assert not is_own(name)
     assert is_own(rngtrace.trace.__file__)
+
+
+def test_a_traced_draw_after_the_working_directory_is_deleted_is_recorded(tmp_path, monkeypatch, capsys):
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    monkeypatch.chdir(gone)
+    gone.rmdir()  # as a TemporaryDirectory a test chdir'ed into leaves it
+    # Names never seen before in this process, so no cached answer hides a lookup.
+    token = uuid.uuid4().hex
+    generated = compile("random.random()", f"<generated {token}>", "exec")
+    relative = compile("random.random()", f"relative_{token}.py", "exec")
+    with rng_trace() as trace:
+        for _ in range(300):  # past the first walks, into whatever frame cache this Python keeps
+            exec(generated)
+            exec(relative)
+    assert len(trace.draws) == 600
+    assert {e.stack[0].filename for e in trace.draws} == {f"<generated {token}>", f"relative_{token}.py"}
+    assert f"relative_{token}.py:1 in <module>" in capsys.readouterr().err  # and the log prints
+
+
+def test_rngtrace_and_runpy_frames_are_hidden_and_nothing_else_is():
+    assert is_hidden(rngtrace.trace.__file__)
+    assert is_hidden("<frozen runpy>")  # 3.11+
+    assert is_hidden(runpy.__file__)  # 3.10, or -X frozen_modules=off
+    for name in (random.__file__, "<string>", "<frozen importlib._bootstrap>", "runpy.py", "<ipython-input-1-0a>"):
+        assert not is_hidden(name)
 
 
 # -- the user's code ------------------------------------------------------------------
@@ -97,3 +132,23 @@ def test_stdlib_paths_are_marked_as_stdlib(here):
 
 def test_paths_outside_working_directory_and_libraries_stay_absolute(here):
     assert short_path("/srv/elsewhere/job.py") == "/srv/elsewhere/job.py"
+
+
+def test_an_ipython_cell_prints_as_ipython_labels_it():
+    assert short_path("<ipython-input-12-0123456789ab>") == "In[12]"
+    assert short_path("<ipython-input-12>") == "<ipython-input-12>"  # not IPython's form: left as it is
+
+
+@pytest.fixture
+def labeller():
+    """Cells named as files, as Jupyter's kernel names them, with their labels."""
+    cells = {"/tmp/ipykernel_41/2836117.py": "In[7]"}
+    before = rngtrace._paths._cell_labeller  # a shell's, where the IPython tests ran first
+    label_cells(cells.get)
+    yield
+    label_cells(before)
+
+
+def test_a_cell_named_as_a_file_prints_as_the_shell_labels_it(labeller):
+    assert short_path("/tmp/ipykernel_41/2836117.py") == "In[7]"
+    assert short_path("/tmp/ipykernel_41/other.py") == "/tmp/ipykernel_41/other.py"

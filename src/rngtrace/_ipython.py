@@ -2,21 +2,33 @@
 
 The magic runs the code as IPython's own ``%%time`` does (IPython syntax
 transformed, the last expression's value returned so the cell shows it) inside
-``rng_trace``, which prints the draw log to stderr, under the cell. Only
+``rng_trace``, which prints the draw log to stderr, under the cell. The code
+is compiled as part of the cell that holds it, under IPython's name for that
+cell and at its lines there, so the log and tracebacks name the cell and line
+IPython shows; no stack or traceback goes past the magic into IPython. Only
 imported by ``load_ipython_extension``: ``import rngtrace`` never imports IPython.
 """
 
 from __future__ import annotations
 
 import ast
+import linecache
+import os
 import re
-from typing import Any
+import sys
+from types import FrameType, TracebackType
+from typing import Any, Optional
 
+import IPython
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class
 from IPython.core.magic_arguments import MagicArgumentParser
 
+from ._paths import is_own, label_cells
+from ._stack import program_entry
 from .tracer import RngTrace
+
+_IPYTHON_DIR = os.path.dirname(os.path.abspath(IPython.__file__)) + os.sep
 
 # Leading ``--name value``, ``--name=value`` and flag options; the rest of a line is Python.
 _NAME = re.compile(r"\s*(--?[A-Za-z][\w-]*)(?=[=\s]|$)")
@@ -57,6 +69,7 @@ class RngTraceMagics(Magics):
     """``%rng_trace`` and ``%%rng_trace``."""
 
     @line_cell_magic
+    @program_entry  # IPython's frames and the cell's call of the magic are not the cell's code
     def rng_trace(self, line: str = "", cell: str | None = None) -> Any:
         """Run a statement or a cell under rng_trace and print its draw log under it.
 
@@ -91,28 +104,113 @@ class RngTraceMagics(Magics):
                               print=not options.quiet, max_events=options.max_events)
         except ValueError as error:
             raise UsageError(str(error)) from None
-        run, last = self._compile(source)
+        run, last = self._compile(source, cell is not None, sys._getframe())
         namespace = self.shell.user_ns
         with tracer as trace:
             if options.trace:
                 namespace[options.trace] = trace
-            exec(run, namespace)
-            return eval(last, namespace) if last is not None else None
+            try:
+                exec(run, namespace)
+                return eval(last, namespace) if last is not None else None
+            except BaseException as error:
+                _show_from_cell(self.shell, error)
+                raise
 
-    def _compile(self, source: str) -> tuple[Any, Any]:
-        """Code objects for the body and for a last expression (or None), named like a cell."""
+    def _compile(self, source: str, cell_magic: bool, magic: FrameType) -> tuple[Any, Any]:
+        """Code objects for the body and for a last expression (or None), placed in their cell."""
         shell = self.shell
         code = shell.transform_cell(source)
-        tree = shell.transform_ast(shell.compile.ast_parse(code))
+        name, first = self._place(source, code, cell_magic, magic)
+        # Blank lines before the code put it at its line in the cell, SyntaxErrors included.
+        tree = shell.compile.ast_parse("\n" * (first - 1) + code, filename=name)
+        tree = shell.transform_ast(tree)
         last = None
         if tree.body and isinstance(tree.body[-1], ast.Expr):
             last = ast.Expression(tree.body.pop().value)
-        # A name such as <ipython-input-3-…> (a temp file under Jupyter) marks the frames as the user's.
-        name = shell.compile.cache(code, shell.execution_count, raw_code=source)
         body = shell.compile(tree, name, "exec")
         return body, (shell.compile(last, name, "eval") if last is not None else None)
 
+    def _place(self, source: str, code: str, cell_magic: bool, magic: FrameType) -> tuple[str, int]:
+        """(filename, first line) of the code: IPython's name for the cell it is in, and its line there.
+
+        IPython runs a cell magic as a one-line cell, ``get_ipython().run_cell_magic(…)``,
+        numbered as the cell it stands for; the body's lines follow that line.
+        Where no cell called the magic (``run_cell_magic`` from a file), the code
+        is cached as a cell of its own.
+        """
+        shell = self.shell
+        caller = magic.f_back
+        while caller is not None and caller.f_code.co_filename.startswith(_IPYTHON_DIR):
+            caller = caller.f_back
+        name = caller.f_code.co_filename if caller is not None else ""
+        if caller is not None and self._is_cell(name):
+            if not cell_magic:
+                return name, caller.f_lineno  # a line magic: the statement is on the magic's line
+            entry = linecache.cache.get(name)
+            lines = entry[2] if entry is not None else []
+            if len(lines) == 1 and lines[0].rstrip().endswith(repr(source) + ")"):
+                # transform_cell dropped the body's leading blank lines; count them back in.
+                skipped = next((i for i, text in enumerate(source.splitlines()) if text.strip()), 0)
+                first = caller.f_lineno + 1 + skipped
+                # The cell's source as the body's lines see it, for tracebacks and debuggers.
+                body = [text + "\n" for text in code.splitlines()]
+                cached = [lines[0], *["\n"] * (first - 2), *body]
+                linecache.cache[name] = (sum(map(len, cached)), None, cached, name)
+                return name, first
+        return shell.compile.cache(code, shell.execution_count, raw_code=source), 1
+
+    def _is_cell(self, filename: str) -> bool:
+        """Tell whether IPython compiled ``filename`` as a cell."""
+        label = getattr(self.shell.compile, "format_code_name", None)
+        return label(filename) is not None if label is not None else filename.startswith("<ipython-input-")
+
+
+def _show_from_cell(shell: Any, error: BaseException) -> None:
+    """Have IPython show ``error``'s traceback from the cell's code inward, as without the magic.
+
+    The exception's own traceback is left whole (``%debug``, ``%tb``): IPython asks
+    an exception for ``_render_traceback_`` before formatting its traceback, so the
+    frames from the cell outward (the magic's, IPython's call of it) are left out
+    of what it shows, once, and rngtrace's frames with them.
+    """
+    head = error.__traceback__  # the magic's own frame; outer frames are prepended as it leaves
+    existing = getattr(error, "_render_traceback_", None)
+    if head is None or existing is not None and not getattr(existing, "rngtrace", False):
+        return  # the exception renders itself (ipyparallel's remote errors)
+
+    def render() -> list[str]:
+        # One use: an exception kept and raised again elsewhere is shown as IPython would.
+        vars(error).pop("_render_traceback_", None)
+        tb = error.__traceback__
+        while tb is not None and tb is not head:
+            tb = tb.tb_next
+        inner = _without_own(head.tb_next) if tb is head else None
+        return shell.InteractiveTB.structured_traceback(
+            type(error), error, inner or error.__traceback__, tb_offset=0 if inner else None)
+
+    render.rngtrace = True  # type: ignore[attr-defined]
+    try:
+        error._render_traceback_ = render  # type: ignore[attr-defined]
+    except (AttributeError, TypeError):  # an exception type that takes no attributes
+        pass
+
+
+def _without_own(tb: Optional[TracebackType]) -> Optional[TracebackType]:
+    """A copy of the traceback chain ``tb`` without rngtrace's frames (a draw wrapper's, on_draw="raise")."""
+    kept = []
+    while tb is not None:
+        if not is_own(tb.tb_frame.f_code.co_filename):
+            kept.append(tb)
+        tb = tb.tb_next
+    copy = None
+    for entry in reversed(kept):
+        copy = TracebackType(copy, entry.tb_frame, entry.tb_lasti, entry.tb_lineno)
+    return copy
+
 
 def load_ipython_extension(ipython: Any) -> None:
-    """Register the magics on ``ipython``."""
+    """Register the magics on ``ipython``; logs label its cells as it does ("In[3]")."""
     ipython.register_magics(RngTraceMagics)
+    if hasattr(ipython.compile, "format_code_name"):  # IPython 8+
+        # Jupyter's kernel names cells as files: only the shell knows their number.
+        label_cells(lambda filename: (ipython.compile.format_code_name(filename) or (None, None))[1])

@@ -1,8 +1,8 @@
 """Which files are rngtrace's own, the user's, the standard library's or an installed package's.
 
 One place for every question about a code filename: the stack capture asks
-whether a frame is rngtrace's own, the renderers whether it is the user's code
-and how to print it short, the diff which name two checkouts agree on. Every
+whether a frame is left out of stacks, the renderers whether it is the user's
+code and how to print it short, the diff which name two checkouts agree on. Every
 function takes a filename, so this module imports nothing from rngtrace, and
 none of them reads the working directory unless given it: a program may have
 deleted it, and ``os.path.abspath`` of a relative name would raise then.
@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import functools
 import os
+import re
+from collections.abc import Callable
 
 #: rngtrace's own directory, with a trailing separator so ``rngtrace_extra/`` is not inside it
 PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
@@ -20,6 +22,14 @@ PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 _PACKAGE_DIRS = ("site-packages", "dist-packages")
 # Code typed at a prompt is the user's, though its filename is not a path.
 _INTERACTIVE = ("<stdin>", "<console>", "<ipython-input-")
+# runpy's code: frozen since 3.11 ("<frozen runpy>"), a file beside os.py otherwise (3.10,
+# -X frozen_modules=off). Named, not imported: most programs never load runpy.
+_RUNPY = ("<frozen runpy>", os.path.join(os.path.dirname(getattr(os, "__file__", "")), "runpy.py"))
+# IPython's name for cell N in a terminal shell; IPython shows it as In[N].
+_IPYTHON_INPUT = re.compile(r"<ipython-input-(\d+)-[0-9a-f]+>")
+# Names cells that IPython gives no number in their name (Jupyter's kernel names them as files);
+# set by the IPython extension, None elsewhere.
+_cell_labeller: Callable[[str], str | None] | None = None
 
 
 def is_own(filename: str) -> bool:
@@ -27,6 +37,30 @@ def is_own(filename: str) -> bool:
     # Python imports from absolute paths, so a relative name is generated code
     # (``<string>``, ``<frozen runpy>``) or the user's, never one of our modules.
     return os.path.isabs(filename) and os.path.normpath(filename).startswith(PACKAGE_DIR)
+
+
+def is_hidden(filename: str) -> bool:
+    """Tell whether frames of ``filename`` are left out of recorded stacks; never raises.
+
+    rngtrace's own and runpy's: the stack of a program run with ``python -m``,
+    ``runpy`` or ``rngtrace run`` ends at the program's own first frame.
+    """
+    return filename in _RUNPY or is_own(filename)
+
+
+def label_cells(labeller: Callable[[str], str | None] | None) -> None:
+    """Print code whose filename ``labeller`` names ("In[3]") by that name; None for only IPython's own form."""
+    global _cell_labeller
+    _cell_labeller = labeller
+    _short_path.cache_clear()
+
+
+def cell_label(filename: str) -> str | None:
+    """The label IPython shows for a cell's code ("In[3]"), or None where ``filename`` is no cell."""
+    match = _IPYTHON_INPUT.fullmatch(filename)
+    if match:
+        return f"In[{match.group(1)}]"
+    return _cell_labeller(filename) if _cell_labeller is not None else None
 
 
 @functools.lru_cache(maxsize=4096)
@@ -75,7 +109,7 @@ def package_tail(filename: str) -> str | None:
 
 
 def short_path(filename: str, cwd: str | None = None) -> str:
-    """Shorten ``filename``: after site-packages, relative to ``cwd``, or under ``<stdlib>/``."""
+    """Shorten ``filename``: a cell's label, after site-packages, relative to ``cwd``, or under ``<stdlib>/``."""
     if cwd is None:
         cwd = current_dir()
     return _short_path(filename, cwd)
@@ -91,6 +125,9 @@ def current_dir() -> str:
 
 @functools.lru_cache(maxsize=4096)
 def _short_path(filename: str, cwd: str) -> str:
+    label = cell_label(filename)
+    if label is not None:
+        return label
     if filename.startswith("<") or not os.path.isabs(filename):
         return filename  # generated code, or already relative to where Python started
     tail = package_tail(filename)

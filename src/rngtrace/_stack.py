@@ -13,6 +13,11 @@ it outward, and capture stops at the first frame it already knows: one or two
 frames walked instead of sixteen. A frame leaves the cache when it exits, so an
 id in the cache always names a live frame and is never confused with a new
 frame at the same address. Without such events every capture walks in full.
+
+Frames of rngtrace, of runpy and of whatever launched a traced program are
+never recorded: rngtrace's and runpy's code is skipped wherever it sits, and a
+face that runs a program (``rngtrace run``, the IPython magic) marks its runner
+with ``program_entry``, where every capture ends.
 """
 
 from __future__ import annotations
@@ -20,17 +25,29 @@ from __future__ import annotations
 import functools
 import inspect
 import itertools
-import os
 import sys
 from types import CodeType, FrameType
-from typing import Callable, Optional
+from typing import Callable, Optional, TypeVar
 
-from ._paths import is_own
+from ._caller import is_stand_in
+from ._paths import is_hidden
 from ._threads import MAX_PINNED
 from .trace import Frame
 
 ROOT = -1  # the parent of an outermost (or depth-truncated) frame
 _SUSPENDABLE = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
+
+# What a capture does with a frame, by its code object (decided once per code and table).
+KEEP, HIDE, END = 0, 1, 2  # recorded; skipped (rngtrace's, runpy's); ends the stack (a program's runner)
+# id(code) -> code of every program_entry; holding the code keeps its id unique
+_ENTRIES: dict[int, CodeType] = {}
+_F = TypeVar("_F", bound=Callable)
+
+
+def program_entry(func: _F) -> _F:
+    """Mark ``func`` as the runner of a traced program: its frame and every frame outside it are never recorded."""
+    _ENTRIES[id(func.__code__)] = func.__code__
+    return func
 
 
 class StackTable:
@@ -49,9 +66,9 @@ class StackTable:
         # node -> (parent node, id(code), f_lasti, frames in the chain, reached the outermost frame)
         self._nodes: dict[int, tuple[int, int, int, int, bool]] = {}
         self._next = itertools.count()
-        # id(code) -> (code, is it rngtrace's own); holding the code keeps its id unique
-        self._codes: dict[int, tuple[CodeType, bool]] = {}
-        self._lines: dict[tuple[CodeType, int], int] = {}
+        # id(code) -> (code, KEEP, HIDE or END); holding the code keeps its id unique
+        self._codes: dict[int, tuple[CodeType, int]] = {}
+        self._lines: dict[tuple[int, int], int] = {}  # (id(code), f_lasti) -> line
         # flat (id(code), f_lasti, ...) key of an uncached capture -> its node
         self._flat: dict[tuple[int, ...], int] = {}
         #: called once per code object whose frames enter a ``known`` cache (3.12+: so
@@ -62,7 +79,7 @@ class StackTable:
     def capture(
         self, frame: Optional[FrameType], depth: int, known: Optional[dict] = None, pin: bool = False
     ) -> int:
-        """Intern the stack from ``frame`` (innermost) outward; rngtrace's frames left out.
+        """Intern the stack from ``frame`` (innermost) outward; hidden frames left out, ended at a program's entry.
 
         ``known`` is the calling thread's cache of live frames (id -> (f_lasti, node)),
         or None where it cannot be kept exact. With ``pin``, nothing reports frame
@@ -98,7 +115,9 @@ class StackTable:
             code = f.f_code
             entry = codes.get(id(code))
             if entry is None:
-                entry = codes[id(code)] = (code, _is_own(code))
+                entry = codes[id(code)] = (code, _kind(code))
+            if entry[1] == END:
+                break  # the launcher's frames: the stack ends as if at the outermost frame
             walked.append((f, id(code), lasti))
             if not entry[1]:
                 kept += 1
@@ -143,25 +162,30 @@ class StackTable:
         flat = tuple(key)
         node = self._flat.get(flat)
         if node is None:
-            node = self._flat.setdefault(flat, self._build(frame, depth, f is None))
+            node = self._flat.setdefault(flat, self._build(frame, depth))
         return node
 
-    def _build(self, frame: Optional[FrameType], depth: int, complete: bool) -> int:
-        walked = []
+    def _build(self, frame: Optional[FrameType], depth: int) -> int:
+        codes = self._codes
+        walked: list[FrameType] = []
         f = frame
         for _ in range(depth):
             if f is None:
                 break
+            code = f.f_code
+            entry = codes.get(id(code))
+            if entry is None:
+                entry = codes[id(code)] = (code, _kind(code))
+            if entry[1] == END:
+                f = None  # nothing outside a program's entry is the program's
+                break
             walked.append(f)
             f = f.f_back
+        complete = f is None
         node = ROOT
-        for f in reversed(walked):
-            code = f.f_code
-            entry = self._codes.get(id(code))
-            if entry is None:
-                entry = self._codes[id(code)] = (code, _is_own(code))
-            if not entry[1]:
-                node = self._intern(node, id(code), f.f_lasti, complete)
+        for g in reversed(walked):
+            if codes[id(g.f_code)][1] == KEEP:
+                node = self._intern(node, id(g.f_code), g.f_lasti, complete)
         return node
 
     def _intern(self, parent: int, code_id: int, lasti: int, complete: bool) -> int:
@@ -188,28 +212,34 @@ class StackTable:
         while node >= 0 and len(frames) < depth:
             parent, code_id, lasti, _length, _reached = self._nodes[node]
             code = self._codes[code_id][0]
-            frames.append(Frame(code.co_filename, self._lineno(code, lasti), _qualname(code)))
+            frames.append(Frame(code.co_filename, self._lineno(code_id, code, lasti), _qualname(code)))
             node = parent
         return tuple(frames)
 
-    def _lineno(self, code: CodeType, lasti: int) -> int:
-        key = (code, lasti)
+    def _lineno(self, code_id: int, code: CodeType, lasti: int) -> int:
+        # Keyed by identity: on 3.10 code objects that differ only in file and line table
+        # (two cells, two scripts with the same statement) are equal, with one hash.
+        key = (code_id, lasti)
         line = self._lines.get(key)
         if line is None:
             line = self._lines[key] = lineno_at(code, lasti)
         return line
 
 
-
-def _is_own(code: CodeType) -> bool:
-    return _is_own_file(code.co_filename)
+def _kind(code: CodeType) -> int:
+    if id(code) in _ENTRIES:
+        return END
+    # A stand-in carries its caller's file and line (see _caller): seen by name, it would be
+    # the caller's line twice in a stack drawn from below it (a finalizer inside a shuffle).
+    if _is_hidden_file(code.co_filename) or is_stand_in(code):
+        return HIDE
+    return KEEP
 
 
 # Cached for the process: every outermost trace starts a new table.
-_is_own_file = functools.lru_cache(maxsize=4096)(is_own)
+_is_hidden_file = functools.lru_cache(maxsize=4096)(is_hidden)
 
 
-@functools.lru_cache(maxsize=65536)
 def lineno_at(code: CodeType, lasti: int) -> int:
     """The source line of the instruction at byte offset ``lasti``."""
     line = code.co_firstlineno

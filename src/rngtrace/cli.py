@@ -23,15 +23,14 @@ from typing import Any, NoReturn
 from . import __version__
 from ._errors import GlobalRNGError, LogError
 from ._hub import validate_on_draw, validate_streams
-from ._paths import is_own
+from ._paths import current_dir, is_hidden, is_own
+from ._stack import program_entry
 from .diff import compare
 from .render import RENDERERS, render, render_diff
 from .trace import Trace
 from .tracer import RngTrace, _wants_color
 
 PROG = "rngtrace"
-# Frames of the runner, left out of a program's traceback as python leaves out its own.
-_RUNNER_FILES = frozenset({os.path.abspath(__file__), os.path.abspath(runpy.__file__), "<frozen runpy>"})
 _COMMANDS = ("run", "show", "diff")
 
 
@@ -59,14 +58,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 # -- rngtrace run ------------------------------------------------------------------
 
 
+@program_entry  # the console script and whoever called main() are not the program: no stack goes past here
 def run_command(args: argparse.Namespace) -> int:
     """Run a script or module under rng_trace, print its draw log, keep its exit status.
 
     A run that succeeded but whose --json or --html file could not be written exits 2.
     """
     run, argv, path0 = _target(args)
-    for path in (args.json, args.html):
-        _check_output(path)
+    # Made absolute now: the program may change or delete the working directory they are relative to.
+    json_at, html_at = (_output_path(path) for path in (args.json, args.html))
     if args.html:
         _check_renderer("html")
     tracer = RngTrace(streams=args.streams, depth=args.depth, on_draw=args.on_draw, print=False,
@@ -75,7 +75,7 @@ def run_command(args: argparse.Namespace) -> int:
         status, error = _execute(run)
     if error is not None:
         _print_program_error(error)
-    saved = _report(trace, args)
+    saved = _report(trace, args, json_at, html_at)
     return status if status or saved else 2
 
 
@@ -85,7 +85,7 @@ def _target(args: argparse.Namespace) -> tuple[Callable[[], Any], list[str], str
         if not args.module:
             raise UsageError("-m needs a module name: rngtrace run -m package.module [args ...]")
         name, *rest = args.module
-        return (lambda: _run_module(name)), [name, *rest], os.getcwd()
+        return (lambda: _run_module(name)), [name, *rest], current_dir()
     target = args.target[1:] if args.target[:1] == ["--"] else args.target
     if not target:
         raise UsageError("nothing to run; give a script or -m module: rngtrace run script.py [args ...]")
@@ -161,7 +161,7 @@ def _print_program_error(error: BaseException) -> None:
     """
     summary = traceback.TracebackException(type(error), error, error.__traceback__)
     frames = list(summary.stack)
-    while frames and frames[0].filename in _RUNNER_FILES:
+    while frames and is_hidden(frames[0].filename):  # the runner's own frames and runpy's
         frames.pop(0)
     if isinstance(error, GlobalRNGError):
         while frames and is_own(frames[-1].filename):
@@ -170,28 +170,30 @@ def _print_program_error(error: BaseException) -> None:
     sys.stderr.write("".join(summary.format()))
 
 
-def _report(trace: Trace, args: argparse.Namespace) -> bool:
-    """Print the log (unless --quiet) and save what was asked; False if a save failed."""
+def _report(trace: Trace, args: argparse.Namespace, json_at: str | None, html_at: str | None) -> bool:
+    """Print the log (unless --quiet) and save what was asked at the absolute paths; False if a save failed."""
     sys.stdout.flush()  # the program's output first, where both go to one terminal
     if not args.quiet:
         sys.stderr.write(render(trace, "text", color=_wants_color(sys.stderr)) + "\n")
-    outputs = ((args.json, "log", trace.save), (args.html, "HTML report", lambda path: _write_html(trace, path)))
+    outputs = ((args.json, json_at, "log", trace.save),
+               (args.html, html_at, "HTML report", lambda path: _write_html(trace, path)))
     ok = True
-    for path, what, save in outputs:
+    for given, path, what, save in outputs:
         if path:
-            ok = _save(path, what, save, quiet=args.quiet) and ok
+            ok = _save(path, what, save, quiet=args.quiet, given=given) and ok
     return ok
 
 
-def _save(path: str, what: str, save: Callable[[str], None], *, quiet: bool) -> bool:
-    """Write one output file; say where, or say in one line why it could not be written."""
+def _save(path: str, what: str, save: Callable[[str], None], *, quiet: bool, given: str | None = None) -> bool:
+    """Write one output file; say where (as the user ``given`` it), or say in one line why it could not be written."""
+    shown = given or path
     try:
         save(path)
     except OSError as error:
-        print(f"{PROG}: error: cannot write {path!r} ({error.strerror}); check the path", file=sys.stderr)
+        print(f"{PROG}: error: cannot write {shown!r} ({error.strerror}); check the path", file=sys.stderr)
         return False
     if not quiet:
-        print(f"{PROG}: {what} saved to {path}", file=sys.stderr)
+        print(f"{PROG}: {what} saved to {shown}", file=sys.stderr)
     return True
 
 
@@ -226,10 +228,18 @@ def _write_html(trace: Trace, path: str) -> None:
         out.write(html)
 
 
+def _output_path(path: str | None) -> str | None:
+    """``path`` made absolute, once it is checked to be writable."""
+    _check_output(path)
+    return os.path.abspath(path) if path else path
+
+
 def _check_output(path: str | None) -> None:
     """Fail before a long run, not after it, when an output file cannot be created."""
     if not path:
         return
+    if not os.path.isabs(path) and not current_dir():
+        raise UsageError(f"the working directory no longer exists; give an absolute path for {path!r}")
     if os.path.isdir(path):
         raise UsageError(f"{path!r} is a directory; give a file name to write")
     folder = os.path.dirname(os.path.abspath(path))
