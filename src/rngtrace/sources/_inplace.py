@@ -4,6 +4,13 @@ A source finds where its stream's state lives (and proves it) and names the
 regions whose bytes change with every draw; this module gives it a view of them.
 With the C accelerator the view is ``_speedups.InPlace``, which the hot path
 compares in place without a copy. Without it, ctypes reads each region.
+
+A view is read on every draw with no check at all, so everything is checked
+once, before it is made: the owner's exact type (a look-alike or a subclass may
+hold anything where the real object keeps its state), that each region lies
+inside the object that holds it (``inside``), and that the bytes there say what
+the library's own getter says. What fails a check gets no view: the source
+compares its full state instead.
 """
 
 from __future__ import annotations
@@ -21,14 +28,29 @@ def in_place(regions: Sequence[tuple[int, int]], owners: Any) -> Any:
 
     ``owners`` keeps that memory alive for as long as the view lives.
     """
+    regions = tuple(regions)
+    for address, size in regions:
+        # The C view refuses these too; ctypes would read address 0 when the view is first compared.
+        if not address or size <= 0:
+            raise ValueError(f"a region needs an address and a positive size, not ({address:#x}, {size})")
     if _speedups is not None:
-        return _speedups.InPlace(tuple(regions), owners)
+        return _speedups.InPlace(regions, owners)
     views = [_raw_type(size).from_address(address) for address, size in regions]
     joined = _joined_type(len(views))()
     for i, view in enumerate(views):
         setattr(joined, f"v{i}", view)
     joined.owners = owners
     return joined
+
+
+def inside(obj: object, address: int, size: int) -> bool:
+    """Whether the ``size`` bytes at ``address`` lie within ``obj``'s fixed part (its type's basic size).
+
+    CPython's id() is the object's address, and ``__basicsize__`` is what its type
+    allocates for every instance: bytes past it belong to some other object.
+    """
+    start = id(obj)
+    return size > 0 and start <= address and address + size <= start + type(obj).__basicsize__
 
 
 @functools.lru_cache(maxsize=None)

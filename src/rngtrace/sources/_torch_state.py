@@ -13,16 +13,55 @@ cached normal clears its flag; a reseed changes ``seed_`` and the words. The
 other 623 words change only with ``state_[0]``, or through ``set_state()``, a
 recorded seed; the full state is compared when the block ends anyway.
 
-The layout is not public, so it is found and proved on a private generator
-before it is trusted: set through ``set_state()`` to values chosen here, read
-back at the offsets found, moved by real draws. Anything unexpected, and the
-fingerprint falls back to copying the state.
+The layout is not public, so nothing is dereferenced until it is proved for
+the installed torch: its version is one whose headers were read (below), the
+Python object is exactly ``torch._C.Generator`` with the size those headers
+give it, and then, on a private generator, the seed is found, set through
+``set_state()`` to values chosen here, read back at the offsets found and moved
+by real draws. Every generator read later must pass the same checks on its own
+type and device (a look-alike bound to ``torch.default_generator``, a subclass or
+a CUDA generator keeps something else where the handle would be). Anything
+unexpected, and the fingerprint falls back to copying the state through
+``get_state()``, or to none, leaving the full state to the block-end check.
+
+The declarations read, quoted from torch 2.13.0's headers (torch/include/...)::
+
+    // torch/csrc/Generator.h
+    struct THPGenerator {
+      PyObject_HEAD
+      at::Generator cdata;          // one c10::intrusive_ptr<c10::GeneratorImpl> impl_
+      PyObject* weakreflist;
+    };
+
+    // ATen/CPUGeneratorImpl.h
+    struct TORCH_API CPUGeneratorImpl : public c10::GeneratorImpl {
+      ...
+     private:
+      at::mt19937 engine_;          // mt19937_engine: one mt19937_data_pod data_
+      std::optional<float> next_float_normal_sample_;
+      std::optional<double> next_double_normal_sample_;
+    };
+
+    // ATen/core/MT19937RNGEngine.h
+    struct mt19937_data_pod {
+      uint64_t seed_;
+      int left_;
+      bool seeded_;
+      uint32_t next_;
+      std::array<uint32_t, MERSENNE_STATE_N> state_;   // 624
+    };
+
+``c10::GeneratorImpl`` (vtable, refcount, mutex, device, key set, pyobj) comes
+first; its size varies with the platform's mutex, which is why the offset of
+``seed_`` is searched for, not assumed. Earlier 2.x releases declare the same
+members (``c10::optional`` where 2.13 has ``std::optional``).
 """
 
 from __future__ import annotations
 
 import ctypes
 import functools
+import re
 import struct
 from typing import Any, Optional
 
@@ -31,6 +70,11 @@ import torch
 from ._inplace import in_place
 
 _HEAD = object.__basicsize__  # PyObject_HEAD: the generator's C++ handle follows it
+_POINTER = ctypes.sizeof(ctypes.c_void_p)
+_GENERATOR = torch._C.Generator
+#: The torch releases (major, minor) whose declarations above were checked: the handle is
+#: read in no other. Raise the newest after reading a new release's headers.
+_OLDEST, _NEWEST = (2, 1), (2, 13)
 _SEED = 0x5DEECE66D1234567  # distinctive: found in memory only where the seed lives
 _N = 624
 # CPUGeneratorImpl, from its seed_: seed_ u64, left_ i32, seeded_ u8 (pad 3), next_ u32,
@@ -65,10 +109,16 @@ class _Span(ctypes.c_char * _SPAN):
 _Span.value = (ctypes.c_char * _SPAN).raw  # type: ignore[attr-defined,assignment]
 
 
-def fingerprint(generator: Any) -> Any:
-    """A view whose ``.value`` changes with every draw from ``generator``: in place where proved."""
+def fingerprint(generator: Any) -> Optional[Any]:
+    """A view whose ``.value`` changes with every draw from ``generator``: in place where proved.
+
+    A generator whose memory cannot be read gets a copy of its state instead; an
+    object that is no torch generator at all, None (its state is compared at block ends).
+    """
+    if not isinstance(generator, _GENERATOR):
+        return None
     offset = _layout()
-    if offset is not None:
+    if offset is not None and _readable(generator):
         span = _span(generator, offset)
         if span is not None and _matches(span, _legacy(generator)):
             start = ctypes.addressof(span)
@@ -78,7 +128,17 @@ def fingerprint(generator: Any) -> Any:
 
 def impl_address(generator: Any) -> int:
     """Where the generator's implementation lives (0 if unknown): the fingerprint is valid while it stays."""
-    return _impl(generator) if _layout() is not None else 0
+    return _impl(generator) if _layout() is not None and _readable(generator) else 0
+
+
+def _readable(generator: Any) -> bool:
+    """Whether ``generator`` holds a CPUGeneratorImpl handle where THPGenerator keeps it.
+
+    Exactly torch's type (whose size _prove() checked) and on the CPU: a CUDA
+    generator's implementation is another struct. Checked when a view is made,
+    never per draw: the type of a torch._C.Generator cannot be reassigned.
+    """
+    return type(generator) is _GENERATOR and generator.device.type == "cpu"
 
 
 def _impl(generator: Any) -> int:
@@ -120,18 +180,37 @@ def _layout() -> Optional[int]:
         return None
 
 
+def _version() -> tuple[int, int]:
+    found = re.match(r"(\d+)\.(\d+)", str(torch.__version__))
+    return (int(found[1]), int(found[2])) if found else (0, 0)
+
+
+def _handle_where_declared() -> bool:
+    """Whether the installed torch is one checked, and its THPGenerator is the size declared.
+
+    ``cdata`` (one pointer) must fill exactly the bytes between PyObject_HEAD and
+    ``weakreflist`` (or the object's end, where there is none).
+    """
+    if not _OLDEST <= _version() <= _NEWEST:
+        return False
+    cdata_end = _GENERATOR.__weakrefoffset__ or _GENERATOR.__basicsize__
+    return cdata_end == _HEAD + _POINTER and _GENERATOR.__basicsize__ >= cdata_end
+
+
 def _prove() -> Optional[int]:
+    if not _handle_where_declared():
+        return None  # no handle read at all: the state is copied instead
     g = torch.Generator()
-    if type(g) is not type(torch.default_generator) or g.device.type != "cpu":
+    if not _readable(g):
         return None
     g.manual_seed(_SEED)
     size = len(g.get_state())
     if size != _LEGACY.size:
         return None
     address = _impl(g)
-    if not address:
+    if not address or address % _POINTER:
         return None
-    # The object holds 624 state words, so its first 256 bytes are surely its own.
+    # A CPUGeneratorImpl holds 624 state words inline, so its first 256 bytes are surely its own.
     head = ctypes.string_at(address, 256)
     found = [o for o in range(0, 256 - 8, 8) if struct.unpack_from("<Q", head, o)[0] == _SEED]
     if len(found) != 1:

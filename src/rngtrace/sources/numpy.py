@@ -1,12 +1,20 @@
-"""NumPy's legacy ``np.random.*``: the singleton ``np.random.mtrand._rand``."""
+"""NumPy's legacy ``np.random.*``: the singleton ``np.random.mtrand._rand``.
+
+NumPy bound ``np.random.rand`` and most other module functions to that singleton
+at import. Rebinding ``np.random.mtrand._rand`` later makes a second global
+stream: ``np.random.seed()``, ``sample()`` and scikit-learn's
+``check_random_state(None)`` use the new one, ``np.random.rand()`` still the old
+one. Both are this source's singletons, recorded and compared alike.
+"""
 
 from __future__ import annotations
 
 import ctypes
 import functools
+import operator
 import struct
 from types import FrameType
-from typing import Any, Iterable, Optional
+from typing import Any, Iterable, Optional, Sequence
 
 import importlib
 
@@ -19,12 +27,15 @@ _mtrand = importlib.import_module("numpy.random.mtrand")
 
 from ..trace import DRAW, SEED
 from ._base import INTERNAL, Hit, Patch, Source, draw_wrapper, inplace_count, recorder, seed_wrapper
-from ._inplace import in_place
+from ._inplace import in_place, inside
 
 _SEEDS = frozenset({"seed", "set_state", "set_bit_generator"})
 _NOT_DRAWS = frozenset({"get_state", "get_bit_generator", "__getstate__", "__reduce__"})
 # Module-level functions that are not bound methods of the singleton.
 _MODULE_FUNCTIONS = ("seed", "ranf", "sample", "set_bit_generator")
+_RandomState = _mtrand.RandomState
+_MT19937 = _nprandom.MT19937
+_MAX_REGIONS = 4  # what one in-place view holds (MAX_REGIONS in _speedups.c)
 
 
 def _count(result: Any, args: tuple, kwargs: dict) -> Optional[int]:
@@ -78,8 +89,12 @@ class NumpySource(Source):
         for module in (_nprandom, _mtrand):
             for name in dir(module):
                 original = getattr(module, name)
-                bound = getattr(original, "__self__", None) is rand
-                if not (bound or name in _MODULE_FUNCTIONS) or name in _NOT_DRAWS:
+                owner = getattr(original, "__self__", None)
+                bound = owner is rand
+                # Bound to a singleton _rand no longer names: the wrappers on the type record
+                # only rand's calls, so np.random.rand gets a wrapper of its own.
+                stale = not bound and owner is not None and any(owner is s for s in self._bound)
+                if not (bound or stale or name in _MODULE_FUNCTIONS) or name in _NOT_DRAWS:
                     continue
                 if bound and original.__name__ in wrapped:
                     # np.random.rand is rand.rand bound at import: bind it to the wrapper.
@@ -97,13 +112,25 @@ class NumpySource(Source):
                 yield module, name, wrapper
 
     def owners(self) -> Iterable[object]:
-        return (_mtrand._rand,)
+        return self._singletons()
+
+    def owners_version(self) -> int:
+        return id(_mtrand._rand)  # self._bound is fixed for this source's life: only _rand can change
 
     def __init__(self) -> None:
         # Taken before any patch goes on: these are the originals.
         self._functions = [getattr(_mtrand, n) for n in _MODULE_FUNCTIONS if hasattr(_mtrand, n)]
+        self._bound = _bound_singletons()
         self._view: Optional[Any] = None
         self._view_key: Optional[tuple] = None
+
+    def _singletons(self) -> tuple:
+        """``np.random.mtrand._rand``, then any other RandomState the module's functions are bound to."""
+        rand = _mtrand._rand
+        bound = self._bound
+        if len(bound) == 1 and bound[0] is rand:
+            return bound  # the usual answer first: read at every block's start and end
+        return (rand, *[s for s in bound if s is not rand])
 
     def functions(self) -> Iterable[object]:
         return self._functions
@@ -120,57 +147,128 @@ class NumpySource(Source):
         return ("numpy", kind, f"numpy.random.{name}", frame, None)
 
     def state(self) -> dict[str, Any]:
-        return {"numpy": _mtrand._rand.get_state(legacy=False)}
+        singletons = self._singletons()
+        if len(singletons) == 1:
+            return {"numpy": singletons[0].get_state(legacy=False)}
+        return {"numpy": tuple(s.get_state(legacy=False) for s in singletons)}
 
     def restore(self, states: dict[str, Any]) -> None:
-        if "numpy" in states:
-            _mtrand._rand.set_state(states["numpy"])
+        state = states.get("numpy")
+        if state is None:
+            return
+        singletons = self._singletons()
+        for singleton, one in zip(singletons, state if isinstance(state, tuple) else (state,)):
+            singleton.set_state(one)
 
     def same(self, a: Any, b: Any) -> bool:
         return _same_state(a, b)
 
     def fingerprint(self) -> Optional[Any]:
-        # Valid while the singleton keeps its bit generator (set_bit_generator swaps it).
-        rand = _mtrand._rand
-        key = (rand, rand._bit_generator)
-        if self._view_key is None or self._view_key[0] is not key[0] or self._view_key[1] is not key[1]:
-            self._view, self._view_key = _mt_view(), key
+        # Valid while the singletons and their bit generators stay what they were, with the
+        # types that were checked (set_bit_generator swaps the bit generator). Made at each
+        # install and seed only: the draws read the view with no check.
+        singletons = self._singletons()
+        key = _key(singletons)
+        old = self._view_key
+        if old is None or len(old) != len(key) or any(map(operator.is_not, old, key)):
+            self._view, self._view_key = _mt_view(singletons), key
         return self._view
 
     def snapshot(self) -> dict[str, Any]:
-        view = self._view if self._view_key is not None else self.fingerprint()
-        # The whole legacy state for another bit generator: the view covers only MT19937.
+        # A _rand rebound inside the block is compared, not the one the view was made for (the
+        # hub re-keys the view at installs and seeds only, where a swapped bit generator shows).
+        key = self._view_key
+        view = self._view if key is not None and key[0] is _mtrand._rand else self.fingerprint()
+        # The whole legacy state where there is no view (another bit generator, a look-alike).
         return {"numpy": view.value} if view is not None else self.state()
 
 
 def _same_state(a: Any, b: Any) -> bool:
     if isinstance(a, dict) and isinstance(b, dict):
         return a.keys() == b.keys() and all(_same_state(a[k], b[k]) for k in a)
+    if isinstance(a, tuple) and isinstance(b, tuple):  # several singletons
+        return len(a) == len(b) and all(_same_state(x, y) for x, y in zip(a, b))
     if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
         return bool(np.array_equal(a, b))
     return bool(a == b)
 
 
-def _mt_view() -> Optional[Any]:
-    """A view of the singleton's MT19937 (``key[623]`` and ``pos``) and its cached normal, read in place.
+def _bound_singletons() -> tuple:
+    """The RandomState instances numpy bound ``np.random.mtrand``'s functions to (one, normally)."""
+    found: dict[int, Any] = {}
+    for name in dir(_mtrand):
+        owner = getattr(getattr(_mtrand, name, None), "__self__", None)
+        if isinstance(owner, _RandomState):
+            found.setdefault(id(owner), owner)
+    return tuple(found.values())
 
-    ``mt19937_state`` is ``uint32_t key[624]`` followed by ``int pos``: pos moves
-    with every 32-bit word drawn, key[623] when the key is regenerated. A legacy
-    normal draw may instead take the second sample of a pair, which moves no word
-    but clears the singleton's ``has_gauss``: that flag is read too, where its
-    place in the object is proved. The hub asks again after every seed, so a bit
-    generator swapped by ``set_bit_generator()`` is read from then on; the view
-    holds what it reads, so the memory stays valid whatever happens to the singleton.
+
+def _key(singletons: Sequence[Any]) -> tuple:
+    """What a view of ``singletons`` was made for: each one and its bit generator, with their types."""
+    key: tuple = ()
+    for rand in singletons:
+        bitgen = getattr(rand, "_bit_generator", None)
+        key += (rand, type(rand), bitgen, type(bitgen))
+    return key
+
+
+def _mt_view(singletons: Sequence[Any]) -> Optional[Any]:
+    """A view of each singleton's MT19937 (``key[623]`` and ``pos``) and cached-normal flag, read in place.
+
+    A legacy normal draw may take the second sample of a pair, which moves no
+    word but clears the singleton's ``has_gauss``: without that flag a draw could
+    go unseen, so a singleton whose regions are not all proved makes no view at
+    all, and the stream is compared in full (``state()``) at block ends instead.
+    The hub asks again after every seed, so a bit generator swapped by
+    ``set_bit_generator()`` is read from then on; the view holds what it reads,
+    so the memory stays valid whatever happens to the singletons.
     """
-    rand = _mtrand._rand
+    regions: list[tuple[int, int]] = []
+    for rand in singletons:
+        found = _regions(rand)
+        if found is None:
+            return None
+        regions += found
+    if len(regions) > _MAX_REGIONS:
+        return None
+    return in_place(regions, tuple((rand, rand._bit_generator) for rand in singletons))
+
+
+def _regions(rand: Any) -> Optional[list[tuple[int, int]]]:
+    """The two regions of one RandomState that every draw moves, proved; None where one is not.
+
+    numpy/random/src/mt19937/mt19937.h (numpy ships no header for it: the read is checked against
+    ``get_state()`` as well)::
+
+        typedef struct s_mt19937_state {
+          uint32_t key[RK_STATE_LEN];  /* RK_STATE_LEN == 624 */
+          int pos;
+        } mt19937_state;
+
+    ``pos`` moves with every 32-bit word drawn, ``key[623]`` when the key is
+    regenerated. The MT19937 object holds that struct inline, so both words must
+    lie inside it. Only MT19937 itself keeps it: another bit generator, even one
+    whose class is named MT19937, keeps a smaller state there (PCG64's is about
+    48 bytes), and a subclass may answer ``ctypes.state_address`` its own way.
+    """
+    if not isinstance(rand, _RandomState):
+        return None
     bitgen = rand._bit_generator
-    if type(bitgen).__name__ != "MT19937":
-        return None  # another bit generator: checked at block ends only
-    regions = [(bitgen.ctypes.state_address + 623 * 4, 8)]
-    offset = _gauss_flag_offset()
-    if offset is not None:
-        regions.append((id(rand) + offset, 4))
-    return in_place(regions, (bitgen, rand))
+    if type(bitgen) is not _MT19937:
+        return None
+    words = bitgen.ctypes.state_address + 623 * 4
+    flag = _gauss_flag_offset()
+    if flag is None or not inside(bitgen, words, 8) or not inside(rand, id(rand) + flag, 4):
+        return None
+    # The type's own get_state: a subclass's override may say anything.
+    state = _RandomState.get_state(rand, legacy=False)
+    key, pos = state["state"]["key"], state["state"]["pos"]
+    now = (ctypes.c_uint32 * 2).from_address(words)
+    if len(key) != 624 or (now[0], now[1]) != (int(key[623]), pos):
+        return None
+    if ctypes.c_int.from_address(id(rand) + flag).value != state["has_gauss"]:
+        return None
+    return [(words, 8), (id(rand) + flag, 4)]
 
 
 @functools.lru_cache(maxsize=None)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import _random as _c_random
 import ctypes
 import random as _random
 from types import FrameType
@@ -9,7 +10,7 @@ from typing import Any, Iterable, Optional
 
 from ..trace import DRAW, SEED
 from ._base import INTERNAL, Hit, Patch, Source, draw_wrapper, inplace_count, seed_wrapper
-from ._inplace import in_place
+from ._inplace import in_place, inside
 
 _SEEDS = frozenset({"seed", "setstate"})
 _NOT_DRAWS = frozenset({"getstate"})
@@ -17,8 +18,24 @@ _MANY = frozenset({"choices", "sample", "shuffle", "randbytes"})
 _FILE = _random.__file__
 
 
-def _public_names() -> list[str]:
-    inst = _random._inst
+def _stream_instance() -> Any:
+    """The instance random's functions are bound to: ``random._inst`` until someone rebinds that name.
+
+    ``random.random`` and the rest were bound at import; assigning ``random._inst``
+    later changes none of them, so the stream they draw from is the instance most
+    of them are still bound to, not whatever the name holds now.
+    """
+    counts: dict[int, list] = {}
+    for name in _random.__all__:
+        owner = getattr(getattr(_random, name, None), "__self__", None)
+        if isinstance(owner, _random.Random):
+            counts.setdefault(id(owner), [owner, 0])[1] += 1
+    if not counts or id(_random._inst) in counts:
+        return _random._inst
+    return max(counts.values(), key=lambda entry: entry[1])[0]
+
+
+def _public_names(inst: Any) -> list[str]:
     return [
         name
         for name in _random.__all__
@@ -42,13 +59,14 @@ class RandomSource(Source):
     hint = "random.Random(seed)"
 
     def __init__(self) -> None:
-        self._inst = _random._inst
+        # Taken before any patch goes on: the functions are still the originals, bound to it.
+        self._inst = _stream_instance()
         self._last_outer: Optional[FrameType] = None
         self._view: Optional[Any] = None
-        self._view_of: Any = None
+        self._view_of: Optional[tuple] = None
 
     def patches(self, hub: Any) -> Iterable[Patch]:
-        for name in _public_names():
+        for name in _public_names(self._inst):
             original = getattr(_random, name)
             api = f"random.{name}"
             if name in _SEEDS:
@@ -87,16 +105,18 @@ class RandomSource(Source):
         return ("random", kind, f"random.{name}", frame, None)
 
     def state(self) -> dict[str, Any]:
-        return {"random": _random.getstate()}
+        return {"random": self._inst.getstate()}
 
     def restore(self, states: dict[str, Any]) -> None:
         if "random" in states:
-            _random._inst.setstate(states["random"])
+            self._inst.setstate(states["random"])
 
     def fingerprint(self) -> Optional[Any]:
-        # Proved once against getstate() (tens of µs), then valid while the instance lives.
-        if self._view_of is not self._inst:
-            self._view, self._view_of = _mt_view(), self._inst
+        # Proved once against getstate() (tens of µs), then valid while the instance keeps its
+        # type: a Python subclass's __class__ can be reassigned, so the type is part of the key.
+        inst = self._inst
+        if self._view_of is None or self._view_of[1] is not type(inst):
+            self._view, self._view_of = _mt_view(inst), (inst, type(inst))
         return self._view
 
     def snapshot(self) -> dict[str, Any]:
@@ -110,24 +130,34 @@ class RandomSource(Source):
         self._last_outer = None
 
 
-def _mt_view() -> Optional[Any]:
-    """A view of random._inst's Mersenne Twister, read in place: ``index`` and ``state[0]``.
+def _mt_view(inst: Any) -> Optional[Any]:
+    """A view of ``inst``'s Mersenne Twister, read in place: ``index`` and ``state[0]``.
 
-    CPython's RandomObject is ``PyObject_HEAD; int index; uint32_t state[624]``:
+    CPython's RandomObject (Modules/_randommodule.c, the same in 3.10 to 3.13) is::
+
+        typedef struct {
+            PyObject_HEAD
+            int index;
+            uint32_t state[N];  /* N == 624 */
+        } RandomObject;
+
     index moves with every 32-bit word drawn, state[0] when the block is
-    regenerated. The view is used only after checking it against
-    ``getstate()``; a build with another layout gets no fingerprint and is
-    checked at block ends only. (gauss()'s cached value is compared with the
-    full state at block ends.)
+    regenerated. Only an instance of ``_random.Random`` has that layout (a
+    look-alike bound in its place may keep anything there), the 8 bytes must lie
+    inside the object, and they must say what ``getstate()`` says; otherwise
+    there is no fingerprint and the stream is compared in full at block ends.
+    (gauss()'s cached value is compared with the full state at block ends.)
     """
-    inst = _random._inst
-    try:
-        address = id(inst) + 2 * ctypes.sizeof(ctypes.c_void_p)
-        words = (ctypes.c_uint32 * 2).from_address(address)
-        internal = inst.getstate()[1]
-        if words[0] != internal[-1] or words[1] != internal[0]:
-            return None
-    except (ValueError, TypeError, AttributeError, IndexError):
+    if not isinstance(inst, _c_random.Random):
+        return None
+    address = id(inst) + 2 * ctypes.sizeof(ctypes.c_void_p)
+    if not inside(inst, address, 8):
+        return None
+    # The C type's own getstate(): the 624 words, then index. A subclass's may say anything
+    # (SystemRandom's raises NotImplementedError; its draws never move the twister).
+    internal = _c_random.Random.getstate(inst)
+    words = (ctypes.c_uint32 * 2).from_address(address)
+    if len(internal) != 625 or words[0] != internal[-1] or words[1] != internal[0]:
         return None
     return in_place([(address, 8)], inst)
 

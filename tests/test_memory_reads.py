@@ -1,0 +1,199 @@
+"""Raw memory reads: nothing is read in place before its type, size and layout are proved.
+
+A look-alike bound where a stream's object was, a bit generator dressed up with
+another's name, a singleton rebound after import: each gets no raw read, and
+what can no longer be read in place is still recorded or reported.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+from rngtrace import rng_trace
+from rngtrace.sources import _inplace
+from rngtrace.sources import numpy as numpy_source
+
+
+def run_script(tmp_path, source: str) -> list:
+    """Run ``source`` in a fresh process (its patch sets are built there); the JSON it printed last."""
+    script = tmp_path / "script.py"
+    script.write_text(textwrap.dedent(source))
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, f"exit {done.returncode}\n{done.stderr[-3000:]}"
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+EVENTS = "json.dumps([(e.stream, e.kind, e.api, e.count) for e in trace.events])"
+
+
+# -- the in-place view itself ---------------------------------------------------------
+def test_an_in_place_view_refuses_a_region_at_address_zero():
+    with pytest.raises(ValueError, match="address"):
+        _inplace.in_place([(0, 8)], None)
+
+
+# -- torch ------------------------------------------------------------------------------
+def test_a_lookalike_bound_to_torch_default_generator_is_never_dereferenced(tmp_path):
+    pytest.importorskip("torch")
+    events = run_script(
+        tmp_path,
+        f"""
+        import ctypes, json
+        import torch
+        from rngtrace import rng_trace
+
+        with rng_trace(print=False):
+            torch.rand(1)  # proves the layout: it is cached from here on
+        real = torch.default_generator
+
+        class LookAlike(ctypes.c_void_p):
+            # Where a torch generator keeps its C++ handle, this one keeps a pointer to an unmapped page.
+            device = real.device
+            def get_state(self):
+                return real.get_state()
+            def set_state(self, state):
+                real.set_state(state)
+
+        torch.default_generator = LookAlike.from_address(0x1000)
+        with rng_trace(print=False) as trace:
+            torch.rand(2)
+        print({EVENTS})
+        """,
+    )
+    assert events == [["torch", "draw", "torch.rand", 2]]
+
+
+def test_an_object_that_is_not_a_torch_generator_gets_no_raw_read():
+    pytest.importorskip("torch")
+    from rngtrace.sources import _torch_state
+
+    class LookAlike:
+        __slots__ = ("handle",)  # an object pointer where a generator keeps its handle
+
+        def __init__(self) -> None:
+            self.handle = object()
+
+    fake = LookAlike()
+    assert _torch_state.impl_address(fake) == 0
+    assert _torch_state.fingerprint(fake) is None
+
+
+def test_a_torch_newer_than_the_headers_checked_is_not_dereferenced(monkeypatch):
+    torch = pytest.importorskip("torch")
+    from rngtrace.sources import _torch_state
+
+    def no_read(generator):
+        raise AssertionError("the generator's handle was read")
+
+    monkeypatch.setattr(torch, "__version__", "99.0.0")
+    monkeypatch.setattr(_torch_state, "_impl", no_read)
+    assert _torch_state._prove() is None
+
+
+# -- numpy ------------------------------------------------------------------------------
+def test_a_bit_generator_merely_named_mt19937_gets_no_in_place_view_and_its_moves_are_reported():
+    class MT19937(np.random.PCG64):  # about 48 bytes of state where MT19937 keeps 2,500
+        pass
+
+    original = np.random.get_bit_generator()
+    np.random.set_bit_generator(MT19937(1))
+    try:
+        assert numpy_source.NumpySource().fingerprint() is None
+        with rng_trace(print=False) as trace:
+            np.random.get_bit_generator().random_raw()  # no wrapper sees a bit generator's own draw
+    finally:
+        np.random.set_bit_generator(original)
+    assert [(e.stream, e.kind) for e in trace.events] == [("numpy", "unattributed")]
+
+
+def test_numpy_gets_no_in_place_view_that_would_miss_the_cached_normal(monkeypatch):
+    # Without the has_gauss flag, a normal taken from the cached pair would move nothing the view reads.
+    monkeypatch.setattr(numpy_source, "_gauss_flag_offset", lambda: None)
+    assert numpy_source.NumpySource().fingerprint() is None
+
+
+def test_np_random_rand_is_recorded_after_mtrand_rand_is_rebound(tmp_path):
+    events = run_script(
+        tmp_path,
+        f"""
+        import json
+        import numpy as np
+        from rngtrace import rng_trace
+
+        np.random.mtrand._rand = np.random.RandomState(1)  # np.random.rand still draws from the old one
+        with rng_trace(print=False) as trace:
+            np.random.rand(3)
+            np.random.mtrand._rand.rand(2)
+        print({EVENTS})
+        """,
+    )
+    assert events == [["numpy", "draw", "numpy.random.rand", 3], ["numpy", "draw", "numpy.random.rand", 2]]
+
+
+def test_a_move_of_the_singleton_np_random_rand_still_draws_from_is_reported(tmp_path):
+    events = run_script(
+        tmp_path,
+        f"""
+        import json
+        import numpy as np
+        from rngtrace import rng_trace
+
+        old = np.random.mtrand._rand
+        np.random.mtrand._rand = np.random.RandomState(1)
+        with rng_trace(print=False) as trace:
+            np.random.mtrand._rand.rand()
+            old._bit_generator.random_raw()  # moves the stream np.random.rand draws from
+        print({EVENTS})
+        """,
+    )
+    assert [event[:2] for event in events] == [["numpy", "draw"], ["numpy", "unattributed"]]
+
+
+def test_a_draw_from_a_singleton_rebound_inside_the_block_is_reported():
+    original = np.random.mtrand._rand
+    try:
+        with rng_trace(print=False) as trace:
+            np.random.mtrand._rand = np.random.RandomState(1)
+            np.random.mtrand._rand.rand()  # the type's wrappers record the singleton they were made for
+    finally:
+        np.random.mtrand._rand = original
+    assert [(e.stream, e.kind) for e in trace.events] == [("numpy", "unattributed")]
+
+
+# -- random -----------------------------------------------------------------------------
+def test_random_functions_are_recorded_after_random_inst_is_rebound(tmp_path):
+    events = run_script(
+        tmp_path,
+        f"""
+        import json, random
+        from rngtrace import rng_trace
+
+        random._inst = random.Random(5)  # random.random stays bound to the instance made at import
+        with rng_trace(print=False) as trace:
+            random.random()
+        print({EVENTS})
+        """,
+    )
+    assert events == [["random", "draw", "random.random", 1]]
+
+
+def test_a_system_random_bound_to_random_inst_is_not_read_as_a_twister(tmp_path):
+    events = run_script(
+        tmp_path,
+        f"""
+        import json, random
+        from rngtrace import rng_trace
+
+        random._inst = random.SystemRandom()  # the twister's layout, and no state
+        with rng_trace(print=False) as trace:
+            random.random()
+        print({EVENTS})
+        """,
+    )
+    assert events == [["random", "draw", "random.random", 1]]
