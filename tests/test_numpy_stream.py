@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import sys
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
 # Bound at import, before any trace: the module patches cannot see calls through these.
 from numpy.random import rand as prebound_rand
-from numpy.random import random_sample as prebound_random_sample
-from numpy.random import standard_normal as prebound_standard_normal
 
 from rngtrace import rng_trace
+
+# Out of reach of the patches and of what rngtrace learns (once the catch-all sees a module's own
+# name for a stream function used, it patches that module's names too): these stay unseen, so
+# only the next recorded call or the end of the block can notice their moves.
+UNSEEN = SimpleNamespace(random_sample=np.random.random_sample, standard_normal=np.random.standard_normal)
 
 HERE = __file__
 
@@ -85,19 +89,20 @@ def test_a_prebound_reference_is_attributed_to_the_line_that_called_it():
 def test_an_unseen_draw_between_events_is_reported_before_the_next_recorded_call():
     with rng_trace(print=False) as trace:
         np.random.rand(1)
-        list(map(prebound_random_sample, [2]))  # C code calls the reference: no hook sees it
+        list(map(UNSEEN.random_sample, [2]))  # C code calls the reference: no hook sees it
         np.random.rand(1)
     assert [e.kind for e in trace.events] == ["draw", "unattributed", "draw"]
     noticed = trace.events[1]
     assert "before this numpy.random.rand call" in noticed.detail
-    assert noticed.stack[0].filename == HERE
+    # Blamed on no line: the window it happened in ends at the call that noticed it.
+    assert noticed.stack == () and noticed.window.noticed[0].filename == HERE
 
 
 @pytest.mark.skipif(sys.version_info >= (3, 12), reason="3.10/3.11 arm a profile hook on demand")
 def test_a_numpy_move_does_not_arm_a_profile_hook_that_could_not_see_it():
     with rng_trace(print=False) as trace:
         np.random.rand(1)
-        list(map(prebound_random_sample, [2]))
+        list(map(UNSEEN.random_sample, [2]))
         np.random.rand(1)
         armed = sys.getprofile() is not None
     assert not armed
@@ -107,7 +112,7 @@ def test_a_numpy_move_does_not_arm_a_profile_hook_that_could_not_see_it():
 def test_an_unseen_draw_after_the_last_event_is_noticed_when_the_block_ends():
     with rng_trace(print=False) as trace:
         np.random.rand(1)
-        list(map(prebound_random_sample, [2]))
+        list(map(UNSEEN.random_sample, [2]))
     assert [e.kind for e in trace.events] == ["draw", "unattributed"]
     assert "block ended" in trace.events[-1].detail
 
@@ -116,7 +121,7 @@ def test_a_cached_gaussian_drawn_unseen_is_still_noticed():
     np.random.seed(3)
     np.random.standard_normal()  # leaves the second gaussian cached
     with rng_trace(print=False) as trace:
-        list(map(prebound_standard_normal, [None]))  # uses the cache: the twister does not move
+        list(map(UNSEEN.standard_normal, [None]))  # uses the cache: the twister does not move
     assert [e.kind for e in trace.events] == ["unattributed"]
 
 
@@ -124,7 +129,7 @@ def test_an_unseen_draw_of_the_cached_gaussian_is_noticed_before_the_next_record
     with rng_trace(print=False) as trace:
         np.random.seed(3)
         np.random.standard_normal()  # draws a pair, keeps the second
-        list(map(prebound_standard_normal, [None]))  # takes it: no word of the twister moves
+        list(map(UNSEEN.standard_normal, [None]))  # takes it: no word of the twister moves
         np.random.rand(1)
     kinds = [(e.kind, e.api) for e in trace.events]
     assert kinds == [
