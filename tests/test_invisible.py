@@ -257,3 +257,15 @@ def test_each_signal_handler_draw_is_its_own_event() -> None:
     from_handler = [e for e in trace.events if e.frame is not None and e.frame.lineno == line]
     assert len(from_handler) == len(handled)
     assert not [e for e in trace.events if e.kind == "unattributed"]
+
+
+def test_the_printed_log_says_under_the_call_that_it_raised() -> None:
+    from rngtrace.render import render
+
+    with rng_trace(print=False) as trace:
+        random.random()
+        with pytest.raises(TypeError):
+            random.shuffle((1, 2, 3))
+    lines = render(trace, "text", color=False).splitlines()
+    row = next(i for i, line in enumerate(lines) if "random.shuffle" in line)
+    assert lines[row + 1].strip() == "raised TypeError after it moved the stream"

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from .._paths import current_dir, is_user_file
-from ..trace import DRAW, UNATTRIBUTED, Event, Trace
+from ..trace import DRAW, SEED, UNATTRIBUTED, Event, Trace
 from .base import (
     EMPTY,
     Paint,
@@ -104,7 +104,12 @@ def _event_table(events: Sequence[Event], cwd: str) -> Table:
             (called, "" if e.frame and is_user_file(e.frame.filename) else "dim"),
             (your_code(e.stack, cwd), "user"),
         ] + ([(e.thread, "dim")] if threads else [])
-        table.rows.append(Row(cells, _moved(e, cwd) if odd else "", "warn"))
+        if odd:
+            table.rows.append(Row(cells, _moved(e, cwd), "warn"))
+        else:
+            # A seed's value is in its api label; any other detail (a call that raised) goes under it.
+            note = e.detail if e.detail and e.kind != SEED else ""
+            table.rows.append(Row(cells, note, "dim"))
     return table
 
 
