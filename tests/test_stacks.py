@@ -107,3 +107,200 @@ def test_a_returned_frame_that_drew_does_not_keep_its_locals_alive():
             gc.collect()
         alive_in_block = ref() is not None
     assert not alive_in_block, "a returned frame's locals were kept alive during the block"
+
+
+# -- the C walk (_speedups.capture) against the Python one, the reference -------------------
+
+import threading  # noqa: E402
+
+import pytest  # noqa: E402
+
+from rngtrace import _stack  # noqa: E402
+
+needs_c = pytest.mark.skipif(_stack._c_capture is None, reason="the C accelerator is off (RNGTRACE_PURE) or not built")
+
+
+class Twins:
+    """Two tables fed the same captures, one walking in C and one in Python: everything must match."""
+
+    def __init__(self, depth: int = 16, pin: bool = False) -> None:
+        self.c, self.py = _stack.StackTable(), _stack.StackTable()
+        self.py.accelerated = None
+        self.depth, self.pin = depth, pin
+        self.watched: dict[str, list] = {"c": [], "py": []}
+        self.c.watch_code = self.watched["c"].append
+        self.py.watch_code = self.watched["py"].append
+        self.known: dict[int, tuple[dict, dict]] = {}  # per thread, as the recorder keeps them
+
+    def snap(self, frame=None, depth: int | None = None) -> tuple:
+        """Capture the caller's stack with both tables; assert they agree in every respect."""
+        frame = frame if frame is not None else sys._getframe(1)
+        depth = self.depth if depth is None else depth
+        kc, kp = self.known.setdefault(threading.get_ident(), ({}, {}))
+        sc = self.c.capture(frame, depth, kc, self.pin)
+        sp = self.py.capture(frame, depth, kp, self.pin)
+        assert sc == sp
+        assert self.c.ids == self.py.ids and self.c._nodes == self.py._nodes
+        assert kc == kp
+        assert self.watched["c"] == self.watched["py"]
+        return self.c.resolve(sc, 64)
+
+
+both_modes = pytest.mark.parametrize("pin", [False, True], ids=["exit-events", "pinned"])
+
+
+@needs_c
+@both_modes
+def test_c_and_python_walks_agree_on_recursion_at_every_depth_cut_off(pin):
+    for depth in (1, 3, 16, 64):
+        twins = Twins(depth, pin)
+
+        def down(n):
+            return down(n - 1) if n else twins.snap()
+
+        stacks = [down(n) for n in (5, 1, 9, 5, 0, 30)]
+        # With a frame cache the walk is whole; depth only decides which cached chain may end it.
+        assert [sum(f.function.endswith("down") for f in s) for s in stacks][:4] == [6, 2, 10, 6]
+
+
+@needs_c
+@both_modes
+def test_c_and_python_walks_agree_on_fresh_frames_under_a_reused_loop_frame(pin):
+    twins = Twins(16, pin)
+
+    def helper(n):
+        return helper(n - 1) if n else twins.snap()
+
+    def loop():
+        return [helper(i % 3) for i in range(20)] + [twins.snap() for _ in range(3)]
+
+    stacks = loop()
+    assert stacks[0] == stacks[3] and stacks[1] != stacks[0]
+    assert len(set(stacks[-3:])) == 1
+
+
+@needs_c
+@both_modes
+def test_c_and_python_walks_agree_on_generators_resumed_from_different_callers(pin):
+    twins = Twins(16, pin)
+
+    def gen():
+        while True:
+            yield twins.snap()
+
+    def consume(g):
+        return next(g)
+
+    g = gen()
+    stacks = [next(g), consume(g), next(g), consume(g)]
+    assert stacks[0] != stacks[1] and stacks[1][1].function.endswith("consume")
+
+
+@needs_c
+@both_modes
+def test_c_and_python_walks_agree_across_threads(pin):
+    twins = Twins(16, pin)
+    lock = threading.Lock()  # the tables must see the same sequence of captures
+    together = threading.Barrier(4)  # four live threads, four caches
+
+    def work(n):
+        together.wait()
+        def down(k):
+            if k:
+                return down(k - 1)
+            with lock:
+                return twins.snap()
+
+        for i in range(10):
+            down(n + i % 2)
+        together.wait()
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(twins.known) == 4
+
+
+@needs_c
+@both_modes
+def test_c_and_python_walks_agree_on_hidden_frames_and_a_program_entry(pin):
+    twins = Twins(16, pin)
+    namespace: dict = {}
+    # A function whose code claims to be rngtrace's own: hidden wherever it sits.
+    exec(compile("def hidden(fn):\n    return fn()\n", _stack.__file__, "exec"), namespace)
+    hidden = namespace["hidden"]
+
+    @_stack.program_entry
+    def runner(fn):
+        return fn()
+
+    def leaf():
+        return twins.snap()
+
+    def outer():
+        return hidden(lambda: hidden(leaf))
+
+    plain = [outer() for _ in range(3)]
+    entered = [runner(outer) for _ in range(3)]
+    assert not any(f.filename == _stack.__file__ for f in plain[0])
+    assert len(entered[0]) == 3 and len(plain[0]) > 3  # leaf, the lambda, outer: nothing outside runner
+
+
+@needs_c
+@both_modes
+def test_c_and_python_walks_agree_on_frames_cached_then_finished(pin):
+    twins = Twins(16, pin)
+
+    def a():
+        return b()
+
+    def b():
+        return twins.snap()
+
+    def c():
+        x = twins.snap()  # noqa: F841 (a different line from a's)
+        return d()
+
+    def d():
+        return twins.snap()
+
+    # Each call's frames are new; a finished frame's id may name the next one's frame.
+    stacks = [f() for f in (a, c, a, c, a)]
+    assert stacks[0] == stacks[2] == stacks[4]
+
+
+@needs_c
+def test_c_and_python_walks_both_let_every_pin_go_past_max_pinned():
+    twins = Twins(16, pin=True)
+    kc, kp = twins.known.setdefault(threading.get_ident(), ({}, {}))
+    for known in (kc, kp):
+        known.update({-i: (0, -1, None) for i in range(1, _stack.MAX_PINNED + 2)})
+
+    def down(n):
+        return down(n - 1) if n else twins.snap()
+
+    down(3)
+    assert len(kc) < 10
+
+
+@needs_c
+def test_an_unexpected_cache_entry_sends_the_capture_to_the_python_walk():
+    table = _stack.StackTable()
+    reference = _stack.StackTable()
+    reference.accelerated = None
+    calls = []
+    walk = table.accelerated
+
+    def counted(*args):
+        node = walk(*args)
+        calls.append(node)
+        return node
+
+    table.accelerated = counted
+    frame = sys._getframe()
+    odd = {id(frame.f_back): ("not an offset", 0)}
+    assert table.capture(frame, 16, dict(odd)) == reference.capture(frame, 16, dict(odd))
+    assert calls == [NotImplemented]
+    assert table.resolve(table.capture(frame, 16, {}), 16) == reference.resolve(reference.capture(frame, 16, {}), 16)

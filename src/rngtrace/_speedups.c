@@ -32,6 +32,7 @@ static PyTypeObject *hot_path_type, *snapshot_type, *cache_type, *thread_state_t
 
 static PyObject *s_value, *s_add, *s_is_cpu, *s_numel;
 static PyObject *one;
+static PyObject *root; /* ROOT in _stack.py: the parent of an outermost frame */
 
 #define SLOT(obj, offset) (*(PyObject **)((char *)(obj) + (offset)))
 
@@ -986,12 +987,400 @@ locked_call(PyObject *lock, PyObject *args)
     return result;
 }
 
+/* -- capture: StackTable.capture's walk (the known-cache path), in C ---------------------- */
+
+/* What each walked frame needs once the walk stops. */
+typedef struct {
+    PyFrameObject *frame;
+    PyCodeObject *code;
+    PyObject *frame_id, *code_id, *lasti;
+    long kind;
+} Walked;
+
+#define KIND_KEEP 0
+#define KIND_END 2
+#define SUSPENDABLE (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR)
+
+/* frame.f_lasti as Python reports it (bytes on 3.10 too, where the struct counts code units). */
+static long
+walk_lasti(PyFrameObject *frame)
+{
+#if PY_VERSION_HEX >= 0x030B0000
+    return PyFrame_GetLasti(frame);
+#else
+    return frame->f_lasti < 0 ? -1 : (long)frame->f_lasti * (long)sizeof(_Py_CODEUNIT);
+#endif
+}
+
+/* A node's (parent, id(code), f_lasti, length, reached) from ``nodes``: borrowed, or NULL with
+ * *unexpected set when it is missing or not that tuple (the Python path then decides). */
+static PyObject *
+node_info(PyObject *nodes, PyObject *node, int *unexpected)
+{
+    PyObject *info = PyDict_GetItemWithError(nodes, node);
+    if (info == NULL || !PyTuple_CheckExact(info) || PyTuple_GET_SIZE(info) != 5 ||
+        !PyLong_CheckExact(PyTuple_GET_ITEM(info, 3))) {
+        if (!PyErr_Occurred())
+            *unexpected = 1;
+        return NULL;
+    }
+    return info;
+}
+
+/* 1 when a known entry for a frame at ``lasti`` ends the walk (its node in *node, new), 0 when
+ * it does not, -1 on error or with *unexpected set. As StackTable.capture decides it. */
+static int
+known_hit(PyObject *nodes, PyObject *hit, long lasti, long kept, long depth, PyObject **node, int *unexpected)
+{
+    if (!PyTuple_CheckExact(hit) || PyTuple_GET_SIZE(hit) < 2 || !PyLong_CheckExact(PyTuple_GET_ITEM(hit, 0)) ||
+        !PyLong_CheckExact(PyTuple_GET_ITEM(hit, 1))) {
+        *unexpected = 1;
+        return -1;
+    }
+    long cached = PyLong_AsLong(PyTuple_GET_ITEM(hit, 0));
+    if (cached == -1 && PyErr_Occurred())
+        return -1;
+    if (cached != lasti)
+        return 0;
+    PyObject *hit_node = PyTuple_GET_ITEM(hit, 1);
+    long value = PyLong_AsLong(hit_node);
+    if (value == -1 && PyErr_Occurred())
+        return -1;
+    if (value >= 0) {
+        PyObject *info = node_info(nodes, hit_node, unexpected);
+        if (info == NULL)
+            return -1;
+        int reached = PyObject_IsTrue(PyTuple_GET_ITEM(info, 4));
+        if (reached < 0)
+            return -1;
+        long length = PyLong_AsLong(PyTuple_GET_ITEM(info, 3));
+        if (length == -1 && PyErr_Occurred())
+            return -1;
+        if (!reached && kept + length < depth)
+            return 0;
+    }
+    *node = Py_NewRef(hit_node);
+    return 1;
+}
+
+/* StackTable._intern(parent, code_id, lasti, True): the node, new; NULL on error or unexpected. */
+static PyObject *
+intern_node(PyObject *ids, PyObject *nodes, PyObject *counter, PyObject *parent, PyObject *code_id, PyObject *lasti,
+            int *unexpected)
+{
+    PyObject *key = PyTuple_Pack(3, parent, code_id, lasti);
+    if (key == NULL)
+        return NULL;
+    PyObject *node = Py_XNewRef(PyDict_GetItemWithError(ids, key));
+    if (node != NULL || PyErr_Occurred()) {
+        Py_DECREF(key);
+        return node;
+    }
+    PyObject *length = NULL, *reached = Py_True, *fresh = NULL, *info = NULL;
+    long parent_value = PyLong_AsLong(parent);
+    if (parent_value == -1 && PyErr_Occurred())
+        goto out;
+    if (parent_value >= 0) {
+        PyObject *parent_info = node_info(nodes, parent, unexpected);
+        if (parent_info == NULL)
+            goto out;
+        length = PyNumber_Add(PyTuple_GET_ITEM(parent_info, 3), one);
+        reached = PyTuple_GET_ITEM(parent_info, 4);
+    }
+    else
+        length = Py_NewRef(one);
+    if (length == NULL)
+        goto out;
+    /* Stored before its id is published; a thread that interned the same key meanwhile wins. */
+    fresh = PyIter_Next(counter);
+    if (fresh == NULL) {
+        if (!PyErr_Occurred())
+            *unexpected = 1;
+        goto out;
+    }
+    info = PyTuple_Pack(5, parent, code_id, lasti, length, reached);
+    if (info == NULL || PyDict_SetItem(nodes, fresh, info) < 0)
+        goto out;
+    node = Py_XNewRef(PyDict_SetDefault(ids, key, fresh));
+out:
+    Py_XDECREF(info);
+    Py_XDECREF(fresh);
+    Py_XDECREF(length);
+    Py_DECREF(key);
+    return node;
+}
+
+/* The draw from a loop: the caller is new or moved, its caller is known. 1 with *node (new), 0 to walk. */
+static int
+capture_first_step(PyFrameObject *frame, long depth, PyObject *known, PyObject *ids, PyObject *nodes,
+                   PyObject **node, int *unexpected)
+{
+    int done = 0;
+    PyFrameObject *parent = PyFrame_GetBack(frame);
+    PyCodeObject *code = NULL;
+    PyObject *key = NULL, *hit = NULL, *code_id = NULL, *lasti = NULL, *lookup = NULL;
+    if (parent == NULL)
+        return 0;
+    if ((key = PyLong_FromVoidPtr(parent)) == NULL)
+        goto error;
+    hit = Py_XNewRef(PyDict_GetItemWithError(known, key));
+    if (hit == NULL)
+        goto out;
+    if (!PyTuple_CheckExact(hit) || PyTuple_GET_SIZE(hit) < 2 || !PyLong_CheckExact(PyTuple_GET_ITEM(hit, 0)) ||
+        !PyLong_CheckExact(PyTuple_GET_ITEM(hit, 1))) {
+        *unexpected = 1;
+        goto error;
+    }
+    long cached = PyLong_AsLong(PyTuple_GET_ITEM(hit, 0));
+    long hit_node = PyLong_AsLong(PyTuple_GET_ITEM(hit, 1));
+    if (PyErr_Occurred())
+        goto error;
+    if (cached != walk_lasti(parent) || hit_node < 0)
+        goto out;
+    PyObject *info = node_info(nodes, PyTuple_GET_ITEM(hit, 1), unexpected);
+    if (info == NULL)
+        goto error;
+    int reached = PyObject_IsTrue(PyTuple_GET_ITEM(info, 4));
+    long length = PyLong_AsLong(PyTuple_GET_ITEM(info, 3));
+    if (reached < 0 || (length == -1 && PyErr_Occurred()))
+        goto error;
+    if (!reached && length + 1 < depth)
+        goto out;
+    code = PyFrame_GetCode(frame);
+    code_id = PyLong_FromVoidPtr(code);
+    lasti = PyLong_FromLong(walk_lasti(frame));
+    if (code_id == NULL || lasti == NULL)
+        goto error;
+    if ((lookup = PyTuple_Pack(3, PyTuple_GET_ITEM(hit, 1), code_id, lasti)) == NULL)
+        goto error;
+    *node = Py_XNewRef(PyDict_GetItemWithError(ids, lookup));
+    if (*node != NULL)
+        done = 1;
+    else if (PyErr_Occurred())
+        goto error;
+    goto out;
+error:
+    done = -1;
+out:
+    Py_XDECREF(lookup);
+    Py_XDECREF(lasti);
+    Py_XDECREF(code_id);
+    Py_XDECREF((PyObject *)code);
+    Py_XDECREF(hit);
+    Py_XDECREF(key);
+    Py_DECREF(parent);
+    return done;
+}
+
+/* capture(frame, depth, known, pin, state, watch): StackTable.capture with a ``known`` cache,
+ * state = (ids, nodes, codes, counter, watched, kind, max_pinned). The same nodes, the same
+ * ``known`` entries, the same calls to kind() and watch(); NotImplemented where anything read
+ * is not what the Python path expects (it then runs, and is the reference). */
+static PyObject *
+capture(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 6) {
+        PyErr_SetString(PyExc_TypeError, "capture(frame, depth, known, pin, state, watch)");
+        return NULL;
+    }
+    PyObject *frame_arg = args[0], *known = args[2], *state = args[4], *watch = args[5];
+    if ((frame_arg != Py_None && !PyFrame_Check(frame_arg)) || !PyLong_CheckExact(args[1]) ||
+        !PyDict_CheckExact(known) || !PyTuple_CheckExact(state) || PyTuple_GET_SIZE(state) != 7)
+        Py_RETURN_NOTIMPLEMENTED;
+    PyObject *ids = PyTuple_GET_ITEM(state, 0), *nodes = PyTuple_GET_ITEM(state, 1);
+    PyObject *codes = PyTuple_GET_ITEM(state, 2), *counter = PyTuple_GET_ITEM(state, 3);
+    PyObject *watched = PyTuple_GET_ITEM(state, 4), *kind_of = PyTuple_GET_ITEM(state, 5);
+    if (!PyDict_CheckExact(ids) || !PyDict_CheckExact(nodes) || !PyDict_CheckExact(codes) ||
+        !PySet_CheckExact(watched) || !PyIter_Check(counter) || !PyLong_CheckExact(PyTuple_GET_ITEM(state, 6)))
+        Py_RETURN_NOTIMPLEMENTED;
+    long depth = PyLong_AsLong(args[1]);
+    Py_ssize_t max_pinned = PyLong_AsSsize_t(PyTuple_GET_ITEM(state, 6));
+    int pin = PyObject_IsTrue(args[3]);
+    if (pin < 0 || (depth == -1 && PyErr_Occurred()) || (max_pinned == -1 && PyErr_Occurred())) {
+        PyErr_Clear();
+        Py_RETURN_NOTIMPLEMENTED;
+    }
+    int unexpected = 0;
+    PyObject *node = NULL;
+    /* Held while we work: a collection during an allocation may run any code. */
+    Py_INCREF(state);
+    Py_INCREF(known);
+    Py_XINCREF(watch);
+    if (frame_arg != Py_None) {
+        int done = capture_first_step((PyFrameObject *)frame_arg, depth, known, ids, nodes, &node, &unexpected);
+        if (done != 0)
+            goto finish;
+    }
+    Walked local[32], *walked = local;
+    Py_ssize_t count = 0, capacity = 32;
+    long kept = 0;
+    node = Py_NewRef(root);
+    PyFrameObject *f = (PyFrameObject *)Py_XNewRef(frame_arg != Py_None ? frame_arg : NULL);
+    while (f != NULL) {
+        long lasti = walk_lasti(f);
+        PyObject *frame_id = PyLong_FromVoidPtr(f);
+        if (frame_id == NULL)
+            goto fail_frame;
+        PyObject *hit = PyDict_GetItemWithError(known, frame_id);
+        if (hit == NULL && PyErr_Occurred())
+            goto fail_id;
+        if (hit != NULL) {
+            Py_INCREF(hit);
+            PyObject *found = NULL;
+            int ends = known_hit(nodes, hit, lasti, kept, depth, &found, &unexpected);
+            Py_DECREF(hit);
+            if (ends < 0)
+                goto fail_id;
+            if (ends) {
+                Py_SETREF(node, found);
+                Py_DECREF(frame_id);
+                Py_CLEAR(f);
+                break;
+            }
+        }
+        PyCodeObject *code = PyFrame_GetCode(f);
+        PyObject *code_id = PyLong_FromVoidPtr(code), *entry = NULL;
+        if (code_id == NULL)
+            goto fail_code;
+        entry = Py_XNewRef(PyDict_GetItemWithError(codes, code_id));
+        if (entry == NULL) {
+            if (PyErr_Occurred())
+                goto fail_code;
+            PyObject *kind = PyObject_CallOneArg(kind_of, (PyObject *)code);
+            if (kind == NULL)
+                goto fail_code;
+            entry = PyTuple_Pack(2, (PyObject *)code, kind);
+            Py_DECREF(kind);
+            if (entry == NULL || PyDict_SetItem(codes, code_id, entry) < 0)
+                goto fail_code;
+        }
+        if (!PyTuple_CheckExact(entry) || PyTuple_GET_SIZE(entry) != 2 || !PyLong_CheckExact(PyTuple_GET_ITEM(entry, 1)) ||
+            PyTuple_GET_ITEM(entry, 0) != (PyObject *)code) {
+            unexpected = 1;
+            goto fail_code;
+        }
+        long kind = PyLong_AsLong(PyTuple_GET_ITEM(entry, 1));
+        Py_CLEAR(entry);
+        if (kind == -1 && PyErr_Occurred())
+            goto fail_code;
+        if (kind == KIND_END) {
+            /* The launcher's frames: the stack ends as if at the outermost frame. */
+            Py_DECREF(code_id);
+            Py_DECREF((PyObject *)code);
+            Py_DECREF(frame_id);
+            Py_CLEAR(f);
+            break;
+        }
+        PyObject *lasti_obj = PyLong_FromLong(lasti);
+        if (lasti_obj == NULL)
+            goto fail_code;
+        if (count == capacity) {
+            Py_ssize_t grown = capacity * 2;
+            Walked *more = walked == local ? PyMem_Malloc(grown * sizeof(Walked))
+                                           : PyMem_Realloc(walked, grown * sizeof(Walked));
+            if (more == NULL) {
+                Py_DECREF(lasti_obj);
+                PyErr_NoMemory();
+                goto fail_code;
+            }
+            if (walked == local)
+                memcpy(more, local, sizeof(local));
+            walked = more;
+            capacity = grown;
+        }
+        walked[count++] = (Walked){f, code, frame_id, code_id, lasti_obj, kind};
+        if (kind == KIND_KEEP)
+            kept++;
+        f = PyFrame_GetBack(f);
+        continue;
+    fail_code:
+        Py_XDECREF(entry);
+        Py_XDECREF(code_id);
+        Py_DECREF((PyObject *)code);
+    fail_id:
+        Py_DECREF(frame_id);
+    fail_frame:
+        Py_DECREF(f);
+        Py_CLEAR(node);
+        goto release;
+    }
+    if (pin && PyDict_GET_SIZE(known) > max_pinned) {
+        /* The Sweeper is stalled or gone: let every pin go rather than keep frames without bound. */
+        PyDict_Clear(known);
+    }
+    int cached = 0;
+    for (Py_ssize_t i = count - 1; i >= 0; i--) {
+        Walked *w = &walked[i];
+        if (w->kind == KIND_KEEP) {
+            PyObject *inner = intern_node(ids, nodes, counter, node, w->code_id, w->lasti, &unexpected);
+            if (inner == NULL) {
+                Py_CLEAR(node);
+                break;
+            }
+            Py_SETREF(node, inner);
+        }
+        /* One frame per walk enters the cache, the outermost new one; never the innermost. */
+        if (cached || i == 0)
+            continue;
+        int rc;
+        if (pin) {
+            /* A suspended generator may be resumed from elsewhere: only plain frames are pinned. */
+            if (w->code->co_flags & SUSPENDABLE)
+                continue;
+            PyObject *entry = PyTuple_Pack(3, w->lasti, node, (PyObject *)w->frame);
+            rc = entry == NULL ? -1 : PyDict_SetItem(known, w->frame_id, entry);
+            Py_XDECREF(entry);
+        }
+        else {
+            PyObject *entry = PyTuple_Pack(2, w->lasti, node);
+            rc = entry == NULL ? -1 : PyDict_SetItem(known, w->frame_id, entry);
+            Py_XDECREF(entry);
+            if (rc == 0 && watch != Py_None) {
+                rc = PySet_Contains(watched, w->code_id);
+                if (rc == 0) {
+                    rc = PySet_Add(watched, w->code_id);
+                    PyObject *r = rc < 0 ? NULL : PyObject_CallOneArg(watch, (PyObject *)w->code);
+                    rc = r == NULL ? -1 : 0;
+                    Py_XDECREF(r);
+                }
+                else if (rc > 0)
+                    rc = 0;
+            }
+        }
+        if (rc < 0) {
+            Py_CLEAR(node);
+            break;
+        }
+        cached = 1;
+    }
+release:
+    for (Py_ssize_t i = 0; i < count; i++) {
+        Walked *w = &walked[i];
+        Py_DECREF((PyObject *)w->frame);
+        Py_DECREF((PyObject *)w->code);
+        Py_DECREF(w->frame_id);
+        Py_DECREF(w->code_id);
+        Py_DECREF(w->lasti);
+    }
+    if (walked != local)
+        PyMem_Free(walked);
+finish:
+    Py_XDECREF(watch);
+    Py_DECREF(known);
+    Py_DECREF(state);
+    if (node == NULL && unexpected && !PyErr_Occurred())
+        Py_RETURN_NOTIMPLEMENTED;
+    return node;
+}
+
 static PyMethodDef module_methods[] = {
     {"configure", configure, METH_VARARGS,
      "configure(HotPath, Snapshot, Cache, ThreadState, Fingerprint): the types whose slots are read."},
     {"call_locked", call_locked, METH_VARARGS, "call_locked(lock, fn, *args): fn(*args) under the lock, taken and released in C."},
     {"call_if_free", call_if_free, METH_VARARGS,
      "call_if_free(lock, fn, *args): fn(*args) under the lock, or NotImplemented if another thread holds it."},
+    {"capture", (PyCFunction)(void (*)(void))capture, METH_FASTCALL,
+     "capture(frame, depth, known, pin, state, watch): StackTable.capture's walk (NotImplemented: use Python's)."},
     {"swap", swap, METH_VARARGS,
      "swap(entries, forward, INHERITED, stamps={}): apply or undo a patch set in one pass."},
     {NULL},
@@ -1012,7 +1401,7 @@ PyInit__speedups(void)
     INTERN(s_is_cpu, "is_cpu");
     INTERN(s_numel, "numel");
 #undef INTERN
-    if ((one = PyLong_FromLong(1)) == NULL)
+    if ((one = PyLong_FromLong(1)) == NULL || (root = PyLong_FromLong(-1)) == NULL)
         return NULL;
     if (PyType_Ready(&RecorderType) < 0 || PyType_Ready(&InPlaceType) < 0)
         return NULL;

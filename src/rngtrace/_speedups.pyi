@@ -17,6 +17,14 @@ def configure(
 def swap(entries: list[tuple[dict[str, Any], str, Any, Any, Optional[type]]], forward: bool, inherited: object, /) -> Any:
     """Apply (True if applied, False if some attribute no longer holds its original) or undo (stray indices)."""
 
+def capture(
+    frame: Any, depth: int, known: dict[int, tuple], pin: bool, state: tuple, watch: Optional[Callable[[Any], None]], /
+) -> Any:
+    """``StackTable.capture`` with a frame cache, walked in C: the node, or NotImplemented to use Python's walk.
+
+    ``state`` is the table's ``(ids, nodes, codes, counter, watched, kind, max_pinned)``.
+    """
+
 def call_if_free(lock: Any, fn: Callable[..., Any], /, *args: Any) -> Any:
     """``fn(*args)`` with ``lock`` taken, or NotImplemented (not called) when another thread holds it."""
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 import functools
 import inspect
 import itertools
+import os
 import sys
 from types import CodeType, FrameType
 from typing import Callable, Optional, TypeVar
@@ -42,6 +43,13 @@ KEEP, HIDE, END = 0, 1, 2  # recorded; skipped (rngtrace's, runpy's); ends the s
 # id(code) -> code of every program_entry; holding the code keeps its id unique
 _ENTRIES: dict[int, CodeType] = {}
 _F = TypeVar("_F", bound=Callable)
+
+try:  # the capture walk in C (_speedups.capture); this module's walk stays the reference
+    from ._speedups import capture as _c_capture
+except ImportError:  # built without a compiler, or an older build
+    _c_capture = None
+if os.environ.get("RNGTRACE_PURE"):
+    _c_capture = None
 
 
 def program_entry(func: _F) -> _F:
@@ -75,6 +83,10 @@ class StackTable:
         #: the catch-all can ask for that code's exit events)
         self.watch_code: Optional[Callable[[CodeType], None]] = None
         self._watched: set[int] = set()
+        # What the C walk reads and writes: these objects, never replaced while the table lives.
+        self._walk_state = (self.ids, self._nodes, self._codes, self._next, self._watched, _kind, MAX_PINNED)
+        #: the C walk, or None for this module's (tests compare the two)
+        self.accelerated = _c_capture
 
     def capture(
         self, frame: Optional[FrameType], depth: int, known: Optional[dict] = None, pin: bool = False
@@ -88,6 +100,15 @@ class StackTable:
         """
         if known is None:
             return self._capture_flat(frame, depth)
+        if self.accelerated is not None:
+            # The same walk in C; NotImplemented where it met anything it does not expect.
+            node = self.accelerated(frame, depth, known, pin, self._walk_state, self.watch_code)
+            if node is not NotImplemented:
+                return node
+        return self._capture_known(frame, depth, known, pin)
+
+    def _capture_known(self, frame: Optional[FrameType], depth: int, known: dict, pin: bool) -> int:
+        """The reference walk with a ``known`` cache: ``_speedups.capture`` does exactly this."""
         # The common case, a draw from a loop: the caller is new or moved, its caller
         # is known. One tuple lookup, no walk.
         if frame is not None:
@@ -128,12 +149,16 @@ class StackTable:
             # The Sweeper is stalled or gone (a finalizer holding it up): let every pin go
             # rather than keep frames, and their locals, without bound.
             known.clear()
+        cached = False
         for f, code_id, lasti in reversed(walked):
             if not codes[code_id][1]:
                 node = self._intern(node, code_id, lasti, True)
-            # The innermost frame is the one most likely to be new at the next draw
-            # (a loop body, a helper): caching it would cost an exit event per draw.
-            if f is innermost:
+            # One frame per walk enters the cache: the outermost new one, next to what the
+            # cache knew. Frames a loop keeps are reached from outside in, one per draw;
+            # the fresh ones below them (a forward(), a per-sample helper) would each cost
+            # a pin or an exit event and be gone by the next draw. The innermost frame is
+            # the one most likely to be new at the next draw: never cached.
+            if cached or f is innermost:
                 continue
             if pin:
                 # A suspended generator keeps its frame and may be resumed from elsewhere:
@@ -146,6 +171,7 @@ class StackTable:
                 if watch is not None and code_id not in self._watched:
                     self._watched.add(code_id)
                     watch(codes[code_id][0])
+            cached = True
         return node
 
     def _capture_flat(self, frame: Optional[FrameType], depth: int) -> int:
