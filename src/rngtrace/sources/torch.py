@@ -6,9 +6,9 @@ functions that reach those operators through ``torch._VF`` (the dropout family)
 or draw on a tensor they are handed (``torch.nn.init``). Draws land on the
 stream of the result's device: "torch" for the CPU, "torch.cuda:N" for CUDA
 device N. A call given a generator of its own draws from no global stream and is
-not recorded. The recurrent ops (``torch.lstm`` ...) draw only for inter-layer
-dropout and are reached through ``torch._VF``; the end-of-block state check
-reports them.
+not recorded. The recurrent ops (``torch.lstm`` ...) draw only for dropout
+between layers, inside C++: those draws are recorded at the call of the
+``nn.LSTM``, ``nn.GRU`` or ``nn.RNN`` that makes them.
 """
 
 from __future__ import annotations
@@ -17,12 +17,14 @@ import functools
 import importlib
 import inspect
 import sys
-from types import FrameType
+import threading
+from types import FrameType, FunctionType
 from typing import Any, Callable, Iterable, Optional
 
 import torch
 import torch.nn.functional as _F
 import torch.nn.init as _init
+import torch.nn.utils.rnn as _rnn_utils
 import torch.utils._device as _device
 
 from .._errors import GlobalRNGError
@@ -32,13 +34,18 @@ from ._base import INTERNAL, Hit, Patch, Source, recorder, seed_wrapper
 
 _Generator = torch.Generator
 _Tensor = torch.Tensor
+_Module = torch.nn.Module
+_PackedSequence = _rnn_utils.PackedSequence
 _FakeTensor = importlib.import_module("torch._subclasses.fake_tensor").FakeTensor
 
 # Private ops worth seeing: torch.distributions' Gamma, Beta, Chi2, StudentT and
 # Dirichlet sample through them.
 _PRIVATE_DRAWS = frozenset({"_standard_gamma", "_sample_dirichlet"})
-# Inter-layer dropout only, reached through torch._VF: left to the end-of-block check.
-_NOT_PATCHED = frozenset({"lstm", "gru", "rnn_tanh", "rnn_relu"})
+# Ops that draw only for dropout between layers, reached through torch._VF: not plain
+# tagged draws. Their draws are recorded at the modules' forward (see _recurrent_wrapper);
+# a direct call of the op is left to the state checks.
+_RECURRENT = ("lstm", "gru", "rnn_tanh", "rnn_relu")
+_RECURRENT_MODULES = ("LSTM", "GRU", "RNN")
 
 _INIT_DRAWS = (
     "uniform_", "normal_", "trunc_normal_", "kaiming_uniform_", "kaiming_normal_",
@@ -87,7 +94,7 @@ def _torch_draw_names() -> list[str]:
         name
         for name in sorted(_tagged())
         if (not name.startswith("_") or name in _PRIVATE_DRAWS)
-        and name not in _NOT_PATCHED
+        and name not in _RECURRENT
         and type(getattr(torch, name, None)) is builtin
     ]
 
@@ -197,6 +204,8 @@ def _predicted(args: tuple, kwargs: dict) -> Optional[str]:
     device = kwargs.get("device")
     if device is None:
         first = args[0] if args else next(iter(kwargs.values()), None)
+        if isinstance(first, _Module) and len(args) > 1:  # a module's forward: its input's device
+            first = _sequence_data(args[1])
         device = first.device if isinstance(first, _Tensor) else torch.get_default_device()
     device = torch.device(device)
     if device.type == "meta":
@@ -218,6 +227,7 @@ def _draw_wrapper(
     generator_at: tuple[int, ...] = (),
     when: Optional[Callable[[tuple, dict], bool]] = None,
     count_of: Optional[Callable[[Any, tuple, dict], Optional[int]]] = None,
+    place: Callable[[Any], tuple[Optional[str], Optional[int]]] = _placed,
 ) -> Callable:
     """Record each outermost call that draws from a default generator, on its result's device."""
     check = rec.check
@@ -250,8 +260,72 @@ def _draw_wrapper(
     simple = not generator_at and when is None and count_of is None
     return recorder(
         rec, "torch", DRAW, api, original, count_of=count_of, takes=takes,
-        place=_placed, strict_check=strict_check, accelerate=simple,
+        place=place, strict_check=strict_check, accelerate=simple,
     )
+
+
+# -- the recurrent modules -------------------------------------------------------------
+# nn.LSTM/GRU/RNN pass (num_layers, dropout, training) to torch._VF.lstm/gru/rnn_tanh/rnn_relu,
+# which drop out after every layer but the last. They are wrapped at the module's forward, not
+# at the op: torch.compile refuses these modules and runs them eagerly, but it compiles any
+# Python frame entered from there, and a wrapper frame around the bare op would hand the op
+# to inductor, which cannot lower it (a traced, compiled LSTM failed, in eval mode too).
+def _sequence_data(x: Any) -> Any:
+    """The tensor holding a sequence's values: a packed sequence's ``data``, else ``x``."""
+    return x.data if isinstance(x, _PackedSequence) else x
+
+
+def _recurrent_draws(module: Any) -> bool:
+    return module.num_layers > 1 and _dropout_draws(module.training, module.dropout)
+
+
+def _recurrent_count(result: Any, args: tuple, kwargs: dict) -> Optional[int]:
+    """One value per element of each layer's output but the last's, all shaped like the result's."""
+    try:
+        output = _sequence_data(result[0])
+        if output.is_cuda:  # cuDNN draws one seed for a state of its own: the output's size is no count
+            return None
+        return (args[0].num_layers - 1) * output.numel()
+    except (AttributeError, IndexError, TypeError):
+        return None
+
+
+def _cuda_offset(tensor: Any) -> Optional[int]:
+    """The Philox offset of the default generator of a CUDA tensor's device; None for any other."""
+    if not isinstance(tensor, _Tensor) or not tensor.is_cuda:
+        return None
+    return torch.cuda.default_generators[tensor.get_device()].get_offset()
+
+
+def _recurrent_wrapper(rec: Any, api: str, original: Callable) -> Callable:
+    """Record a recurrent module's forward where it drops out between layers."""
+    before = threading.local()  # the CUDA offset seen before this thread's call, None on the CPU
+
+    def when(args: tuple, kwargs: dict) -> bool:
+        before.offset = None  # first: should a read below raise, place() finds no stale offset
+        if not _recurrent_draws(args[0]):
+            return False
+        before.offset = _cuda_offset(_sequence_data(args[1] if len(args) > 1 else kwargs.get("input")))
+        return True
+
+    def place(result: Any) -> tuple[Optional[str], Optional[int]]:
+        output = _sequence_data(result[0])
+        where, count = _placed(output)
+        if count == 0:  # an empty batch: dropout returns it without drawing
+            return None, None
+        offset = getattr(before, "offset", None)
+        # cuDNN draws a seed for its own dropout state from the device's generator on its
+        # first call (and the first after a reseed), then draws from that state: later
+        # calls leave the generator where it was, and name no line that did not draw.
+        if offset is not None and where != "torch" and _cuda_offset(output) == offset:
+            return None, None
+        return where, count
+
+    wrapper = _draw_wrapper(rec, api, original, (), when, _recurrent_count, place)
+    # On a class, as forward: a plain function, as the one it replaces (torch.compile reads
+    # the file of a module's forward); ``__call__`` of a Python wrapper is that function.
+    function = getattr(type(wrapper), "__call__", None)
+    return function if isinstance(function, FunctionType) else wrapper
 
 
 def _draws(when: Callable[[tuple, dict], bool], args: tuple, kwargs: dict) -> bool:
@@ -346,6 +420,9 @@ class TorchSource(Source):
 
         for name in _torch_draw_names():
             yield from patch(torch, name, f"torch.{name}", draw(name))
+        recurrent = lambda original, api: _recurrent_wrapper(hub, api, original)  # noqa: E731
+        for name in _RECURRENT_MODULES:
+            yield from patch(getattr(torch.nn, name), "forward", f"torch.nn.{name} (dropout)", recurrent)
         for name in _tensor_draw_names():
             yield from patch(_Tensor, name, f"torch.Tensor.{name}", draw(name))
         for api in when:
