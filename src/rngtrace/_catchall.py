@@ -180,6 +180,7 @@ class MonitoringCatchAll(CatchAll):
         self._callback = on_call
         self._on_exit = on_exit
         self._exit_codes: list[CodeType] = []
+        hub._catchall = self  # before any callback goes in (see ProfileCatchAll)
         ev = mon.events
         mon.register_callback(tool, ev.CALL, on_call)
         for event in (ev.PY_RETURN, ev.PY_YIELD, ev.PY_UNWIND):
@@ -263,6 +264,9 @@ class ProfileCatchAll(CatchAll):
         self._profile = profile
         # threading.setprofile promises the user's hook to every new thread: ours rides along.
         self._thread_hook = profile if user is None else _chained(user, profile, hub)
+        # The hub holds this catch-all before any hook goes in: whatever interrupts the rest
+        # (Ctrl-C), the hub's retry or next call finds it and takes off what went in.
+        hub._catchall = self
         threading.setprofile(self._thread_hook)
         sys.setprofile(profile)
         hub.rec.set_mode(FrameMode.PROFILE, profile)
@@ -379,6 +383,10 @@ def install(hub: Any, hook: bool = False) -> CatchAll:
                     return MonitoringCatchAll(hub, tool)
                 except BaseException:
                     mon.free_tool_id(tool)
+                    made = hub._catchall
+                    if isinstance(made, MonitoringCatchAll) and made.tool == tool:
+                        made._freed = True  # what it registered goes with the tool id
+                        hub._catchall = None
                     raise
         return NoCatchAll(hub, "every sys.monitoring tool id is taken; calls through references "
                                "bound before tracing show as unattributed")
