@@ -390,34 +390,26 @@ def test_rng_isolate_restores_the_torch_stream():
     assert torch.equal(before, torch.get_rng_state())
 
 
-def test_recurrent_dropout_is_reported_as_unattributed():
-    lstm = nn.LSTM(4, 4, num_layers=2, dropout=0.5).train()
-    with torch_trace() as trace:
-        lstm(torch.ones(3, 1, 4))
-    assert [(e.stream, e.kind) for e in trace.events] == [("torch", "unattributed")]
-
-
 def test_a_move_nothing_recorded_after_a_recorded_draw_is_still_noticed():
-    lstm = nn.LSTM(4, 4, num_layers=2, dropout=0.5).train()
     with torch_trace() as trace:
         torch.rand(2)
-        lstm(torch.ones(3, 1, 4))  # dropout between layers, inside C++
+        torch.ops.aten.normal_(torch.empty(3))  # an op packet: not wrapped
     assert [(e.api, e.kind) for e in trace.events] == [("torch.rand", "draw"), ("torch state", "unattributed")]
     assert "block ended" in trace.events[1].detail
 
 
 def test_a_move_nothing_recorded_between_draws_is_noticed_before_the_next_draw():
-    lstm = nn.LSTM(4, 4, num_layers=2, dropout=0.5).train()
     with torch_trace() as trace:
         torch.rand(2)
-        lstm(torch.ones(3, 1, 4))
+        torch.ops.aten.normal_(torch.empty(3))
         line = next_line()
         torch.rand(2)
     kinds = [(e.api, e.kind) for e in trace.events]
     assert kinds == [("torch.rand", "draw"), ("torch state", "unattributed"), ("torch.rand", "draw")]
     noticed = trace.events[1]
     assert "before this torch.rand call" in noticed.detail
-    assert noticed.stack[0].lineno == line
+    # No line is blamed: the window it happened in ends at the call that noticed it.
+    assert noticed.stack == () and noticed.window.noticed[0].lineno == line
 
 
 def engine_and_cached_normal(state) -> tuple[bytes, int]:
@@ -463,10 +455,9 @@ def test_where_the_layout_is_not_proved_the_state_is_copied_and_moves_still_noti
 
     monkeypatch.setattr(_torch_state, "_layout", lambda: None)
     assert isinstance(_torch_state.fingerprint(torch.default_generator), _torch_state.CPUStateCopy)
-    lstm = nn.LSTM(4, 4, num_layers=2, dropout=0.5).train()
     with torch_trace() as trace:
         torch.rand(2)
-        lstm(torch.ones(3, 1, 4))
+        torch.ops.aten.normal_(torch.empty(3))
         torch.rand(2)
     kinds = [(e.api, e.kind) for e in trace.events]
     assert kinds == [("torch.rand", "draw"), ("torch state", "unattributed"), ("torch.rand", "draw")]
