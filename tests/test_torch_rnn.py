@@ -217,3 +217,15 @@ def test_cuda_on_draw_raise_names_the_device_stream():
     lstm = nn.LSTM(4, 4, num_layers=2, dropout=0.3).cuda().train()
     with torch_trace(on_draw="raise"), pytest.raises(GlobalRNGError, match=r"global torch\.cuda:0 stream"):
         lstm(torch.ones(3, 2, 4, device="cuda"))
+
+
+def test_the_hint_says_recurrent_dropout_takes_no_generator() -> None:
+    from rngtrace.render import render
+
+    lstm = torch.nn.LSTM(4, 8, num_layers=2, dropout=0.3)
+    lstm.train()
+    with rng_trace(print=False) as trace:
+        lstm(torch.randn(5, 3, 4))
+    log = render(trace, "text", color=False)
+    assert "torch.nn.LSTM (dropout) takes no generator" in log
+    assert "generator=g to torch.nn.LSTM" not in log

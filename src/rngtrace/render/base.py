@@ -203,6 +203,11 @@ _NO_GENERATOR = frozenset({
 _TORCH_DATA = "torch/utils/data/"
 
 
+def _takes_no_generator(api: str) -> bool:
+    # "torch.nn.LSTM (dropout)": a recurrent module's dropout between layers takes none either.
+    return api.endswith(" (dropout)") or api.rsplit(".", 1)[-1] in _NO_GENERATOR
+
+
 def hints(trace: Trace) -> list[str]:
     """For each library whose global stream was drawn from: the generator to use instead."""
     drawn: dict[str, list[Statistic]] = {}
@@ -249,9 +254,8 @@ def _torch_hint(make: str, name: str, stats: list[Statistic], apis: list[str]) -
     elif True in cuda:
         make += " (device='cuda' for CUDA draws)"
     loader = any(stat.frame and _TORCH_DATA in stat.frame.filename.replace("\\", "/") for stat in stats)
-    plain = [api for api in apis if api.rsplit(".", 1)[-1] not in _NO_GENERATOR and not (
-        loader and api == "torch.Tensor.random_")]
-    fixed = [api for api in apis if api.rsplit(".", 1)[-1] in _NO_GENERATOR]
+    plain = [api for api in apis if not _takes_no_generator(api) and not (loader and api == "torch.Tensor.random_")]
+    fixed = [api for api in apis if _takes_no_generator(api)]
     lines = [make]
     if plain:
         lines.append(f"pass generator={name} to " + ", ".join(plain[:3]) + (", …" if len(plain) > 3 else ""))
