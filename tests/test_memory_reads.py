@@ -197,3 +197,17 @@ def test_a_system_random_bound_to_random_inst_is_not_read_as_a_twister(tmp_path)
         """,
     )
     assert events == [["random", "draw", "random.random", 1]]
+
+
+def test_with_torch_default_generator_rebound_the_generator_torch_draws_from_is_still_watched(monkeypatch):
+    torch = pytest.importorskip("torch")
+
+    class LookAlike:
+        pass
+
+    # torch.rand draws from torch._C.default_generator whatever the Python attribute names.
+    monkeypatch.setattr(torch, "default_generator", LookAlike())
+    with rng_trace(print=False) as trace:
+        torch.rand(2)
+        torch.ops.aten.normal_(torch.empty(3))  # nothing wraps this op: only the watch sees it
+    assert [(e.api, e.kind) for e in trace.events] == [("torch.rand", "draw"), ("torch state", "unattributed")]

@@ -216,7 +216,7 @@ def _predicted(args: tuple, kwargs: dict) -> Optional[str]:
 
 
 def _is_default(generator: Any) -> bool:
-    return generator is torch.default_generator or generator in torch.cuda.default_generators
+    return generator is _cpu_generator() or generator in torch.cuda.default_generators
 
 
 # -- wrappers ------------------------------------------------------------------------
@@ -448,7 +448,7 @@ class TorchSource(Source):
                 yield from patch(module, name, f"torch.cuda.{name}", make)
 
     def owners(self) -> Iterable[object]:
-        return (torch.default_generator, *_initialised_cuda_generators())
+        return (_cpu_generator(), *_initialised_cuda_generators())
 
     def owners_version(self) -> int:
         return len(torch.cuda.default_generators) if torch.cuda.is_initialized() else 0
@@ -476,7 +476,7 @@ class TorchSource(Source):
 
     def fingerprint(self) -> Optional[Any]:
         # Proved once (about 0.1 ms), then valid while the generator keeps its implementation.
-        generator = torch.default_generator
+        generator = _cpu_generator()
         key = (id(generator), _torch_state.impl_address(generator))
         if key != self._view_key:
             self._view, self._view_key = _torch_state.fingerprint(generator), key
@@ -486,7 +486,7 @@ class TorchSource(Source):
         # The CPU generator through its fingerprint (checked at every install and seed, so the
         # one kept is current); CUDA generators, which have none, in full.
         view = self._view if self._view_key is not None else self.fingerprint()
-        states: dict[str, Any] = {"torch": view.value if view is not None else torch.default_generator.get_state()}
+        states: dict[str, Any] = {"torch": view.value if view is not None else _cpu_generator().get_state()}
         if torch.cuda.is_initialized():
             for i, generator in enumerate(torch.cuda.default_generators):
                 states[_cuda_stream(i)] = generator.get_state()
@@ -494,14 +494,14 @@ class TorchSource(Source):
 
     def state(self) -> dict[str, Any]:
         # The generators' own methods: torch.get_rng_state() is torch code the catch-all would see.
-        states = {"torch": torch.default_generator.get_state()}
+        states = {"torch": _cpu_generator().get_state()}
         for i, generator in enumerate(_initialised_cuda_generators()):
             states[_cuda_stream(i)] = generator.get_state()
         return states
 
     def restore(self, states: dict[str, Any]) -> None:
         if "torch" in states:
-            torch.default_generator.set_state(states["torch"])
+            _cpu_generator().set_state(states["torch"])
         for i, generator in enumerate(_initialised_cuda_generators()):
             state = states.get(_cuda_stream(i))
             if state is not None:
@@ -535,6 +535,11 @@ def _fill_function_tables() -> None:
         table = getattr(module, name, None) if module is not None else None
         if table is not None:  # named differently in another torch version: nothing to fill
             table()
+
+
+def _cpu_generator() -> Any:
+    """The CPU generator torch's functions draw from: torch._C's, whatever ``torch.default_generator`` was rebound to."""
+    return torch._C.default_generator
 
 
 def _initialised_cuda_generators() -> tuple:
