@@ -138,7 +138,17 @@ def _readable(generator: Any) -> bool:
     generator's implementation is another struct. Checked when a view is made,
     never per draw: the type of a torch._C.Generator cannot be reassigned.
     """
-    return type(generator) is _GENERATOR and generator.device.type == "cpu"
+    last = _LAST_READABLE
+    if last[0] is generator:  # read at every install: the device property costs a µs or two
+        return last[1]
+    readable = type(generator) is _GENERATOR and generator.device.type == "cpu"
+    # One entry, usually the default generator, which lives as long as the process.
+    last[0], last[1] = generator, readable
+    return readable
+
+
+#: [the generator last asked about, whether it was readable]
+_LAST_READABLE: list = [None, False]
 
 
 def _impl(generator: Any) -> int:
