@@ -304,3 +304,37 @@ def test_an_unexpected_cache_entry_sends_the_capture_to_the_python_walk():
     assert table.capture(frame, 16, dict(odd)) == reference.capture(frame, 16, dict(odd))
     assert calls == [NotImplemented]
     assert table.resolve(table.capture(frame, 16, {}), 16) == reference.resolve(reference.capture(frame, 16, {}), 16)
+
+
+@needs_c
+@both_modes
+def test_c_walk_memo_is_per_table_and_agrees_on_repeated_fresh_paths(pin):
+    # The second capture of each path is answered from the C walk's memo; a new table
+    # starts with an empty memo of its own, whatever the old one still holds.
+    for _ in range(2):
+        twins = Twins(16, pin)
+
+        def deep(n):
+            return deep(n - 1) if n else twins.snap()
+
+        stacks = [deep(n % 4 + 10) for n in range(12)]
+        assert stacks[:4] == stacks[4:8] == stacks[8:]
+        assert len(twins.c._nodes) == len(twins.py._nodes)
+
+
+@needs_c
+def test_an_error_in_the_c_walk_falls_back_to_the_python_walk():
+    table, reference = _stack.StackTable(), _stack.StackTable()
+    reference.accelerated = None
+
+    def broken(*args):
+        raise MemoryError
+
+    table.accelerated = broken
+    def leaf():
+        return sys._getframe()
+
+    frame = leaf()  # finished: its offset stays put between the two captures
+    nodes = [t.capture(frame, 16, {}) for t in (table, reference)]  # from one offset of this frame
+    assert nodes[0] == nodes[1]
+    assert table.ids == reference.ids and table._nodes == reference._nodes

@@ -989,12 +989,196 @@ locked_call(PyObject *lock, PyObject *args)
 
 /* -- capture: StackTable.capture's walk (the known-cache path), in C ---------------------- */
 
+/* A table's C-side memo of what its Python dicts already decided, so that a walk over interned
+ * frames allocates nothing: (parent node, code pointer, f_lasti) -> node, a copy of an entry
+ * of ``ids``, and code pointer -> kind, a copy of an entry of ``codes``. Entries go in only
+ * once the dict holds them, and those dicts are never cleared or overwritten while the table
+ * lives (tables are replaced, never cleared), so a memo entry never goes stale, and a code
+ * pointer cannot name another code: ``codes`` keeps every code alive. One memo per table, in
+ * the table's walk state; a failed allocation only leaves an entry out. No pointer into the
+ * memo is held across anything that may run Python code. */
+typedef struct {
+    long parent, lasti, node; /* node -1: empty */
+    void *code;
+} MemoNode;
+
+typedef struct {
+    void *code; /* NULL: empty */
+    long kind;
+} MemoCode;
+
+typedef struct {
+    MemoNode *nodes;
+    size_t node_mask, node_used;
+    MemoCode *codes;
+    size_t code_mask, code_used;
+} WalkMemo;
+
+#define MEMO_NAME "rngtrace._speedups.WalkMemo"
+
+static inline size_t
+memo_mix(uint64_t h)
+{
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdULL;
+    h ^= h >> 33;
+    h *= 0xc4ceb9fe1a85ec53ULL;
+    h ^= h >> 33;
+    return (size_t)h;
+}
+
+static inline size_t
+memo_node_hash(long parent, void *code, long lasti)
+{
+    return memo_mix((uint64_t)(uintptr_t)code ^ ((uint64_t)parent * 0x9E3779B97F4A7C15ULL) ^
+                    ((uint64_t)lasti << 40) ^ ((uint64_t)lasti >> 24));
+}
+
+/* The node of (parent, code, lasti), or -1 when the memo does not hold it. */
+static long
+memo_node_get(WalkMemo *memo, long parent, void *code, long lasti)
+{
+    if (memo == NULL || memo->nodes == NULL)
+        return -1;
+    size_t i = memo_node_hash(parent, code, lasti) & memo->node_mask;
+    for (;;) {
+        MemoNode *slot = &memo->nodes[i];
+        if (slot->node < 0)
+            return -1;
+        if (slot->code == code && slot->parent == parent && slot->lasti == lasti)
+            return slot->node;
+        i = (i + 1) & memo->node_mask;
+    }
+}
+
+static void
+memo_node_put(WalkMemo *memo, long parent, void *code, long lasti, long node)
+{
+    if (memo == NULL || node < 0)
+        return;
+    if (memo->nodes == NULL || (memo->node_used + 1) * 2 > memo->node_mask + 1) {
+        size_t size = memo->nodes == NULL ? 256 : (memo->node_mask + 1) * 2;
+        MemoNode *grown = PyMem_RawMalloc(size * sizeof(MemoNode));
+        if (grown == NULL)
+            return; /* only a memo: the dicts still hold everything */
+        for (size_t j = 0; j < size; j++)
+            grown[j].node = -1;
+        if (memo->nodes != NULL) {
+            for (size_t j = 0; j <= memo->node_mask; j++) {
+                MemoNode *old = &memo->nodes[j];
+                if (old->node < 0)
+                    continue;
+                size_t k = memo_node_hash(old->parent, old->code, old->lasti) & (size - 1);
+                while (grown[k].node >= 0)
+                    k = (k + 1) & (size - 1);
+                grown[k] = *old;
+            }
+            PyMem_RawFree(memo->nodes);
+        }
+        memo->nodes = grown;
+        memo->node_mask = size - 1;
+    }
+    size_t i = memo_node_hash(parent, code, lasti) & memo->node_mask;
+    for (;;) {
+        MemoNode *slot = &memo->nodes[i];
+        if (slot->node < 0) {
+            *slot = (MemoNode){parent, lasti, node, code};
+            memo->node_used++;
+            return;
+        }
+        if (slot->code == code && slot->parent == parent && slot->lasti == lasti)
+            return; /* already there: ids never changes an entry */
+        i = (i + 1) & memo->node_mask;
+    }
+}
+
+/* The kind of ``code``, or -1 when the memo does not hold it. */
+static long
+memo_kind_get(WalkMemo *memo, void *code)
+{
+    if (memo == NULL || memo->codes == NULL)
+        return -1;
+    size_t i = memo_mix((uint64_t)(uintptr_t)code) & memo->code_mask;
+    for (;;) {
+        MemoCode *slot = &memo->codes[i];
+        if (slot->code == NULL)
+            return -1;
+        if (slot->code == code)
+            return slot->kind;
+        i = (i + 1) & memo->code_mask;
+    }
+}
+
+static void
+memo_kind_put(WalkMemo *memo, void *code, long kind)
+{
+    if (memo == NULL || code == NULL || kind < 0)
+        return;
+    if (memo->codes == NULL || (memo->code_used + 1) * 2 > memo->code_mask + 1) {
+        size_t size = memo->codes == NULL ? 64 : (memo->code_mask + 1) * 2;
+        MemoCode *grown = PyMem_RawCalloc(size, sizeof(MemoCode));
+        if (grown == NULL)
+            return;
+        if (memo->codes != NULL) {
+            for (size_t j = 0; j <= memo->code_mask; j++) {
+                MemoCode *old = &memo->codes[j];
+                if (old->code == NULL)
+                    continue;
+                size_t k = memo_mix((uint64_t)(uintptr_t)old->code) & (size - 1);
+                while (grown[k].code != NULL)
+                    k = (k + 1) & (size - 1);
+                grown[k] = *old;
+            }
+            PyMem_RawFree(memo->codes);
+        }
+        memo->codes = grown;
+        memo->code_mask = size - 1;
+    }
+    size_t i = memo_mix((uint64_t)(uintptr_t)code) & memo->code_mask;
+    for (;;) {
+        MemoCode *slot = &memo->codes[i];
+        if (slot->code == NULL) {
+            *slot = (MemoCode){code, kind};
+            memo->code_used++;
+            return;
+        }
+        if (slot->code == code)
+            return;
+        i = (i + 1) & memo->code_mask;
+    }
+}
+
+static void
+memo_free(PyObject *capsule)
+{
+    WalkMemo *memo = PyCapsule_GetPointer(capsule, MEMO_NAME);
+    if (memo == NULL) {
+        PyErr_Clear();
+        return;
+    }
+    PyMem_RawFree(memo->nodes);
+    PyMem_RawFree(memo->codes);
+    PyMem_RawFree(memo);
+}
+
+/* walk_memo(): a new, empty memo for one StackTable's walk state. */
+static PyObject *
+walk_memo(PyObject *module, PyObject *unused)
+{
+    WalkMemo *memo = PyMem_RawCalloc(1, sizeof(WalkMemo));
+    if (memo == NULL)
+        return PyErr_NoMemory();
+    PyObject *capsule = PyCapsule_New(memo, MEMO_NAME, memo_free);
+    if (capsule == NULL)
+        PyMem_RawFree(memo);
+    return capsule;
+}
+
 /* What each walked frame needs once the walk stops. */
 typedef struct {
     PyFrameObject *frame;
     PyCodeObject *code;
-    PyObject *frame_id, *code_id, *lasti;
-    long kind;
+    long lasti, kind;
 } Walked;
 
 #define KIND_KEEP 0
@@ -1112,7 +1296,7 @@ out:
 
 /* The draw from a loop: the caller is new or moved, its caller is known. 1 with *node (new), 0 to walk. */
 static int
-capture_first_step(PyFrameObject *frame, long depth, PyObject *known, PyObject *ids, PyObject *nodes,
+capture_first_step(PyFrameObject *frame, long depth, PyObject *known, PyObject *ids, PyObject *nodes, WalkMemo *memo,
                    PyObject **node, int *unexpected)
 {
     int done = 0;
@@ -1147,15 +1331,30 @@ capture_first_step(PyFrameObject *frame, long depth, PyObject *known, PyObject *
     if (!reached && length + 1 < depth)
         goto out;
     code = PyFrame_GetCode(frame);
+    long frame_lasti = walk_lasti(frame);
+    long memo_hit = memo_node_get(memo, hit_node, code, frame_lasti);
+    if (memo_hit >= 0) {
+        if ((*node = PyLong_FromLong(memo_hit)) == NULL)
+            goto error;
+        done = 1;
+        goto out;
+    }
     code_id = PyLong_FromVoidPtr(code);
-    lasti = PyLong_FromLong(walk_lasti(frame));
+    lasti = PyLong_FromLong(frame_lasti);
     if (code_id == NULL || lasti == NULL)
         goto error;
     if ((lookup = PyTuple_Pack(3, PyTuple_GET_ITEM(hit, 1), code_id, lasti)) == NULL)
         goto error;
     *node = Py_XNewRef(PyDict_GetItemWithError(ids, lookup));
-    if (*node != NULL)
+    if (*node != NULL) {
         done = 1;
+        /* Memoized only for a code ``codes`` holds: that is what keeps its pointer unique. */
+        long value = PyLong_CheckExact(*node) ? PyLong_AsLong(*node) : -1;
+        if (value == -1 && PyErr_Occurred())
+            PyErr_Clear();
+        else if (value >= 0 && memo_kind_get(memo, code) >= 0)
+            memo_node_put(memo, hit_node, code, frame_lasti, value);
+    }
     else if (PyErr_Occurred())
         goto error;
     goto out;
@@ -1173,9 +1372,10 @@ out:
 }
 
 /* capture(frame, depth, known, pin, state, watch): StackTable.capture with a ``known`` cache,
- * state = (ids, nodes, codes, counter, watched, kind, max_pinned). The same nodes, the same
+ * state = (ids, nodes, codes, counter, watched, kind, max_pinned, memo). The same nodes, the same
  * ``known`` entries, the same calls to kind() and watch(); NotImplemented where anything read
- * is not what the Python path expects (it then runs, and is the reference). */
+ * is not what the Python path expects (it then runs, and is the reference). ``memo`` (a
+ * walk_memo() capsule, or None) lets frames already interned be walked without allocating. */
 static PyObject *
 capture(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -1185,14 +1385,22 @@ capture(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     }
     PyObject *frame_arg = args[0], *known = args[2], *state = args[4], *watch = args[5];
     if ((frame_arg != Py_None && !PyFrame_Check(frame_arg)) || !PyLong_CheckExact(args[1]) ||
-        !PyDict_CheckExact(known) || !PyTuple_CheckExact(state) || PyTuple_GET_SIZE(state) != 7)
+        !PyDict_CheckExact(known) || !PyTuple_CheckExact(state) || PyTuple_GET_SIZE(state) != 8)
         Py_RETURN_NOTIMPLEMENTED;
     PyObject *ids = PyTuple_GET_ITEM(state, 0), *nodes = PyTuple_GET_ITEM(state, 1);
     PyObject *codes = PyTuple_GET_ITEM(state, 2), *counter = PyTuple_GET_ITEM(state, 3);
     PyObject *watched = PyTuple_GET_ITEM(state, 4), *kind_of = PyTuple_GET_ITEM(state, 5);
+    PyObject *memo_obj = PyTuple_GET_ITEM(state, 7);
     if (!PyDict_CheckExact(ids) || !PyDict_CheckExact(nodes) || !PyDict_CheckExact(codes) ||
         !PySet_CheckExact(watched) || !PyIter_Check(counter) || !PyLong_CheckExact(PyTuple_GET_ITEM(state, 6)))
         Py_RETURN_NOTIMPLEMENTED;
+    WalkMemo *memo = NULL;
+    if (memo_obj != Py_None) {
+        if (!PyCapsule_CheckExact(memo_obj) || (memo = PyCapsule_GetPointer(memo_obj, MEMO_NAME)) == NULL) {
+            PyErr_Clear();
+            Py_RETURN_NOTIMPLEMENTED;
+        }
+    }
     long depth = PyLong_AsLong(args[1]);
     Py_ssize_t max_pinned = PyLong_AsSsize_t(PyTuple_GET_ITEM(state, 6));
     int pin = PyObject_IsTrue(args[3]);
@@ -1202,84 +1410,98 @@ capture(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     }
     int unexpected = 0;
     PyObject *node = NULL;
-    /* Held while we work: a collection during an allocation may run any code. */
+    /* Held while we work: a collection during an allocation may run any code. The memo lives
+     * as long as ``state`` does. */
     Py_INCREF(state);
     Py_INCREF(known);
     Py_XINCREF(watch);
     if (frame_arg != Py_None) {
-        int done = capture_first_step((PyFrameObject *)frame_arg, depth, known, ids, nodes, &node, &unexpected);
+        int done = capture_first_step((PyFrameObject *)frame_arg, depth, known, ids, nodes, memo, &node, &unexpected);
         if (done != 0)
             goto finish;
     }
     Walked local[32], *walked = local;
     Py_ssize_t count = 0, capacity = 32;
     long kept = 0;
+    /* The node so far: its value, and its int object where one is at hand (NULL: make it when needed). */
+    long node_value = -1;
     node = Py_NewRef(root);
     PyFrameObject *f = (PyFrameObject *)Py_XNewRef(frame_arg != Py_None ? frame_arg : NULL);
     while (f != NULL) {
         long lasti = walk_lasti(f);
-        PyObject *frame_id = PyLong_FromVoidPtr(f);
-        if (frame_id == NULL)
-            goto fail_frame;
-        PyObject *hit = PyDict_GetItemWithError(known, frame_id);
-        if (hit == NULL && PyErr_Occurred())
-            goto fail_id;
-        if (hit != NULL) {
-            Py_INCREF(hit);
-            PyObject *found = NULL;
-            int ends = known_hit(nodes, hit, lasti, kept, depth, &found, &unexpected);
-            Py_DECREF(hit);
-            if (ends < 0)
-                goto fail_id;
-            if (ends) {
-                Py_SETREF(node, found);
-                Py_DECREF(frame_id);
-                Py_CLEAR(f);
-                break;
+        if (PyDict_GET_SIZE(known) > 0) {
+            PyObject *frame_id = PyLong_FromVoidPtr(f);
+            if (frame_id == NULL)
+                goto fail_frame;
+            PyObject *hit = PyDict_GetItemWithError(known, frame_id);
+            Py_DECREF(frame_id);
+            if (hit == NULL && PyErr_Occurred())
+                goto fail_frame;
+            if (hit != NULL) {
+                Py_INCREF(hit);
+                PyObject *found = NULL;
+                int ends = known_hit(nodes, hit, lasti, kept, depth, &found, &unexpected);
+                Py_DECREF(hit);
+                if (ends < 0)
+                    goto fail_frame;
+                if (ends) {
+                    node_value = PyLong_AsLong(found);
+                    Py_SETREF(node, found);
+                    if (node_value == -1 && PyErr_Occurred())
+                        goto fail_frame;
+                    Py_CLEAR(f);
+                    break;
+                }
             }
         }
         PyCodeObject *code = PyFrame_GetCode(f);
-        PyObject *code_id = PyLong_FromVoidPtr(code), *entry = NULL;
-        if (code_id == NULL)
+        long kind = memo_kind_get(memo, code);
+        if (kind < 0) {
+            PyObject *code_id = PyLong_FromVoidPtr(code), *entry = NULL;
+            if (code_id == NULL)
+                goto fail_code;
+            entry = Py_XNewRef(PyDict_GetItemWithError(codes, code_id));
+            if (entry == NULL) {
+                if (PyErr_Occurred())
+                    goto fail_entry;
+                PyObject *kind_obj = PyObject_CallOneArg(kind_of, (PyObject *)code);
+                if (kind_obj == NULL)
+                    goto fail_entry;
+                entry = PyTuple_Pack(2, (PyObject *)code, kind_obj);
+                Py_DECREF(kind_obj);
+                if (entry == NULL || PyDict_SetItem(codes, code_id, entry) < 0)
+                    goto fail_entry;
+            }
+            if (!PyTuple_CheckExact(entry) || PyTuple_GET_SIZE(entry) != 2 ||
+                !PyLong_CheckExact(PyTuple_GET_ITEM(entry, 1)) || PyTuple_GET_ITEM(entry, 0) != (PyObject *)code) {
+                unexpected = 1;
+                goto fail_entry;
+            }
+            kind = PyLong_AsLong(PyTuple_GET_ITEM(entry, 1));
+            if (kind == -1 && PyErr_Occurred())
+                goto fail_entry;
+            /* ``codes`` now holds this code (and keeps it alive): its pointer names it for this table. */
+            memo_kind_put(memo, code, kind);
+            Py_DECREF(entry);
+            Py_DECREF(code_id);
+            goto kind_known;
+        fail_entry:
+            Py_XDECREF(entry);
+            Py_DECREF(code_id);
             goto fail_code;
-        entry = Py_XNewRef(PyDict_GetItemWithError(codes, code_id));
-        if (entry == NULL) {
-            if (PyErr_Occurred())
-                goto fail_code;
-            PyObject *kind = PyObject_CallOneArg(kind_of, (PyObject *)code);
-            if (kind == NULL)
-                goto fail_code;
-            entry = PyTuple_Pack(2, (PyObject *)code, kind);
-            Py_DECREF(kind);
-            if (entry == NULL || PyDict_SetItem(codes, code_id, entry) < 0)
-                goto fail_code;
         }
-        if (!PyTuple_CheckExact(entry) || PyTuple_GET_SIZE(entry) != 2 || !PyLong_CheckExact(PyTuple_GET_ITEM(entry, 1)) ||
-            PyTuple_GET_ITEM(entry, 0) != (PyObject *)code) {
-            unexpected = 1;
-            goto fail_code;
-        }
-        long kind = PyLong_AsLong(PyTuple_GET_ITEM(entry, 1));
-        Py_CLEAR(entry);
-        if (kind == -1 && PyErr_Occurred())
-            goto fail_code;
+    kind_known:
         if (kind == KIND_END) {
             /* The launcher's frames: the stack ends as if at the outermost frame. */
-            Py_DECREF(code_id);
             Py_DECREF((PyObject *)code);
-            Py_DECREF(frame_id);
             Py_CLEAR(f);
             break;
         }
-        PyObject *lasti_obj = PyLong_FromLong(lasti);
-        if (lasti_obj == NULL)
-            goto fail_code;
         if (count == capacity) {
             Py_ssize_t grown = capacity * 2;
             Walked *more = walked == local ? PyMem_Malloc(grown * sizeof(Walked))
                                            : PyMem_Realloc(walked, grown * sizeof(Walked));
             if (more == NULL) {
-                Py_DECREF(lasti_obj);
                 PyErr_NoMemory();
                 goto fail_code;
             }
@@ -1288,17 +1510,13 @@ capture(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             walked = more;
             capacity = grown;
         }
-        walked[count++] = (Walked){f, code, frame_id, code_id, lasti_obj, kind};
+        walked[count++] = (Walked){f, code, lasti, kind};
         if (kind == KIND_KEEP)
             kept++;
         f = PyFrame_GetBack(f);
         continue;
     fail_code:
-        Py_XDECREF(entry);
-        Py_XDECREF(code_id);
         Py_DECREF((PyObject *)code);
-    fail_id:
-        Py_DECREF(frame_id);
     fail_frame:
         Py_DECREF(f);
         Py_CLEAR(node);
@@ -1311,56 +1529,97 @@ capture(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     int cached = 0;
     for (Py_ssize_t i = count - 1; i >= 0; i--) {
         Walked *w = &walked[i];
+        PyObject *lasti_obj = NULL, *code_id = NULL;
+        int rc = 0;
         if (w->kind == KIND_KEEP) {
-            PyObject *inner = intern_node(ids, nodes, counter, node, w->code_id, w->lasti, &unexpected);
-            if (inner == NULL) {
+            long inner = memo_node_get(memo, node_value, w->code, w->lasti);
+            if (inner >= 0) {
+                node_value = inner;
                 Py_CLEAR(node);
-                break;
             }
-            Py_SETREF(node, inner);
+            else {
+                if (node == NULL && (node = PyLong_FromLong(node_value)) == NULL)
+                    break;
+                lasti_obj = PyLong_FromLong(w->lasti);
+                code_id = PyLong_FromVoidPtr(w->code);
+                PyObject *fresh = lasti_obj == NULL || code_id == NULL
+                                      ? NULL
+                                      : intern_node(ids, nodes, counter, node, code_id, lasti_obj, &unexpected);
+                if (fresh == NULL || !PyLong_CheckExact(fresh)) {
+                    if (fresh != NULL)
+                        unexpected = 1;
+                    Py_XDECREF(fresh);
+                    rc = -1;
+                    goto step_done;
+                }
+                inner = PyLong_AsLong(fresh);
+                if (inner < 0) {
+                    if (!PyErr_Occurred())
+                        unexpected = 1;
+                    Py_DECREF(fresh);
+                    rc = -1;
+                    goto step_done;
+                }
+                memo_node_put(memo, node_value, w->code, w->lasti, inner);
+                node_value = inner;
+                Py_SETREF(node, fresh);
+            }
         }
         /* One frame per walk enters the cache, the outermost new one; never the innermost. */
         if (cached || i == 0)
-            continue;
-        int rc;
-        if (pin) {
+            goto step_done;
+        if (pin && (w->code->co_flags & SUSPENDABLE)) {
             /* A suspended generator may be resumed from elsewhere: only plain frames are pinned. */
-            if (w->code->co_flags & SUSPENDABLE)
-                continue;
-            PyObject *entry = PyTuple_Pack(3, w->lasti, node, (PyObject *)w->frame);
-            rc = entry == NULL ? -1 : PyDict_SetItem(known, w->frame_id, entry);
-            Py_XDECREF(entry);
+            goto step_done;
         }
-        else {
-            PyObject *entry = PyTuple_Pack(2, w->lasti, node);
-            rc = entry == NULL ? -1 : PyDict_SetItem(known, w->frame_id, entry);
-            Py_XDECREF(entry);
-            if (rc == 0 && watch != Py_None) {
-                rc = PySet_Contains(watched, w->code_id);
-                if (rc == 0) {
-                    rc = PySet_Add(watched, w->code_id);
-                    PyObject *r = rc < 0 ? NULL : PyObject_CallOneArg(watch, (PyObject *)w->code);
-                    rc = r == NULL ? -1 : 0;
-                    Py_XDECREF(r);
-                }
-                else if (rc > 0)
-                    rc = 0;
+        if (node == NULL && (node = PyLong_FromLong(node_value)) == NULL) {
+            rc = -1;
+            goto step_done;
+        }
+        if (lasti_obj == NULL && (lasti_obj = PyLong_FromLong(w->lasti)) == NULL) {
+            rc = -1;
+            goto step_done;
+        }
+        PyObject *frame_id = PyLong_FromVoidPtr(w->frame);
+        if (frame_id == NULL) {
+            rc = -1;
+            goto step_done;
+        }
+        PyObject *entry = pin ? PyTuple_Pack(3, lasti_obj, node, (PyObject *)w->frame) : PyTuple_Pack(2, lasti_obj, node);
+        rc = entry == NULL ? -1 : PyDict_SetItem(known, frame_id, entry);
+        Py_XDECREF(entry);
+        Py_DECREF(frame_id);
+        if (rc == 0 && !pin && watch != Py_None) {
+            if (code_id == NULL && (code_id = PyLong_FromVoidPtr(w->code)) == NULL)
+                rc = -1;
+            else
+                rc = PySet_Contains(watched, code_id);
+            if (rc == 0) {
+                rc = PySet_Add(watched, code_id);
+                PyObject *r = rc < 0 ? NULL : PyObject_CallOneArg(watch, (PyObject *)w->code);
+                rc = r == NULL ? -1 : 0;
+                Py_XDECREF(r);
             }
+            else if (rc > 0)
+                rc = 0;
         }
+        cached = 1;
+    step_done:
+        Py_XDECREF(lasti_obj);
+        Py_XDECREF(code_id);
         if (rc < 0) {
             Py_CLEAR(node);
             break;
         }
-        cached = 1;
     }
+    /* Broken off (rc < 0, or an int that could not be made): node is NULL and stays so. */
+    if (node == NULL && !PyErr_Occurred() && !unexpected)
+        node = PyLong_FromLong(node_value);
 release:
     for (Py_ssize_t i = 0; i < count; i++) {
         Walked *w = &walked[i];
         Py_DECREF((PyObject *)w->frame);
         Py_DECREF((PyObject *)w->code);
-        Py_DECREF(w->frame_id);
-        Py_DECREF(w->code_id);
-        Py_DECREF(w->lasti);
     }
     if (walked != local)
         PyMem_Free(walked);
@@ -1379,6 +1638,7 @@ static PyMethodDef module_methods[] = {
     {"call_locked", call_locked, METH_VARARGS, "call_locked(lock, fn, *args): fn(*args) under the lock, taken and released in C."},
     {"call_if_free", call_if_free, METH_VARARGS,
      "call_if_free(lock, fn, *args): fn(*args) under the lock, or NotImplemented if another thread holds it."},
+    {"walk_memo", walk_memo, METH_NOARGS, "walk_memo(): an empty memo for one StackTable's capture walk (see capture)."},
     {"capture", (PyCFunction)(void (*)(void))capture, METH_FASTCALL,
      "capture(frame, depth, known, pin, state, watch): StackTable.capture's walk (NotImplemented: use Python's)."},
     {"swap", swap, METH_VARARGS,

@@ -22,8 +22,12 @@ def capture(
 ) -> Any:
     """``StackTable.capture`` with a frame cache, walked in C: the node, or NotImplemented to use Python's walk.
 
-    ``state`` is the table's ``(ids, nodes, codes, counter, watched, kind, max_pinned)``.
+    ``state`` is the table's ``(ids, nodes, codes, counter, watched, kind, max_pinned, memo)``,
+    ``memo`` a ``walk_memo()`` of that table's own, or None.
     """
+
+def walk_memo() -> Any:
+    """An empty memo for one ``StackTable``'s capture walk: a copy of ``ids`` and of ``codes``' kinds, kept in C."""
 
 def call_if_free(lock: Any, fn: Callable[..., Any], /, *args: Any) -> Any:
     """``fn(*args)`` with ``lock`` taken, or NotImplemented (not called) when another thread holds it."""

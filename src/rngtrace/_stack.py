@@ -45,9 +45,9 @@ _ENTRIES: dict[int, CodeType] = {}
 _F = TypeVar("_F", bound=Callable)
 
 try:  # the capture walk in C (_speedups.capture); this module's walk stays the reference
-    from ._speedups import capture as _c_capture
+    from ._speedups import capture as _c_capture, walk_memo as _c_walk_memo
 except ImportError:  # built without a compiler, or an older build
-    _c_capture = None
+    _c_capture = _c_walk_memo = None
 if os.environ.get("RNGTRACE_PURE"):
     _c_capture = None
 
@@ -84,7 +84,11 @@ class StackTable:
         self.watch_code: Optional[Callable[[CodeType], None]] = None
         self._watched: set[int] = set()
         # What the C walk reads and writes: these objects, never replaced while the table lives.
-        self._walk_state = (self.ids, self._nodes, self._codes, self._next, self._watched, _kind, MAX_PINNED)
+        # The last is the C walk's own memo of ``ids`` and of ``_codes``' kinds, one per table, so
+        # that walking frames already interned allocates nothing (it holds copies of entries
+        # these dicts never drop or change; ``_codes`` keeps each code, and so its id, alive).
+        memo = _c_walk_memo() if _c_capture is not None else None
+        self._walk_state = (self.ids, self._nodes, self._codes, self._next, self._watched, _kind, MAX_PINNED, memo)
         #: the C walk, or None for this module's (tests compare the two)
         self.accelerated = _c_capture
 
@@ -101,8 +105,13 @@ class StackTable:
         if known is None:
             return self._capture_flat(frame, depth)
         if self.accelerated is not None:
-            # The same walk in C; NotImplemented where it met anything it does not expect.
-            node = self.accelerated(frame, depth, known, pin, self._walk_state, self.watch_code)
+            # The same walk in C; NotImplemented where it met anything it does not expect. An error
+            # in it never reaches the draw: the Python walk, the reference, then decides (what the
+            # C walk interned meanwhile is what the Python walk would intern too).
+            try:
+                node = self.accelerated(frame, depth, known, pin, self._walk_state, self.watch_code)
+            except Exception:
+                node = NotImplemented
             if node is not NotImplemented:
                 return node
         return self._capture_known(frame, depth, known, pin)
