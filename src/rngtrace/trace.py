@@ -227,6 +227,8 @@ class Trace:
         self._overflow: dict[tuple, list[int]] = {}
         self._threads: dict[int, str] = {}
         self._stacks: dict[int, tuple[Frame, ...]] = {}
+        #: the stack table's resolve, until the finished trace's stacks are first read
+        self._unresolved: Any = None
         self._events: list[Event] | None = None
         self._finished = False
         # While recording: the hub's (resolve_stack, thread_names), to read events mid-block.
@@ -260,9 +262,10 @@ class Trace:
         # Copies made in C, in one step: the fast path's appends go to the old list.
         self._raw = raw = list(self._raw)
         self._overflow = dict(self._overflow)
-        used = _used_stacks(raw)
-        used.update(key[3] for key in self._overflow)
-        self._stacks = {sid: resolve_stack(sid, self.depth) for sid in used} if resolve_stack else {}
+        # Stacks are resolved into Frames when first read, not here: a decorated call whose
+        # trace nobody reads (print=False) pays nothing for it. The table stays whole (it is
+        # replaced, never cleared), so resolving later gives what resolving now would.
+        self._unresolved = resolve_stack
         self._threads = {r[5]: thread_names.get(r[5], f"thread-{r[5]}") for r in raw}
         self._live = None
         self._events = None
@@ -274,13 +277,23 @@ class Trace:
         if not self._finished and self._live is not None:
             return self._snapshot()
         if self._events is None:
-            self._events = _build_events(self._raw, self._stacks, self._threads, self.pid)
+            self._events = _build_events(self._raw, self._resolved(), self._threads, self.pid)
         return self._events
+
+    def _resolved(self) -> dict[int, tuple[Frame, ...]]:
+        """The finished trace's stacks as Frames, resolved on first use."""
+        resolve = self._unresolved
+        if resolve is not None:
+            used = _used_stacks(self._raw)
+            used.update(key[3] for key in self._overflow)
+            self._stacks = {sid: resolve(sid, self.depth) for sid in used}
+            self._unresolved = None
+        return self._stacks
 
     def _stack_map(self) -> dict[int, tuple[Frame, ...]]:
         """Stack id -> frames; resolved on the spot while the block is still recording."""
         if self._finished or self._live is None:
-            return self._stacks
+            return self._resolved()
         resolve = self._live[0]
         used = _used_stacks(list(self._raw)) | {key[3] for key in list(self._overflow)}
         return {sid: resolve(sid, self.depth) for sid in used}
@@ -347,7 +360,7 @@ class Trace:
     # -- serialisation ------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-serialisable dict; ``Trace.from_dict`` reads it back."""
-        stack_ids = sorted(self._stacks)
+        stack_ids = sorted(self._resolved())
         index = {sid: i for i, sid in enumerate(stack_ids)}
         return {
             "format": FORMAT,
