@@ -207,3 +207,30 @@ def test_an_in_place_view_refuses_regions_it_cannot_read():
         _base._speedups.InPlace((), None)
     with pytest.raises(ValueError, match="positive size"):
         _base._speedups.InPlace(((1024, 0),), None)
+
+
+@accelerated
+def test_dropout_in_training_takes_the_fast_path_and_eval_draws_nothing():
+    torch = pytest.importorskip("torch")
+    F = torch.nn.functional
+    x = torch.ones(8)
+    wrapper_calls = []
+
+    def tracer(frame, event, arg):
+        if event == "call" and frame.f_code.co_name in ("rngtrace_wrapper", "record_call", "record", "capture"):
+            wrapper_calls.append(frame.f_code.co_name)
+
+    def loop(n):
+        for i in range(n):
+            if i == n // 2:
+                sys.settrace(tracer)
+            F.dropout(x, 0.5, True)  # draws: recorded by the C Recorder, which asks the condition itself
+            F.dropout(x, 0.5, False)  # eval: no draw, no event
+
+    with rng_trace(print=False, streams="torch") as trace:
+        try:
+            loop(200)
+        finally:
+            sys.settrace(None)
+    assert [e.api for e in trace.events] == ["torch.nn.functional.dropout"] * 200
+    assert wrapper_calls == []

@@ -234,6 +234,7 @@ typedef struct {
     PyObject *tensor_type;  /* torch: a result of this type is placed by device */
     PyObject *place;        /* torch: result -> (stream or None, count) */
     PyObject *slow_keyword; /* a keyword that sends the call to the Python wrapper */
+    PyObject *takes;        /* (args, kwargs) -> whether this call draws (dropout in training), or None */
 } Recorder;
 
 /* The event's stack from the thread's cache, as Recording.record() does it first, with the
@@ -325,6 +326,27 @@ out:
     Py_DECREF(known);
     Py_DECREF(sink);
     return done;
+}
+
+/* fn(first, args as a tuple, kwargs as a dict), with ``first`` left out when NULL. */
+static PyObject *
+call_with_arguments(PyObject *fn, PyObject *first, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    PyObject *tuple = PyTuple_New(nargs), *kwargs = PyDict_New(), *r = NULL;
+    if (tuple == NULL || kwargs == NULL)
+        goto done;
+    for (Py_ssize_t i = 0; i < nargs; i++)
+        PyTuple_SET_ITEM(tuple, i, Py_NewRef(args[i]));
+    for (Py_ssize_t i = 0; i < nkw; i++)
+        if (PyDict_SetItem(kwargs, PyTuple_GET_ITEM(kwnames, i), args[nargs + i]) < 0)
+            goto done;
+    r = first != NULL ? PyObject_CallFunctionObjArgs(fn, first, tuple, kwargs, NULL)
+                      : PyObject_CallFunctionObjArgs(fn, tuple, kwargs, NULL);
+done:
+    Py_XDECREF(tuple);
+    Py_XDECREF(kwargs);
+    return r;
 }
 
 /* (stream, count) of a result, as the Python wrapper finds them; stream None: nothing to record. */
@@ -552,6 +574,18 @@ recorder_vectorcall(Recorder *self, PyObject *const *args, size_t nargsf, PyObje
             return NULL;
         goto slow;
     }
+    if (self->takes != Py_None) {
+        /* A call that draws only for some arguments (dropout: in training, 0 < p < 1). */
+        PyObject *taken = call_with_arguments(self->takes, NULL, args, nargs, kwnames);
+        if (taken == NULL)
+            return NULL;
+        int yes = PyObject_IsTrue(taken);
+        Py_DECREF(taken);
+        if (yes < 0)
+            return NULL;
+        if (!yes)
+            return PyObject_Vectorcall(self->original, args, nargsf, kwnames);
+    }
     /* None when C code with no Python frame above it calls: recorded with no stack. */
     PyObject *frame = (PyObject *)PyEval_GetFrame();
     frame = Py_NewRef(frame != NULL ? frame : Py_None);
@@ -571,12 +605,12 @@ static PyObject *
 recorder_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
     static char *names[] = {"slow", "original", "owner", "hot", "fingerprint", "lock", "stream", "kind", "api",
-                            "moved", "count_of", "tensor_type", "place", "slow_keyword", NULL};
+                            "moved", "count_of", "tensor_type", "place", "slow_keyword", "takes", NULL};
     PyObject *slow, *original, *owner, *hot, *fingerprint, *lock, *stream, *kind, *api, *moved, *count_of;
-    PyObject *tensor_type = Py_None, *place = Py_None, *slow_keyword = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOOOOOOO|OOO:Recorder", names, &slow, &original, &owner,
+    PyObject *tensor_type = Py_None, *place = Py_None, *slow_keyword = Py_None, *takes = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOOOOOOO|OOOO:Recorder", names, &slow, &original, &owner,
                                      &hot, &fingerprint, &lock, &stream, &kind, &api, &moved, &count_of,
-                                     &tensor_type, &place, &slow_keyword))
+                                     &tensor_type, &place, &slow_keyword, &takes))
         return NULL;
     if (fp_view < 0 || st_busy < 0 || hp_now < 0) {
         PyErr_SetString(PyExc_RuntimeError, "call configure() first");
@@ -612,6 +646,7 @@ recorder_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     self->tensor_type = Py_NewRef(tensor_type);
     self->place = Py_NewRef(place);
     self->slow_keyword = Py_NewRef(slow_keyword);
+    self->takes = Py_NewRef(takes);
     return (PyObject *)self;
 }
 
@@ -627,6 +662,7 @@ recorder_traverse(Recorder *self, visitproc visit, void *arg)
     Py_VISIT(self->acquire);
     Py_VISIT(self->release);
     Py_VISIT(self->count_of);
+    Py_VISIT(self->takes);
     Py_VISIT(self->tensor_type);
     Py_VISIT(self->place);
     return 0;
@@ -648,6 +684,7 @@ recorder_clear(Recorder *self)
     Py_CLEAR(self->api);
     Py_CLEAR(self->moved);
     Py_CLEAR(self->count_of);
+    Py_CLEAR(self->takes);
     Py_CLEAR(self->tensor_type);
     Py_CLEAR(self->place);
     Py_CLEAR(self->slow_keyword);

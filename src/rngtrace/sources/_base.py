@@ -129,6 +129,7 @@ def recorder(
     seeded: Optional[Callable[[tuple, dict], str]] = None,
     strict_check: Optional[Callable[[Optional[FrameType], tuple, dict], None]] = None,
     accelerate: bool = True,
+    draws_if: Optional[Callable[[tuple, dict], bool]] = None,
 ) -> Callable:
     """The one recording wrapper: each outermost call of ``original`` becomes an event.
 
@@ -194,8 +195,10 @@ def recorder(
     if not accelerate or _speedups is None or not is_draw:
         return Wrapper.make(wrapper, original)
     placing = {} if place is None else {"tensor_type": _tensor_type(), "place": place, "slow_keyword": "generator"}
+    # ``draws_if``: the part of ``takes`` the C Recorder asks itself (dropout only draws in training).
     recorder = _speedups.Recorder(
-        wrapper, original, owner, hot, fingerprint, lock, stream, kind, api, moved, count_of, **placing
+        wrapper, original, owner, hot, fingerprint, lock, stream, kind, api, moved, count_of, **placing,
+        takes=draws_if,
     )
     _named(recorder, original)
     # Looked up on the instance first: the same rule as the Python wrapper's.

@@ -255,12 +255,13 @@ def _draw_wrapper(
                 return False
         return when is None or _draws(when, args, kwargs)
 
-    # Arguments to look at before the call (a generator in a position, a condition): the
-    # Python wrapper always; otherwise the C Recorder in front, which sends generator= to it.
-    simple = not generator_at and when is None and count_of is None
+    # A generator in a position: the Python wrapper always. Otherwise the C Recorder in front,
+    # which sends generator= to it and asks the condition (dropout: in training) itself.
+    simple = not generator_at and count_of is None
     return recorder(
         rec, "torch", DRAW, api, original, count_of=count_of, takes=takes,
         place=place, strict_check=strict_check, accelerate=simple,
+        draws_if=None if when is None else (lambda args, kwargs: _draws(when, args, kwargs)),
     )
 
 
