@@ -25,6 +25,7 @@ from _thread import get_ident
 from types import CodeType, FrameType
 from typing import Any, Callable, Optional
 
+from ._caller import is_stand_in
 from ._hotpath import FrameMode
 from ._paths import PACKAGE_DIR as _PACKAGE_DIR
 from ._threads import Sweeper
@@ -157,6 +158,11 @@ class MonitoringCatchAll(CatchAll):
                 # a `with lock:`'s exit call would leave the hub's lock held.
                 own.add(id(code))
                 return disable
+            if is_stand_in(code):
+                # The one-line stand-in a Python wrapper calls the original through (it carries
+                # the caller's file name): a call recorded already. Not kept in ``own``: it can
+                # be freed, and its id reused by the user's code.
+                return disable
             source = lookup(callee, arg0)
             if source is None and keep._keep and (
                 isinstance(arg0, keep._keep) or isinstance(getattr(callee, "__self__", None), keep._keep)
@@ -257,7 +263,8 @@ class ProfileCatchAll(CatchAll):
                     sys.setprofile(None)
                 return
             source = lookup(arg)
-            if source is None or source is OURS or frame.f_code.co_filename.startswith(_PACKAGE_DIR):
+            code = frame.f_code
+            if source is None or source is OURS or code.co_filename.startswith(_PACKAGE_DIR) or is_stand_in(code):
                 return
             handle(source, arg, frame, True)
 
