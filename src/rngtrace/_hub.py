@@ -22,7 +22,7 @@ from ._patches import ImportWatch, Patches
 from ._record import Recording
 from .sources import SOURCES, load_source
 from .sources._base import _speedups
-from .trace import SEED, UNATTRIBUTED, Trace
+from .trace import SEED, Trace
 
 ON_DRAW = ("log", "warn", "raise")
 
