@@ -384,23 +384,8 @@ count_values(Recorder *self, PyObject *result, PyObject *const *args, Py_ssize_t
         *count = Py_NewRef(one);
         return 0;
     }
-    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
-    PyObject *tuple = PyTuple_New(nargs), *kwargs = PyDict_New();
-    if (tuple == NULL || kwargs == NULL)
-        goto fail;
-    for (Py_ssize_t i = 0; i < nargs; i++)
-        PyTuple_SET_ITEM(tuple, i, Py_NewRef(args[i]));
-    for (Py_ssize_t i = 0; i < nkw; i++)
-        if (PyDict_SetItem(kwargs, PyTuple_GET_ITEM(kwnames, i), args[nargs + i]) < 0)
-            goto fail;
-    *count = PyObject_CallFunctionObjArgs(self->count_of, result, tuple, kwargs, NULL);
-    Py_DECREF(tuple);
-    Py_DECREF(kwargs);
+    *count = call_with_arguments(self->count_of, result, args, nargs, kwnames);
     return *count == NULL ? -1 : 0;
-fail:
-    Py_XDECREF(tuple);
-    Py_XDECREF(kwargs);
-    return -1;
 }
 
 static int
