@@ -11,6 +11,7 @@ import random
 import subprocess
 import sys
 import textwrap
+from typing import Callable
 import weakref
 
 import numpy as np
@@ -118,28 +119,37 @@ def test_a_recorder_pickles_as_the_function_it_stands_for():
     assert method is not original
 
 
-@accelerated
-def test_draws_in_a_loop_take_the_fast_path_and_run_no_python_wrapper():
-    wrapper_calls = []
+def python_path_calls(draw: Callable[[], object], n: int) -> list[str]:
+    """Call ``draw`` n times; the Python recording functions entered in the second half.
+
+    The Python wrapper, or the hub's general path: the C Recorder hands a draw to either when
+    it cannot read what it expects (a slot of _hotpath renamed, a cache never kept). The first
+    half is left out: the thread's first draw, the stack cache filling.
+    """
+    calls: list[str] = []
 
     def tracer(frame, event, arg):
-        # The Python wrapper, or the hub's general path: the C Recorder hands a draw to either
-        # when it cannot read what it expects (a slot of _hotpath renamed, a cache never kept).
         if event == "call" and frame.f_code.co_name in ("rngtrace_wrapper", "record_call", "record", "capture"):
-            wrapper_calls.append(frame.f_code.co_name)
+            calls.append(frame.f_code.co_name)
 
-    def loop(n):
+    try:
         for i in range(n):
-            if i == n // 2:  # the first half: the thread's first draw, the stack cache filling
+            if i == n // 2:
                 sys.settrace(tracer)  # a trace function, unlike a profiler, leaves the fast path alone
-            random.random()
-            np.random.rand()
+            draw()
+    finally:
+        sys.settrace(None)
+    return calls
+
+
+@accelerated
+def test_draws_in_a_loop_take_the_fast_path_and_run_no_python_wrapper():
+    def draws():
+        random.random()
+        np.random.rand()
 
     with rng_trace(print=False) as trace:
-        try:
-            loop(200)
-        finally:
-            sys.settrace(None)
+        wrapper_calls = python_path_calls(draws, 200)
     assert len(trace.events) == 400 and wrapper_calls == []
 
 
@@ -214,23 +224,12 @@ def test_dropout_in_training_takes_the_fast_path_and_eval_draws_nothing():
     torch = pytest.importorskip("torch")
     F = torch.nn.functional
     x = torch.ones(8)
-    wrapper_calls = []
 
-    def tracer(frame, event, arg):
-        if event == "call" and frame.f_code.co_name in ("rngtrace_wrapper", "record_call", "record", "capture"):
-            wrapper_calls.append(frame.f_code.co_name)
-
-    def loop(n):
-        for i in range(n):
-            if i == n // 2:
-                sys.settrace(tracer)
-            F.dropout(x, 0.5, True)  # draws: recorded by the C Recorder, which asks the condition itself
-            F.dropout(x, 0.5, False)  # eval: no draw, no event
+    def draws():
+        F.dropout(x, 0.5, True)  # draws: recorded by the C Recorder, which asks the condition itself
+        F.dropout(x, 0.5, False)  # eval: no draw, no event
 
     with rng_trace(print=False, streams="torch") as trace:
-        try:
-            loop(200)
-        finally:
-            sys.settrace(None)
+        wrapper_calls = python_path_calls(draws, 200)
     assert [e.api for e in trace.events] == ["torch.nn.functional.dropout"] * 200
     assert wrapper_calls == []
