@@ -17,22 +17,10 @@ from torch import randn as prebound_randn  # noqa: E402  (bound before any trace
 from torch.utils.data import DataLoader, TensorDataset, random_split  # noqa: E402
 
 from rngtrace import GlobalRNGError, rng_isolate, rng_trace  # noqa: E402
+from torch_traces import next_line, summary, torch_trace  # noqa: E402
 
 HERE = os.path.abspath(__file__)
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
-
-
-def next_line() -> int:
-    """The line after the caller's: where the call under test is."""
-    return sys._getframe(1).f_lineno + 1
-
-
-def torch_trace(**kwargs):
-    return rng_trace(streams="torch", print=False, **kwargs)
-
-
-def summary(trace) -> list[tuple]:
-    return [(e.stream, e.kind, e.api, e.count) for e in trace.events]
 
 
 def in_torch(frame, *parts: str) -> bool:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import sys
 
 import pytest
 
@@ -13,24 +12,12 @@ import torch.nn as nn  # noqa: E402
 from torch.nn.utils.rnn import pack_padded_sequence  # noqa: E402
 
 from rngtrace import GlobalRNGError, rng_trace  # noqa: E402
+from torch_traces import next_line, summary, torch_trace  # noqa: E402
 
 HERE = os.path.abspath(__file__)
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 RECURRENT = ("lstm", "gru", "rnn_tanh", "rnn_relu")
 MODULES = (nn.LSTM, nn.GRU, nn.RNN)
-
-
-def next_line() -> int:
-    """The line after the caller's: where the call under test is."""
-    return sys._getframe(1).f_lineno + 1
-
-
-def torch_trace(**kwargs):
-    return rng_trace(streams="torch", print=False, **kwargs)
-
-
-def summary(trace) -> list[tuple]:
-    return [(e.stream, e.kind, e.api, e.count) for e in trace.events]
 
 
 def lines_here(event) -> list[int]:

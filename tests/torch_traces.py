@@ -1,0 +1,23 @@
+"""Helpers shared by the torch test modules (they need no torch themselves)."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from rngtrace import rng_trace
+
+
+def next_line() -> int:
+    """The line after the caller's: where the call under test is."""
+    return sys._getframe(1).f_lineno + 1
+
+
+def torch_trace(**kwargs: Any) -> Any:
+    """A trace of the torch streams alone, printing nothing."""
+    return rng_trace(streams="torch", print=False, **kwargs)
+
+
+def summary(trace: Any) -> list[tuple]:
+    """(stream, kind, api, count) of each event."""
+    return [(e.stream, e.kind, e.api, e.count) for e in trace.events]
