@@ -329,13 +329,7 @@ class Hub:
             source = sources.get(name)
             if source is None:
                 continue
-            fingerprint = fingerprints.get(name)
-            if (
-                fingerprint is None
-                or fingerprint.view is None
-                or fingerprint.last is None
-                or fingerprint.last == fingerprint.view.value
-            ) and _unmoved(source, before):
+            if not _moved_since_recorded(fingerprints.get(name)) and _unmoved(source, before):
                 # Where nothing moved there is nothing to report, whatever another thread is
                 # doing: only a stream that moved needs its lock to tell who moved it.
                 continue
@@ -354,18 +348,16 @@ class Hub:
         """
         rec = self.rec
         raws = session.trace._raw
-        fingerprint = rec.fingerprints.get(name)
-        if fingerprint is not None and fingerprint.view is not None and fingerprint.last is not None:
-            if fingerprint.last != fingerprint.view.value:
-                rec.unattributed(name, frame, "moved after the last recorded event; noticed when the block ended")
-                explained.add(name)
-        states = source.snapshot()
+        if _moved_since_recorded(rec.fingerprints.get(name)):
+            rec.unattributed(name, frame, "moved after the last recorded event; noticed when the block ended")
+            explained.add(name)
+        states = source.snapshot()  # again, now under the lock: the read without it only said "moved"
         if any(raw[0] == name and raw[1] == SEED for raw in raws):
             # torch.manual_seed() is one event on "torch" and reseeds every CUDA device too
             explained.update(states)
         for stream, state in states.items():
             old = before.get(stream)
-            if stream in explained or (old is not None and source.same(old, state)):
+            if stream in explained or (old is not None and _same(source, old, state)):
                 continue
             note = (
                 "moved during the block with no recorded call; noticed when the block ended"
@@ -391,19 +383,27 @@ class Hub:
             self.rec.new_table()
 
 
+def _moved_since_recorded(fingerprint: Any) -> bool:
+    """Whether a stream's fingerprint moved after its last recorded call (False where it cannot tell)."""
+    return (
+        fingerprint is not None
+        and fingerprint.view is not None
+        and fingerprint.last is not None
+        and fingerprint.last != fingerprint.view.value
+    )
+
+
+def _same(source: Any, old: Any, new: Any) -> bool:
+    """Whether two snapshots of one sub-stream are equal."""
+    if old.__class__ is bytes and new.__class__ is bytes:  # two in-place reads: no need to ask the source
+        return old == new
+    return source.same(old, new)
+
+
 def _unmoved(source: Any, before: dict) -> bool:
     """Whether every sub-stream of ``source`` is as ``before`` (its ``snapshot()``) saw it."""
     now = source.snapshot()
-    if now.keys() != before.keys():
-        return False
-    for stream, state in now.items():
-        old = before[stream]
-        if old.__class__ is bytes and state.__class__ is bytes:  # two in-place reads: no need to ask
-            if old != state:
-                return False
-        elif not source.same(old, state):
-            return False
-    return True
+    return now.keys() == before.keys() and all(_same(source, before[s], state) for s, state in now.items())
 
 
 def validate_streams(streams: Any) -> frozenset:
