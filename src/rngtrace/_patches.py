@@ -50,7 +50,7 @@ def _swap_python(entries: list[Entry], forward: bool, inherited: object, stamps:
     """Pure-Python twin of ``_speedups.swap`` (same results; interruptible between entries)."""
     if forward:
         for namespace, attr, original, _wrapper, _type in entries:
-            if namespace.get(attr, INHERITED) is not original:
+            if namespace.get(attr, inherited) is not original:
                 return False
         for namespace, attr, _original, wrapper, _type in entries:
             namespace[attr] = wrapper
@@ -58,9 +58,9 @@ def _swap_python(entries: list[Entry], forward: bool, inherited: object, stamps:
         return True
     strays = []
     for i, (namespace, attr, original, wrapper, _type) in enumerate(entries):
-        if namespace.get(attr, INHERITED) is not wrapper:
+        if namespace.get(attr, inherited) is not wrapper:
             strays.append(i)
-        elif original is INHERITED:
+        elif original is inherited:
             del namespace[attr]
         else:
             namespace[attr] = original
