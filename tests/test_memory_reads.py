@@ -211,3 +211,30 @@ def test_with_torch_default_generator_rebound_the_generator_torch_draws_from_is_
         torch.rand(2)
         torch.ops.aten.normal_(torch.empty(3))  # nothing wraps this op: only the watch sees it
     assert [(e.api, e.kind) for e in trace.events] == [("torch.rand", "draw"), ("torch state", "unattributed")]
+
+
+def test_a_proof_made_while_another_thread_draws_still_gives_a_view():
+    # A failed proof leaves the stream with no in-place view for good (compared only at block
+    # ends): another thread's draw landing between the two reads must not fail it.
+    import random
+    import threading
+
+    from rngtrace.sources import random as random_source
+
+    stop = threading.Event()
+
+    def draw():
+        while not stop.is_set():
+            random.random()
+
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    thread = threading.Thread(target=draw)
+    thread.start()
+    try:
+        views = [random_source._mt_view(random._inst) for _ in range(2000)]
+    finally:
+        stop.set()
+        thread.join()
+        sys.setswitchinterval(switch)
+    assert all(view is not None for view in views), f"{views.count(None)} of 2000 proofs failed"

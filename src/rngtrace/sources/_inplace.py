@@ -18,7 +18,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import operator
-from typing import Any, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 from ._base import _speedups
 
@@ -71,3 +71,20 @@ def _joined_type(count: int) -> type:
         (),
         {"__slots__": (*names, "owners"), "value": property(operator.attrgetter(*(f"{n}.value" for n in names)))},
     )
+
+
+def read_with_state(regions: Sequence[tuple[int, int]], full_state: Callable[[], Any], tries: int = 8) -> Optional[tuple]:
+    """(the bytes at ``regions``, ``full_state()``), read with no draw in between; None if none was.
+
+    A proof compares bytes read in place with the library's own state read. Another
+    thread may draw between the two reads (the GIL changes hands there), which would
+    fail the proof, and a failed proof leaves the stream with no view for good: so the
+    bytes are read before and after the state, and the pair is used only where they
+    did not move meanwhile.
+    """
+    for _ in range(tries):
+        before = tuple(ctypes.string_at(address, size) for address, size in regions)
+        state = full_state()
+        if tuple(ctypes.string_at(address, size) for address, size in regions) == before:
+            return before, state
+    return None

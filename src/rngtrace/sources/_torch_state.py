@@ -67,7 +67,7 @@ from typing import Any, Optional
 
 import torch
 
-from ._inplace import in_place
+from ._inplace import in_place, read_with_state
 
 _HEAD = object.__basicsize__  # PyObject_HEAD: the generator's C++ handle follows it
 _POINTER = ctypes.sizeof(ctypes.c_void_p)
@@ -120,9 +120,11 @@ def fingerprint(generator: Any) -> Optional[Any]:
     offset = _layout()
     if offset is not None and _readable(generator):
         span = _span(generator, offset)
-        if span is not None and _matches(span, _legacy(generator)):
+        if span is not None:
             start = ctypes.addressof(span)
-            return in_place([(start, _STATE + 4), (start + _FLOAT, _SPAN - _FLOAT)], generator)
+            read = read_with_state([(start, _SPAN)], lambda: _legacy(generator))
+            if read is not None and _matches(read[0][0], read[1]):
+                return in_place([(start, _STATE + 4), (start + _FLOAT, _SPAN - _FLOAT)], generator)
     return CPUStateCopy(generator)
 
 
@@ -164,12 +166,11 @@ def _legacy(generator: Any) -> tuple:
     return _LEGACY.unpack(generator.get_state().numpy().tobytes())
 
 
-def _matches(view: _Span, legacy: tuple) -> bool:
-    """Whether the bytes in place say what ``get_state()`` says."""
+def _matches(raw: bytes, legacy: tuple) -> bool:
+    """Whether the bytes read in place say what ``get_state()`` says."""
     seed, left, seeded, next_ = legacy[:4]
     words = legacy[4 : 4 + _N]
     double_y, double_valid, float_sample, float_valid = legacy[4 + _N + 1], legacy[4 + _N + 3], legacy[-2], legacy[-1]
-    raw = view.value
     if struct.unpack_from("<QiBxxxI", raw, 0) != (seed, left, seeded, next_):
         return False
     if raw[_STATE:_WORDS_END] != struct.pack(f"<{_N}I", *(w & 0xFFFFFFFF for w in words)):
@@ -237,13 +238,13 @@ def _prove() -> Optional[int]:
         legacy[4 + _N : 4 + _N + 4] = 0.1, 0.123456789, 2.0, double_valid
         legacy[-2], legacy[-1] = 1.5, bool(float_valid)
         g.set_state(torch.frombuffer(bytearray(_LEGACY.pack(*legacy)), dtype=torch.uint8))
-        if not _matches(view, _legacy(g)) or view.value[_DOUBLE + 8] != double_valid:
+        if not _matches(view.value, _legacy(g)) or view.value[_DOUBLE + 8] != double_valid:
             return None
     # And real draws move it: a pair of normals, then the cached second one alone.
     before = view.value
     torch.randn(1, dtype=torch.float64, generator=g)
     middle = view.value
     torch.randn(1, dtype=torch.float64, generator=g)
-    if len({before, middle, view.value}) != 3 or not _matches(view, _legacy(g)):
+    if len({before, middle, view.value}) != 3 or not _matches(view.value, _legacy(g)):
         return None
     return offset

@@ -27,7 +27,7 @@ _mtrand = importlib.import_module("numpy.random.mtrand")
 
 from ..trace import DRAW, SEED
 from ._base import INTERNAL, Hit, Patch, Source, draw_wrapper, inplace_count, recorder, seed_wrapper
-from ._inplace import in_place, inside
+from ._inplace import in_place, inside, read_with_state
 
 _SEEDS = frozenset({"seed", "set_state", "set_bit_generator"})
 _NOT_DRAWS = frozenset({"get_state", "get_bit_generator", "__getstate__", "__reduce__"})
@@ -260,15 +260,18 @@ def _regions(rand: Any) -> Optional[list[tuple[int, int]]]:
     flag = _gauss_flag_offset()
     if flag is None or not inside(bitgen, words, 8) or not inside(rand, id(rand) + flag, 4):
         return None
+    regions = [(words, 8), (id(rand) + flag, 4)]
     # The type's own get_state: a subclass's override may say anything.
-    state = _RandomState.get_state(rand, legacy=False)
+    read = read_with_state(regions, lambda: _RandomState.get_state(rand, legacy=False))
+    if read is None:
+        return None
+    (raw_words, raw_flag), state = read
     key, pos = state["state"]["key"], state["state"]["pos"]
-    now = (ctypes.c_uint32 * 2).from_address(words)
-    if len(key) != 624 or (now[0], now[1]) != (int(key[623]), pos):
+    if len(key) != 624 or struct.unpack("<Ii", raw_words) != (int(key[623]), pos):
         return None
-    if ctypes.c_int.from_address(id(rand) + flag).value != state["has_gauss"]:
+    if struct.unpack("<i", raw_flag)[0] != state["has_gauss"]:
         return None
-    return [(words, 8), (id(rand) + flag, 4)]
+    return regions
 
 
 @functools.lru_cache(maxsize=None)

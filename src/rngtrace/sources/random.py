@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import _random as _c_random
 import ctypes
+import struct
 import random as _random
 from types import FrameType
 from typing import Any, Iterable, Optional
 
 from ..trace import DRAW, SEED
 from ._base import INTERNAL, Hit, Patch, Source, draw_wrapper, inplace_count, seed_wrapper
-from ._inplace import in_place, inside
+from ._inplace import in_place, inside, read_with_state
 
 _SEEDS = frozenset({"seed", "setstate"})
 _NOT_DRAWS = frozenset({"getstate"})
@@ -155,9 +156,12 @@ def _mt_view(inst: Any) -> Optional[Any]:
         return None
     # The C type's own getstate(): the 624 words, then index. A subclass's may say anything
     # (SystemRandom's raises NotImplementedError; its draws never move the twister).
-    internal = _c_random.Random.getstate(inst)
-    words = (ctypes.c_uint32 * 2).from_address(address)
-    if len(internal) != 625 or words[0] != internal[-1] or words[1] != internal[0]:
+    read = read_with_state([(address, 8)], lambda: _c_random.Random.getstate(inst))
+    if read is None:
+        return None
+    (raw,), internal = read
+    index, first = struct.unpack("<iI", raw)
+    if len(internal) != 625 or index != internal[-1] or first != internal[0]:
         return None
     return in_place([(address, 8)], inst)
 
