@@ -79,6 +79,8 @@ def test_a_threading_profile_hook_reaches_threads_started_after_rngtrace_arms_it
         idents.append(get_ident())
 
     idents: list[int] = []
+    with rng_trace(print=False):
+        pass  # met no pre-bound move: the next trace starts armed, not with the hook in
     threading.setprofile(user_hook)
     try:
         with rng_trace(print=False) as trace:

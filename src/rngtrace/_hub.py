@@ -25,6 +25,8 @@ from .sources._base import _speedups
 from .trace import SEED, Trace
 
 ON_DRAW = ("log", "warn", "raise")
+#: module namespaces remembered as searched (each held, so the table is bounded)
+LEARNED_FROM_LIMIT = 1024
 
 
 def _call_unlocked(lock: Any, fn: Callable, *args: Any) -> Any:
@@ -79,8 +81,9 @@ class Hub:
         self._fork_registered = False
         #: streams whose library finished importing while another thread held the lock
         self._pending_imports: set[str] = set()
-        #: (stream, id of a module's globals) already searched for references bound before tracing
-        self._learned_from: set[tuple[str, int]] = set()
+        #: (stream, id of a module's globals) -> those globals, already searched for references
+        #: bound before tracing. The dict is held so that its id cannot be reused by another.
+        self._learned_from: dict[tuple[str, int], dict] = {}
         #: a move no patch saw, in the current or last trace: the next installs the profile hook at once
         self._hook_wanted = False
 
@@ -279,7 +282,9 @@ class Hub:
         if key in self._learned_from or not self._lock.acquire(blocking=False):
             return
         try:
-            self._learned_from.add(key)
+            if len(self._learned_from) >= LEARNED_FROM_LIMIT:
+                self._learned_from.clear()  # searched again if met again: a bound, not a loss
+            self._learned_from[key] = namespace
             self.patches.learn(stream, namespace)
         finally:
             self._lock.release()
