@@ -408,7 +408,14 @@ def _same(source: Any, old: Any, new: Any) -> bool:
 def _unmoved(source: Any, before: dict) -> bool:
     """Whether every sub-stream of ``source`` is as ``before`` (its ``snapshot()``) saw it."""
     now = source.snapshot()
-    return now.keys() == before.keys() and all(_same(source, before[s], state) for s, state in now.items())
+    if now.keys() != before.keys():
+        return False
+    # A loop, not all() over a generator: a Ctrl-C landing in a generator being closed is
+    # printed and dropped ("Exception ignored in"), and the block's exit would go on without it.
+    for stream, state in now.items():
+        if not _same(source, before[stream], state):
+            return False
+    return True
 
 
 def validate_streams(streams: Any) -> frozenset:

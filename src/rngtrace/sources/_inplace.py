@@ -73,7 +73,7 @@ def _joined_type(count: int) -> type:
     )
 
 
-def read_with_state(regions: Sequence[tuple[int, int]], full_state: Callable[[], Any], tries: int = 8) -> Optional[tuple]:
+def read_with_state(regions: Sequence[tuple[int, int]], full_state: Callable[[], Any], tries: int = 100) -> Optional[tuple]:
     """(the bytes at ``regions``, ``full_state()``), read with no draw in between; None if none was.
 
     A proof compares bytes read in place with the library's own state read. Another
