@@ -7,6 +7,7 @@ streams in the order random, numpy, torch. Only finished data is read here.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
@@ -24,6 +25,24 @@ _KIND_ORDER = (SEED, DRAW, UNATTRIBUTED)
 _KIND_WORDS = {SEED: ("seed", "seeds"), DRAW: ("draw", "draws"), UNATTRIBUTED: ("unattributed",) * 2}
 
 
+# What a log's names must not send to a terminal or a page raw: C0 and C1 controls and DEL (cursor
+# moves, line erases, OSC 52 clipboard writes), line and paragraph separators, bidi marks, overrides
+# and isolates (they reorder what is shown), and lone surrogates (no encoder can write them).
+_UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069\ud800-\udfff]")
+_SHORT_ESCAPES = {"\t": "\\t", "\n": "\\n", "\r": "\\r"}
+
+
+def _escaped(match: re.Match) -> str:
+    char = match.group()
+    code = ord(char)
+    return _SHORT_ESCAPES.get(char) or (f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
+
+
+def printable(text: str) -> str:
+    """``text`` with control, bidi and surrogate characters written as Python escapes (``\\x1b``, ``\\u202e``)."""
+    return _UNPRINTABLE.sub(_escaped, text)
+
+
 def painter(color: bool) -> Paint:
     """Return a function that wraps text in the ANSI code for a style, or leaves it alone."""
     if not color:
@@ -38,13 +57,13 @@ def header(trace: Trace) -> str:
     """``rngtrace: 5 events — numpy: 1 seed, 3 draws · random: 1 draw``, or that there were none."""
     if len(trace) == 0:
         watched = f" (watched: {', '.join(trace.streams)})" if trace.streams else ""
-        return f"rngtrace: no draws or reseeds of global random streams{watched}"
+        return printable(f"rngtrace: no draws or reseeds of global random streams{watched}")
     counts = trace.counts()
     parts = []
     for stream in sorted({s for s, _ in counts}, key=stream_key):
         kinds = sorted((k for s, k in counts if s == stream), key=_kind_key)
         parts.append(f"{stream}: " + ", ".join(plural(counts[stream, k], k) for k in kinds))
-    return f"rngtrace: {plural(len(trace), 'event')} — " + " · ".join(parts)
+    return printable(f"rngtrace: {plural(len(trace), 'event')} — " + " · ".join(parts))
 
 
 def plural(n: int, kind: str) -> str:
@@ -72,17 +91,17 @@ def stream_base(stream: str) -> str:
 def api_label(event: Event) -> str:
     """``numpy.random.seed(666)``, ``numpy.random.rand ×3``, or the api alone."""
     if event.kind == SEED:
-        return f"{event.api}({event.detail if event.detail is not None else ''})"
+        return printable(f"{event.api}({event.detail if event.detail is not None else ''})")
     if event.count is not None and event.kind == DRAW:
-        return f"{event.api} ×{event.count:,}"
-    return event.api
+        return printable(f"{event.api} ×{event.count:,}")
+    return printable(event.api)
 
 
 def describe(frame: Frame | None, cwd: str) -> str:
     """``path:line in function`` with the path shortened, or an em dash for no frame."""
     if frame is None:
         return EMPTY
-    return f"{short_path(frame.filename, cwd)}:{frame.lineno} in {frame.function}"
+    return printable(f"{short_path(frame.filename, cwd)}:{frame.lineno} in {frame.function}")
 
 
 def where_moved(window: Window, cwd: str) -> str:
@@ -103,7 +122,7 @@ def between(window: Window, cwd: str) -> str:
         end = "the end of the block" + (f" at {_line(noticed, cwd)}" if noticed else "")
     else:  # the noticing call made no event of its own
         end = f"the call at {_line(noticed, cwd)}" if noticed else "a call from C code"
-    return f"between {start} and {end}"
+    return printable(f"between {start} and {end}")
 
 
 def _mark(index: int, frame: Frame | None, cwd: str) -> str:
@@ -155,9 +174,11 @@ class Table:
 
 
 def format_table(table: Table, paint: Paint) -> list[str]:
-    """Align the table's columns, dropping columns no row fills; style after padding."""
-    keep = [i for i, title in enumerate(table.titles) if any(row.cells[i][0] for row in table.rows)]
-    widths = {i: max(len(table.titles[i]), *(len(row.cells[i][0]) for row in table.rows)) for i in keep}
+    """Align the table's columns, dropping columns no row fills; escape names, then pad, then style."""
+    rows = [Row([(printable(text), style) for text, style in row.cells], printable(row.note), row.note_style)
+            for row in table.rows]
+    keep = [i for i, title in enumerate(table.titles) if any(row.cells[i][0] for row in rows)]
+    widths = {i: max(len(table.titles[i]), *(len(row.cells[i][0]) for row in rows)) for i in keep}
     last = keep[-1]
 
     def line(cells: list[tuple[str, str]]) -> str:
@@ -170,7 +191,7 @@ def format_table(table: Table, paint: Paint) -> list[str]:
 
     lines = [line([(title, "dim") for title in table.titles])]
     indent = 2 + sum(widths[i] + 2 for i in keep if i < table.note_column)
-    for row in table.rows:
+    for row in rows:
         lines.append(line(row.cells))
         if row.note:
             lines.append(" " * indent + paint(row.note, row.note_style))
@@ -213,7 +234,7 @@ def hints(trace: Trace) -> list[str]:
     drawn: dict[str, list[Statistic]] = {}
     library = False
     for stat in trace.statistics("lineno"):  # most calls first
-        drawn.setdefault(stream_base(stat.stream), []).append(stat)
+        drawn.setdefault(printable(stream_base(stat.stream)), []).append(stat)  # escaped before it is measured
         library = library or not (stat.frame and is_user_file(stat.frame.filename))
     if not drawn:
         return []
@@ -221,8 +242,8 @@ def hints(trace: Trace) -> list[str]:
     width = max(len(base) for base in drawn)
     for base in sorted(drawn, key=stream_key):
         first, *rest = _hint(base, drawn[base])
-        lines.append(f"  {base:<{width}}  {first}")
-        lines.extend(f"  {'':<{width}}  {line}" for line in rest)
+        lines.append(printable(f"  {base:<{width}}  {first}"))  # first and rest name the apis drawn
+        lines.extend(printable(f"  {'':<{width}}  {line}") for line in rest)
     if library:
         lines.append(
             "  Where a library draws: pass it your generator (random_state=, generator=) "

@@ -12,7 +12,20 @@ from collections.abc import Sequence
 from .._paths import current_dir, is_user_file
 from ..diff import ONLY_A, ONLY_B, VALUES, Divergence, SiteDifference, TraceDiff
 from ..trace import DRAW, SEED, UNATTRIBUTED, Event, Frame
-from .base import EMPTY, Paint, Row, Table, api_label, between, describe, format_table, painter, plural, where_moved
+from .base import (
+    EMPTY,
+    Paint,
+    Row,
+    Table,
+    api_label,
+    between,
+    describe,
+    format_table,
+    painter,
+    plural,
+    printable,
+    where_moved,
+)
 
 _SHOWN = 3  # a side's divergent events shown with their stacks
 _LATER = 5  # later divergences listed by their headline
@@ -24,7 +37,7 @@ def render(diff: TraceDiff, *, names: tuple[str, str] = ("A", "B"), color: bool 
     """Return the comparison as text; ANSI colour only when ``color`` is true."""
     paint = painter(color)
     cwd = current_dir()
-    sections = [[paint(_header(diff, names), "bold")]]
+    sections = [[paint(printable(_header(diff, names)), "bold")]]
     first = diff.first
     if first is not None:
         sections.append(_first(first, paint, cwd))
@@ -109,7 +122,7 @@ def _first(d: Divergence, paint: Paint, cwd: str) -> list[str]:
     rows = {side: _side_rows(d, side) for side in ("A", "B")}
     width = max(len(api_label(e)) for side in rows.values() for e, _tag, _stack in side if e is not None)
     number = max(len(f"#{e.index}") for side in rows.values() for e, _tag, _stack in side if e is not None)
-    lines = [paint("First divergence: ", "bold") + _headline(d, cwd)]
+    lines = [paint("First divergence: ", "bold") + printable(_headline(d, cwd))]
     for side, side_rows in rows.items():
         label = side
         for event, tag, stack in side_rows:
@@ -157,7 +170,7 @@ def _later(later: Sequence[Divergence], paint: Paint, cwd: str) -> list[str]:
     lines = [paint(f"Then {len(later):,} more place{'' if len(later) == 1 else 's'} where the runs part:", "bold")]
     said: dict[str, int] = {}  # the same sentence for several places is said once, with a count
     for d in later:
-        text = _headline(d, cwd)
+        text = printable(_headline(d, cwd))
         said[text] = said.get(text, 0) + 1
     lines += [f"  - {text}" + (f" (×{n})" if n > 1 else "") for text, n in list(said.items())[:_LATER]]
     if len(said) > _LATER:

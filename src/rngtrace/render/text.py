@@ -25,6 +25,7 @@ from .base import (
     hints,
     painter,
     plural,
+    printable,
     where_moved,
     your_code,
 )
@@ -151,4 +152,4 @@ def _sites(trace: Trace, paint: Paint, cwd: str, max_lines: int) -> list[str]:
 
 
 def _notes(trace: Trace) -> list[str]:
-    return [f"Note: {note}" for note in trace.notes]
+    return [printable(f"Note: {note}") for note in trace.notes]
