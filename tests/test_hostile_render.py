@@ -1,16 +1,25 @@
-"""Logs are untrusted: whatever their names hold, `show` and `diff` print it escaped, never as terminal control."""
+"""Logs are untrusted: whatever their fields hold, `show` prints it escaped and `show --html` runs none of it."""
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import shutil
+import subprocess
+import sysconfig
 
 import pytest
 from literal_traces import build, ev
 
+from rngtrace import Trace, cli
 from rngtrace.diff import compare
-from rngtrace.render import render_diff
+from rngtrace.render import html, render_diff
 from rngtrace.render.base import printable
 from rngtrace.render.text import render
+
+CHROMIUM = shutil.which("chromium")
+SITE = sysconfig.get_paths()["purelib"]
 
 # What a crafted name could do to a terminal if printed raw, and the escaped form a reader sees instead.
 PAYLOADS = {
@@ -31,26 +40,34 @@ SGR = re.compile(r"\x1b\[[0-9;]*m")  # the log's own colour codes, when colour i
 FIELDS = ("filename", "function", "api", "stream", "thread", "seed value", "note")
 
 
-def hostile_trace(field: str, payload: str, here) -> tuple:
-    """A trace whose ``field`` holds ``payload``, and a clean twin that a diff sets it against."""
+def hostile_trace(here, field: str, bad: str) -> Trace:
+    """A trace whose ``field`` ends in ``bad``: through Trace.from_dict, as a crafted log would come."""
 
-    def make(bad: str) -> object:
-        def put(name: str, value: str) -> str:
-            return value + bad if field == name else value
+    def put(name: str, value: str) -> str:
+        return value + bad if field == name else value
 
-        stack = (here(put("filename", "train.py")), 7, put("function", "main"))
-        events = [
-            ev("numpy", "seed", "numpy.random.seed", None, stack, detail=put("seed value", "666")),
-            ev(put("stream", "numpy"), "draw", put("api", "numpy.random.rand"), 3, stack, thread=2),
-            ev("random", "draw", "random.random", 1, stack),
-        ]
-        trace = build(*events, notes=(put("note", "seen"),))
-        if field == "thread":  # thread names are a dict in the log; the literal builder has fixed ones
-            trace = build(*events, notes=("seen",))
-            trace._threads[2] = "loader-0" + bad
-        return trace
+    trace = Trace.from_dict({
+        "format": "rngtrace", "version": 1, "pid": 1, "streams": ["numpy", "random", "torch"], "depth": 16,
+        "max_events": 100_000, "dropped": 0, "notes": [put("note", "seen")],
+        "stacks": [[[here(put("filename", "train.py")), 7, put("function", "main")]]],
+        "threads": {"1": "MainThread", "2": put("thread", "loader-0")},
+        "events": [["numpy", "seed", "numpy.random.seed", None, 0, 1, put("seed value", "666")],
+                   ["numpy", "draw", put("api", "numpy.random.rand"), 3, 0, 2, None],
+                   ["random", "draw", "random.random", 1, 0, 1, None]],
+        "overflow": [],
+    })
+    return forge_stream(trace, 1, put("stream", "numpy"))
 
-    return make(payload), make("")
+
+def forge_stream(trace: Trace, index: int, stream: str) -> Trace:
+    """Give event ``index`` a stream Trace.load would refuse: the renderers escape it on their own."""
+    trace._raw[index] = (stream, *trace._raw[index][1:])
+    return trace
+
+
+def lean(here) -> Trace:
+    """A run that lacks the hostile trace's numpy events, so a diff shows them all."""
+    return build(ev("random", "draw", "random.random", 1, (here("train.py"), 7, "main")))
 
 
 def assert_safe(out: str, shown: str, *, color: bool = False) -> None:
@@ -66,7 +83,7 @@ def assert_safe(out: str, shown: str, *, color: bool = False) -> None:
 @pytest.mark.parametrize("field", FIELDS)
 def test_show_prints_control_characters_in_every_name_escaped(field, payload, here):
     raw, shown = PAYLOADS[payload]
-    trace, _clean = hostile_trace(field, raw, here)
+    trace = hostile_trace(here, field, raw)
     assert_safe(render(trace), shown)
     assert_safe(render(trace, color=True), shown, color=True)
 
@@ -75,9 +92,8 @@ def test_show_prints_control_characters_in_every_name_escaped(field, payload, he
 @pytest.mark.parametrize("field", [f for f in FIELDS if f not in ("thread", "note")])  # a diff shows neither
 def test_diff_prints_control_characters_in_every_name_escaped(field, payload, here):
     raw, shown = PAYLOADS[payload]
-    trace, _clean = hostile_trace(field, raw, here)
-    lean = build(ev("random", "draw", "random.random", 1, (here("train.py"), 7, "main")))  # lacks the numpy events
-    for a, b in ((trace, lean), (lean, trace)):
+    trace = hostile_trace(here, field, raw)
+    for a, b in ((trace, lean(here)), (lean(here), trace)):
         assert_safe(render_diff(compare(a, b)), shown)
         assert_safe(render_diff(compare(a, b), color=True), shown, color=True)
 
@@ -85,20 +101,31 @@ def test_diff_prints_control_characters_in_every_name_escaped(field, payload, he
 @pytest.mark.parametrize("payload", PAYLOADS, ids=list(PAYLOADS))
 def test_diff_headline_escapes_a_seed_value_that_differs(payload, here):
     raw, shown = PAYLOADS[payload]
-    trace, clean = hostile_trace("seed value", raw, here)
-    out = render_diff(compare(clean, trace))
+    out = render_diff(compare(hostile_trace(here, "seed value", ""), hostile_trace(here, "seed value", raw)))
     assert_safe(out, shown)
     assert f"A seeded 666, B 666{shown}" in out
 
 
 def test_diff_escapes_the_file_names_it_was_given(here):
-    trace, clean = hostile_trace("api", "", here)
-    out = render_diff(compare(trace, clean), names=("a\x1b[2K.json", "b\u202e.json"))
-    assert_safe(out.splitlines()[0], r"A = a\x1b[2K.json and B = b\u202e.json")
+    out = render_diff(compare(hostile_trace(here, "api", ""), lean(here)), names=("a\x1b[2K.json", "b\u202e.json"))
+    assert_safe(out.splitlines()[0], r"A = a\x1b[2K.json (3 events) and B = b\u202e.json (1 event)")
+
+
+def test_show_and_diff_commands_print_a_crafted_logs_names_escaped(here, tmp_path, capsys):
+    raw = "\x1b[2K\r\x1b]52;c;cm0gLXJmIH4=\x07\u202e"
+    shown = r"\x1b[2K\r\x1b]52;c;cm0gLXJmIH4=\x07\u202e"
+    for field in ("filename", "function", "api"):
+        hostile_trace(here, field, raw).save(tmp_path / "evil.json")
+        lean(here).save(tmp_path / "clean.json")
+        assert cli.main(["show", str(tmp_path / "evil.json")]) == 0
+        assert cli.main(["diff", str(tmp_path / "clean.json"), str(tmp_path / "evil.json")]) == 1
+        out = capsys.readouterr().out
+        assert_safe(out, shown)
+        assert out.count(shown) >= 2, field  # in the log and in the comparison
 
 
 def test_escaped_names_keep_the_columns_aligned(here):
-    trace, _clean = hostile_trace("api", "\x1b[2K", here)
+    trace = hostile_trace(here, "api", "\x1b[2K")
     lines = render(trace).split("\n\n")[0].splitlines()[1:4]
     assert r"numpy.random.rand\x1b[2K ×3" in lines[2]
     starts = {line.index("train.py:7") for line in lines[1:]}
@@ -109,3 +136,91 @@ def test_printable_writes_escapes_readably_and_leaves_ordinary_text_alone():
     assert printable("ok.py") == "ok.py"
     assert printable("naïve — 数据 <lambda> C:\\Users\\me") == "naïve — 数据 <lambda> C:\\Users\\me"
     assert printable("\x1b[2K\t\x00\x85\u202e\u2028\udcff") == r"\x1b[2K\t\x00\x85\u202e\u2028\udcff"
+
+
+# -- the HTML report ------------------------------------------------------------------
+
+
+def attack(label: str) -> str:
+    """Markup that appends ``|label`` to the page's title if it ever runs, in every context it could break out of."""
+    run = f"document.title+=/|{label}/.source"  # no quotes, so it needs none to close
+    return (f"</script><script>{run}</script><!--<script>{run}</script>--><img src=x onerror={run}>"
+            f"\"><img src=x onerror={run}>'><svg onload={run}><a href=javascript:{run}>x</a>\u2028\u2029")
+
+
+def hostile_log(here) -> dict:
+    """A log whose every free-text field attacks the page; the format allows each of these strings."""
+    mine = here(attack("dir"), "train.py")
+    package = os.path.join(SITE, "<svg onload=document.title+=String.fromCharCode(124,112,107,103)>", "m.py")
+    return {
+        "format": "rngtrace", "version": 1, "pid": 1, "streams": ["numpy", "random", "torch"], "depth": 16,
+        "max_events": 100_000, "dropped": 0, "notes": [attack("note")],
+        "stacks": [[[package, 3, attack("libfn")], [mine, 7, attack("fn")]], [[mine, 9, "main"]]],
+        "threads": {"1": "MainThread", "2": attack("thread")},
+        "events": [["numpy", "draw", attack("api"), 3, 0, 2, None],
+                   ["numpy", "seed", "numpy.random.seed", None, 1, 1, attack("seed")],
+                   ["numpy", "unattributed", "numpy state", None, 1, 1, attack("moved")],
+                   ["random", "draw", "random.random", 1, 1, 1, None]],
+        "overflow": [],
+    }
+
+
+def hostile_page_trace(here) -> Trace:
+    """The hostile log, with the fields Trace.load checks (pid, depth, streams) forged after loading."""
+    trace = Trace.from_dict(hostile_log(here))
+    trace.pid, trace.depth, trace.streams = attack("pid"), attack("depth"), ("numpy", attack("watched"))
+    return forge_stream(trace, 3, attack("stream"))
+
+
+def test_every_field_of_a_hostile_log_reaches_the_page_as_text(here):
+    page = html.render(hostile_page_trace(here))
+    assert not re.search(r"<(img|svg|a)\b|<!--", page), "markup from the log reached the page"
+    assert re.findall(r"<script\b[^>]*>", page) == ['<script type="application/json" id="rngtrace-data">', "<script>"]
+    for label in ("pid", "depth", "watched", "stream", "api", "note", "dir", "fn", "libfn", "seed"):  # "moved" is not shown
+        assert f"&lt;/script&gt;&lt;script&gt;document.title+=/|{label}/" in page, label
+    data = json.loads(re.search(r'id="rngtrace-data">(.*?)</script>', page, re.S).group(1))
+    assert attack("thread").replace("\u2028\u2029", r"\u2028\u2029") in data["threads"]  # text, shown as text
+
+
+def test_lone_surrogates_and_control_characters_are_shown_escaped_in_the_page(here):
+    trace = build(ev("numpy", "draw", "numpy.random.rand\udcff\x1b[2K", 1, (here("t.py"), 1, "f\u202e")),
+                  notes=("bell\x07",))
+    page = html.render(trace)
+    page.encode("utf-8")  # the report can be written
+    assert not RAW.search(page.replace("\n", ""))
+    assert r"numpy.random.rand\udcff\x1b[2K" in page and r"bell\x07" in page and r"f\u202e" in page
+
+
+def chromium(profile, page) -> str:
+    """The page's DOM after its scripts ran, in headless Chromium."""
+    command = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-sync",
+               "--disable-background-networking", "--disable-component-update", f"--user-data-dir={profile}",
+               "--virtual-time-budget=2000", "--dump-dom", page.as_uri()]
+    return subprocess.run(command, capture_output=True, text=True, timeout=60, check=True).stdout
+
+
+def ran(dom: str) -> tuple[set[str], bool]:
+    """The markers that scripts added to the title, and whether the page's own script drew the timeline."""
+    title = re.search(r"<title>(.*?)</title>", dom, re.S).group(1)
+    assert title.startswith("rngtrace report"), title
+    return set(filter(None, title[len("rngtrace report"):].split("|"))), bool(re.search(r"data-rendered=\"\d+\"", dom))
+
+
+CONTROL = ("<script>document.title+=/|control-script/.source</script>"
+           "<img src=x onerror=document.title+=/|control-img/.source></body>")
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="needs the chromium browser (Debian package chromium)")
+def test_chromium_runs_no_script_from_a_hostile_log(here, tmp_path):
+    # Escaping alone: the page without its policy, plus markup planted raw as a control the detection must see.
+    bare = re.sub(r'<meta http-equiv="Content-Security-Policy"[^>]*>', "", html.render(hostile_page_trace(here)))
+    assert bare.count("Content-Security-Policy") == 0
+    page = tmp_path / "escaped.html"
+    page.write_text(bare.replace("</body>", CONTROL), encoding="utf-8")
+    assert ran(chromium(tmp_path / "profile", page)) == ({"control-script", "control-img"}, True)
+    # The policy alone: markup planted raw in the report `rngtrace show --html` writes runs nothing either.
+    log, report = tmp_path / "evil.json", tmp_path / "report.html"
+    log.write_text(json.dumps(hostile_log(here)), encoding="utf-8")
+    assert cli.main(["show", str(log), "--html", str(report)]) == 0
+    report.write_text(report.read_text(encoding="utf-8").replace("</body>", CONTROL), encoding="utf-8")
+    assert ran(chromium(tmp_path / "profile", report)) == (set(), True)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import html
 import importlib.util
 import json
@@ -79,6 +81,31 @@ def test_page_loads_nothing_from_the_network(story):
     assert not re.search(r"<link\b|<img\b|<iframe\b|@import|url\(", page)
     assert re.findall(r"<script\b[^>]*>", page) == ['<script type="application/json" id="rngtrace-data">',
                                                     "<script>"]
+
+
+def test_page_lets_only_its_own_inline_script_and_style_run(story):
+    page = render(story)
+    policy = re.search(r'<head><meta charset="utf-8"><meta http-equiv="Content-Security-Policy" content="([^"]+)">',
+                       page)
+    assert policy, "no policy, or not before the page's style and script"
+    rules = dict(rule.strip().split(" ", 1) for rule in policy.group(1).split(";"))
+
+    def digest(pattern: str) -> str:
+        source = re.search(pattern, page, re.S).group(1)
+        return "'sha256-" + base64.b64encode(hashlib.sha256(source.encode()).digest()).decode() + "'"
+
+    assert rules["default-src"] == "'none'" and rules["base-uri"] == "'none'"
+    assert rules["script-src"] == digest(r"<script>(.*?)</script>")
+    assert rules["style-src"] == digest(r"<style>(.*?)</style>")
+
+
+def test_page_has_no_inline_handlers_style_attributes_or_html_from_strings(story):
+    page = render(story)
+    markup = re.sub(r"<(script|style)\b[^>]*>.*?</\1>", "", page, flags=re.S)
+    assert not re.search(r"\son\w+\s*=", markup), "an inline event handler: the page's policy would block it"
+    assert not re.search(r"\sstyle\s*=", markup), "a style attribute: the page's policy would block it"
+    script = re.search(r"<script>(.*?)</script>", page, re.S).group(1)
+    assert not re.search(r"innerHTML|outerHTML|insertAdjacentHTML|document\.write|eval\(|new Function", script)
 
 
 def test_header_is_the_text_logs_header_with_a_chip_per_stream(story):
@@ -282,7 +309,14 @@ def test_chromium_draws_every_mark_and_shows_a_linked_events_stack_as_text(here,
     assert shot.stat().st_size > 10_000
 
 
-HOVER_PROBE = """<script>
+def with_script(page: str, source: str) -> str:
+    """``page`` running ``source`` at the end of its body, allowed by adding its hash to the page's policy."""
+    digest = base64.b64encode(hashlib.sha256(source.encode()).digest()).decode()
+    return page.replace("script-src ", f"script-src 'sha256-{digest}' ", 1).replace(
+        "</body>", f"<script>{source}</script></body>")
+
+
+HOVER_PROBE = """
 (function () {  // move the mouse over the chart until a mark answers, then click it
   var canvas = document.querySelector("#chart canvas"), box = canvas.getBoundingClientRect(), tip = "";
   function mouse(type, x, y) {
@@ -300,14 +334,14 @@ HOVER_PROBE = """<script>
   out.textContent = JSON.stringify({tip: tip, hash: location.hash, panel: document.getElementById("detail").textContent});
   document.body.appendChild(out);
 })();
-</script></body>"""
+"""
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="needs the chromium browser (Debian package chromium)")
 def test_chromium_hovering_a_mark_shows_its_call_and_clicking_pins_its_stack(here, tmp_path):
     trace = build(draw("random.shuffle", 9, (here("train.py"), 7, "<lambda>")))
     page = tmp_path / "report.html"
-    page.write_text(render(trace).replace("</body>", HOVER_PROBE), encoding="utf-8")
+    page.write_text(with_script(render(trace), HOVER_PROBE), encoding="utf-8")
     dom = chromium(tmp_path, page.as_uri(), "--dump-dom", "--window-size=1400,900").stdout
     probe = json.loads(html.unescape(re.search(r'<pre id="probe">(.*?)</pre>', dom, re.S).group(1)))
     assert probe["tip"] == "#0  random.shuffle ×9train.py:7 in <lambda>"

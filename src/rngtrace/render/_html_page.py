@@ -7,16 +7,32 @@ comes from the trace, and a frame named ``<lambda>`` must stay text.
 
 from __future__ import annotations
 
+import base64
+import hashlib
 
-def document(title: str, body: str, data_json: str) -> str:
-    """The whole page; ``title`` and ``body`` are escaped HTML, ``data_json`` is script-safe JSON."""
+
+def document(title: str, body: str, data_json: str, *, css: str = "") -> str:
+    """The whole page; ``title`` and ``body`` are escaped HTML, ``data_json`` is script-safe JSON.
+
+    ``css`` is added to the page's style. The page's policy lets only its own style and script run,
+    named by their hashes: text that slipped through unescaped still runs nothing.
+    """
+    style = CSS + css
+    policy = (f"default-src 'none'; script-src {_digest(SCRIPT)}; style-src {_digest(style)}; "
+              "base-uri 'none'; form-action 'none'; require-trusted-types-for 'script'")
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f'<meta http-equiv="Content-Security-Policy" content="{policy}">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        f"<title>{title}</title><style>{CSS}</style></head>\n<body>\n{body}\n"
+        f"<title>{title}</title><style>{style}</style></head>\n<body>\n{body}\n"
         f'<script type="application/json" id="rngtrace-data">{data_json}</script>\n'
         f"<script>{SCRIPT}</script>\n</body></html>\n"
     )
+
+
+def _digest(source: str) -> str:
+    """The CSP source expression naming exactly ``source`` as an inline script or style."""
+    return "'sha256-" + base64.b64encode(hashlib.sha256(source.encode("utf-8")).digest()).decode("ascii") + "'"
 
 
 CSS = r"""

@@ -8,19 +8,23 @@ script are inline, and the events travel as compact JSON (interned frames,
 stacks and call sites) that the script draws on a canvas, so 100,000 events
 make a page of a few megabytes that draws in a fraction of a second.
 Only the Trace is read: nothing here knows how it was recorded.
+
+A log is untrusted input (people open each other's): every value from it goes
+through ``_h`` or script-safe JSON, and the page's Content-Security-Policy lets
+only its own style and script run, so markup that slipped through runs nothing.
 """
 
 from __future__ import annotations
 
 import json
-from html import escape
+from html import escape as _escape
 from typing import Any, Sequence
 
 from .. import __version__
 from .._paths import current_dir, is_user_file, package_of, short_path
 from ..trace import DRAW, SEED, UNATTRIBUTED, Event, Frame, Trace
 from . import _html_page
-from .base import EMPTY, api_label, describe, header, hints, plural, stream_key, where_moved, your_code
+from .base import EMPTY, api_label, describe, header, hints, plural, printable, stream_key, where_moved, your_code
 
 YOUR_CODE = "your code"
 _KIND_CODES = {DRAW: 0, SEED: 1, UNATTRIBUTED: 2}
@@ -29,6 +33,9 @@ _RANDOM_LIBRARY = ("<stdlib>/random.py", "numpy/random/", "torch/random.py", "to
 _YOUR_CODE_COLOR = "#e8590c"
 _OTHER_COLOR = "#a8a29e"
 _PALETTE = ("#3b6fb6", "#2f9e44", "#9c36b5", "#0c8599", "#c29d0b", "#8d5a3b", "#e64980", "#5c7cfa")
+# A swatch is coloured by a class, not a style attribute: the page's policy allows no inline style.
+_SWATCH_CLASSES = {color: f"c{i}" for i, color in enumerate((_YOUR_CODE_COLOR, _OTHER_COLOR, *_PALETTE))}
+_SWATCH_CSS = "\n".join(f".swatch.{name} {{ background:{color}; }}" for color, name in _SWATCH_CLASSES.items())
 _MAX_SITE_ROWS = 200
 _MAX_OTHER_ROWS = 200
 
@@ -48,10 +55,15 @@ def render(trace: Trace, *, title: str = "rngtrace report", max_marks: int = 100
         _sites_card(trace, sites, colors),
         _others_card(events, stacks, colors),
         _hints_card(trace),
-        (f"<footer>Made by rngtrace {escape(__version__)} · self-contained: this file loads nothing "
+        (f"<footer>Made by rngtrace {_h(__version__)} · self-contained: this file loads nothing "
          "from the network.</footer>"),
     ])
-    return _html_page.document(escape(title), body, _json_for_script(data))
+    return _html_page.document(_h(title), body, _json_for_script(data), css=_SWATCH_CSS)
+
+
+def _h(value: object) -> str:
+    """``value`` as HTML text or attribute value: a log's names escaped, control characters shown as escapes."""
+    return _escape(printable(str(value)))
 
 
 # -- stacks, interned once ----------------------------------------------------------
@@ -93,8 +105,8 @@ class _Stacks:
         if fid is None:
             fid = self._frame_ids[frame] = len(self.frames)
             user = 1 if is_user_file(frame.filename) else 0
-            self.frames.append([short_path(frame.filename, self.cwd), frame.lineno, frame.function, user,
-                                frame.filename])
+            self.frames.append([printable(short_path(frame.filename, self.cwd)), frame.lineno,
+                                printable(frame.function), user, printable(frame.filename)])
         return fid
 
 
@@ -106,7 +118,7 @@ def _origin(stack: tuple[Frame, ...], cwd: str) -> str:
             continue
         if is_user_file(frame.filename):
             return YOUR_CODE
-        return package_of(frame.filename) or "other"
+        return printable(package_of(frame.filename) or "other")
     return "unknown"
 
 
@@ -131,14 +143,14 @@ def _timeline(trace: Trace, shown: Sequence[Event], stacks: _Stacks, site_keys: 
             origin, called, mine = stacks.facts(e.stack)
             row = site_keys.get((e.stream, e.api, called, mine), -1) if e.kind == DRAW else -1
             site = sites[key] = len(site_cols)
-            site_cols.append([lane_ids[e.stream], _KIND_CODES.get(e.kind, 0), e.api, sid, origin, row])
+            site_cols.append([lane_ids[e.stream], _KIND_CODES.get(e.kind, 0), printable(e.api), sid, origin, row])
         ev_site.append(site)
         ev_count.append(e.count)
         ev_thread.append(threads.setdefault(e.thread, len(threads)))
         if e.window is not None:
             details[str(e.index)] = where_moved(e.window, stacks.cwd)
         elif e.detail is not None:
-            details[str(e.index)] = e.detail
+            details[str(e.index)] = printable(e.detail)
         origin = site_cols[site][4]
         if e.kind == UNATTRIBUTED:  # drawn as a warning ring: no package made it
             origins.setdefault(origin, 0)
@@ -149,12 +161,12 @@ def _timeline(trace: Trace, shown: Sequence[Event], stacks: _Stacks, site_keys: 
     for col in site_cols:
         col[4] = package_ids[col[4]]
     return {
-        "lanes": lanes,
+        "lanes": [printable(lane) for lane in lanes],
         "packages": [[name, color] for name, color, _n in packages],
         "packageCounts": [n for _name, _color, n in packages],
         "frames": stacks.frames,
         "stacks": stacks.stacks,
-        "threads": list(threads),
+        "threads": [printable(name) for name in threads],
         "sites": site_cols,
         "site": ev_site,
         "count": ev_count,
@@ -198,8 +210,8 @@ def _top(trace: Trace, title: str, shown: int, kept: int) -> str:
     for stream in sorted({s for s, _k in counts}, key=stream_key):
         kinds = [k for k in (SEED, DRAW, UNATTRIBUTED) if (stream, k) in counts]
         words = " · ".join(
-            f'<span class="k-{escape(k)}">{escape(plural(counts[stream, k], k))}</span>' for k in kinds)
-        chips.append(f'<div class="chip"><b>{escape(stream)}</b> {words}</div>')
+            f'<span class="k-{_h(k)}">{_h(plural(counts[stream, k], k))}</span>' for k in kinds)
+        chips.append(f'<div class="chip"><b>{_h(stream)}</b> {words}</div>')
     limits = []
     if trace.dropped:
         limits.append(f"{trace.dropped:,} events beyond max_events={trace.max_events:,} were counted but "
@@ -209,18 +221,18 @@ def _top(trace: Trace, title: str, shown: int, kept: int) -> str:
                       "tables cover them all.")
     watched = ", ".join(trace.streams) or EMPTY
     return (
-        f'<header class="top"><div class="brand">rngtrace</div><h1>{escape(title)}</h1>'
-        f'<p class="summary">{escape(summary)}</p><div class="chips">{"".join(chips)}</div>'
-        f'<p class="meta">watched: {escape(watched)} · depth {trace.depth} · pid {trace.pid}</p>'
-        + "".join(f'<p class="limit">{escape(line)}</p>' for line in limits)
+        f'<header class="top"><div class="brand">rngtrace</div><h1>{_h(title)}</h1>'
+        f'<p class="summary">{_h(summary)}</p><div class="chips">{"".join(chips)}</div>'
+        f'<p class="meta">watched: {_h(watched)} · depth {_h(trace.depth)} · pid {_h(trace.pid)}</p>'
+        + "".join(f'<p class="limit">{_h(line)}</p>' for line in limits)
         + "</header>"
     )
 
 
 def _timeline_card(data: dict[str, Any], shown: int) -> str:
     legend = "".join(
-        f'<button type="button" class="pkg" data-package="{i}"><span class="swatch" '
-        f'style="background:{color}"></span>{escape(name)} <span class="n">{n:,}</span></button>'
+        f'<button type="button" class="pkg" data-package="{i}"><span class="swatch {_SWATCH_CLASSES[color]}">'
+        f'</span>{_h(name)} <span class="n">{n:,}</span></button>'
         for i, ((name, color), n) in enumerate(zip(data["packages"], data["packageCounts"])) if n
     )
     return (
@@ -260,9 +272,10 @@ def _sites_card(trace: Trace, rows: list[list[Any]], colors: dict[str, str]) -> 
     total = sum(row[4] for row in rows)
     body = []
     for i, (stream, api, site, mine, calls, values, user, origin) in enumerate(rows[:_MAX_SITE_ROWS]):
-        cells = [f'<td class="num">{calls:,}</td>', f'<td class="num">{f"{values:,}" if values else EMPTY}</td>',
-                 f"<td>{escape(stream)}</td>", f"<td><code>{escape(api)}</code></td>",
-                 f'<td class="{"user" if user else "lib"}">{_swatch(origin, colors)}<code>{escape(site)}</code></td>']
+        cells = [f'<td class="num">{_h(f"{calls:,}")}</td>',
+                 f'<td class="num">{_h(f"{values:,}" if values else EMPTY)}</td>',
+                 f"<td>{_h(stream)}</td>", f"<td><code>{_h(api)}</code></td>",
+                 f'<td class="{"user" if user else "lib"}">{_swatch(origin, colors)}<code>{_h(site)}</code></td>']
         body.append((f'data-row="{i}"', cells, mine))
     more = len(rows) - _MAX_SITE_ROWS
     return _card_table(
@@ -280,11 +293,11 @@ def _others_card(events: Sequence[Event], stacks: _Stacks, colors: dict[str, str
     for e in others[:_MAX_OTHER_ROWS]:
         origin, called, mine = stacks.facts(e.stack)
         moved = where_moved(e.window, stacks.cwd) if e.window is not None else e.detail or ""
-        note = f'<div class="note">{escape(moved)}</div>' if e.kind == UNATTRIBUTED else ""
-        cells = [f'<td class="num">{e.index}</td>', f"<td>{escape(e.stream)}</td>", f"<td>{escape(e.kind)}</td>",
-                 f"<td><code>{escape(api_label(e))}</code>{note}</td>",
-                 f"<td>{_swatch(origin, colors)}<code>{escape(called)}</code></td>"]
-        body.append((f'data-index="{e.index}" class="k-{escape(e.kind)}"', cells, mine))
+        note = f'<div class="note">{_h(moved)}</div>' if e.kind == UNATTRIBUTED else ""
+        cells = [f'<td class="num">{_h(e.index)}</td>', f"<td>{_h(e.stream)}</td>", f"<td>{_h(e.kind)}</td>",
+                 f"<td><code>{_h(api_label(e))}</code>{note}</td>",
+                 f"<td>{_swatch(origin, colors)}<code>{_h(called)}</code></td>"]
+        body.append((f'data-index="{_h(e.index)}" class="k-{_h(e.kind)}"', cells, mine))
     more = len(others) - _MAX_OTHER_ROWS
     return _card_table(
         "others", "Seeds and unattributed moves", "Click a row to find it on the timeline.",
@@ -296,33 +309,33 @@ def _card_table(section: str, title: str, help_text: str, titles: list[str],
                 rows: list[tuple[str, list[str], str]], more: str) -> str:
     """A card holding a table; rows are (tr attributes, td cells, your code), the last column only if filled."""
     mine = any(row[2] for row in rows)
-    head = "".join(f"<th>{escape(t)}</th>" for t in titles + (["your code"] if mine else []))
+    head = "".join(f"<th>{_h(t)}</th>" for t in titles + (["your code"] if mine else []))
     body = "".join(
         f"<tr {attrs}>{''.join(cells)}"
-        + (f'<td class="user"><code>{escape(user_line)}</code></td>' if mine else "") + "</tr>"
+        + (f'<td class="user"><code>{_h(user_line)}</code></td>' if mine else "") + "</tr>"
         for attrs, cells, user_line in rows
     )
-    tail = f'<p class="more">{escape(more)}</p>' if more else ""
+    tail = f'<p class="more">{_h(more)}</p>' if more else ""
     return (
-        f'<section class="card" id="{section}"><div class="card-head"><h2>{escape(title)}</h2>'
-        f'<span class="help">{escape(help_text)}</span></div><table><thead><tr>{head}</tr></thead>'
+        f'<section class="card" id="{_h(section)}"><div class="card-head"><h2>{_h(title)}</h2>'
+        f'<span class="help">{_h(help_text)}</span></div><table><thead><tr>{head}</tr></thead>'
         f"<tbody>{body}</tbody></table>{tail}</section>"
     )
 
 
 def _swatch(origin: str, colors: dict[str, str]) -> str:
     color = colors.get(origin, _OTHER_COLOR)
-    return f'<span class="swatch" style="background:{color}" title="{escape(origin)}"></span>'
+    return f'<span class="swatch {_SWATCH_CLASSES[color]}" title="{_h(origin)}"></span>'
 
 
 def _hints_card(trace: Trace) -> str:
     hint = hints(trace)
-    notes = [f"<li>{escape(note)}</li>" for note in trace.notes]
+    notes = [f"<li>{_h(note)}</li>" for note in trace.notes]
     if not hint and not notes:
         return ""
     parts = ['<section class="card" id="hints">']
     if hint:
-        parts.append(f'<h2>{escape(hint[0].rstrip(":"))}</h2><pre>{escape(chr(10).join(hint[1:]))}</pre>')
+        parts.append(f'<h2>{_h(hint[0].rstrip(":"))}</h2><pre>{chr(10).join(_h(line) for line in hint[1:])}</pre>')
     if notes:
         parts.append(f'<h2>Notes</h2><ul class="notes">{"".join(notes)}</ul>')
     parts.append("</section>")
