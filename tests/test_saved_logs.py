@@ -97,7 +97,7 @@ BAD_FILES = {
     ),
     "short event": (
         lambda p: _rewrite(p, lambda d: d["events"][0].pop()),
-        r"damaged rngtrace log \(an event has 6 fields, not 7\)",
+        r"damaged rngtrace log \(events\[0\]: expected an event of 7 values, got 6\)",
     ),
     "bad frame": (
         lambda p: _rewrite(p, lambda d: d["stacks"][0].__setitem__(0, ["f.py", "x", "g"])),

@@ -14,6 +14,7 @@ import argparse
 import contextlib
 import importlib.util
 import os
+import re
 import runpy
 import sys
 import traceback
@@ -23,6 +24,7 @@ from typing import Any, NoReturn
 from . import __version__
 from ._errors import GlobalRNGError, LogError
 from ._hub import validate_on_draw, validate_streams
+from ._logfile import MAX_LOG_SIZE, size_words
 from ._paths import current_dir, is_hidden, is_own
 from ._stack import program_entry
 from .diff import compare
@@ -62,7 +64,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 def run_command(args: argparse.Namespace) -> int:
     """Run a script or module under rng_trace, print its draw log, keep its exit status.
 
-    A run that succeeded but whose --json or --html file could not be written exits 2.
+    The status is always the program's own: a log that cannot be printed or saved
+    is said in one line on stderr. A child the program forked and that ended by
+    raising SystemExit returns here too; it reports nothing, since its parent does.
     """
     run, argv, path0 = _target(args)
     # Made absolute now: the program may change or delete the working directory they are relative to.
@@ -71,12 +75,14 @@ def run_command(args: argparse.Namespace) -> int:
         _check_renderer("html")
     tracer = RngTrace(streams=args.streams, depth=args.depth, on_draw=args.on_draw, print=False,
                       max_events=args.max_events)
+    started_in = os.getpid()
     with _as_main(argv, path0), tracer as trace:
         status, error = _execute(run)
     if error is not None:
         _print_program_error(error)
-    saved = _report(trace, args, json_at, html_at)
-    return status if status or saved else 2
+    if os.getpid() == started_in:  # not in a forked child: its copy of the trace is partial
+        _report(trace, args, json_at, html_at)
+    return status
 
 
 def _target(args: argparse.Namespace) -> tuple[Callable[[], Any], list[str], str]:
@@ -170,18 +176,26 @@ def _print_program_error(error: BaseException) -> None:
     sys.stderr.write("".join(summary.format()))
 
 
-def _report(trace: Trace, args: argparse.Namespace, json_at: str | None, html_at: str | None) -> bool:
-    """Print the log (unless --quiet) and save what was asked at the absolute paths; False if a save failed."""
-    sys.stdout.flush()  # the program's output first, where both go to one terminal
+def _report(trace: Trace, args: argparse.Namespace, json_at: str | None, html_at: str | None) -> None:
+    """Print the log (unless --quiet) and save what was asked at the absolute paths.
+
+    Nothing here may change the program's exit status: the program may have closed
+    stdout or stderr, or named its script with bytes that are not UTF-8, so every
+    failure is one line on stderr (when stderr is still there to say it).
+    """
+    with contextlib.suppress(OSError, ValueError):  # a stdout the program closed: python alone says nothing
+        sys.stdout.flush()  # the program's output first, where both go to one terminal
     if not args.quiet:
-        sys.stderr.write(render(trace, "text", color=_wants_color(sys.stderr)) + "\n")
+        try:
+            sys.stderr.write(render(trace, "text", color=_wants_color(sys.stderr)) + "\n")
+            sys.stderr.flush()
+        except (OSError, ValueError) as error:
+            _say(f"{PROG}: error: cannot print the log ({_why(error)}); save it with --json instead")
     outputs = ((args.json, json_at, "log", trace.save),
                (args.html, html_at, "HTML report", lambda path: _write_html(trace, path)))
-    ok = True
     for given, path, what, save in outputs:
         if path:
-            ok = _save(path, what, save, quiet=args.quiet, given=given) and ok
-    return ok
+            _save(path, what, save, quiet=args.quiet, given=given)
 
 
 def _save(path: str, what: str, save: Callable[[str], None], *, quiet: bool, given: str | None = None) -> bool:
@@ -189,12 +203,27 @@ def _save(path: str, what: str, save: Callable[[str], None], *, quiet: bool, giv
     shown = given or path
     try:
         save(path)
-    except OSError as error:
-        print(f"{PROG}: error: cannot write {shown!r} ({error.strerror}); check the path", file=sys.stderr)
+    except (OSError, ValueError) as error:  # ValueError: an encoding error among them
+        _say(f"{PROG}: error: cannot write {shown!r} ({_why(error)}); check the path")
         return False
     if not quiet:
-        print(f"{PROG}: {what} saved to {shown}", file=sys.stderr)
+        _say(f"{PROG}: {what} saved to {_printable_name(shown)}")
     return True
+
+
+def _why(error: BaseException) -> str:
+    """An error in a few words: its strerror, or its type and first line."""
+    strerror = getattr(error, "strerror", None)
+    if strerror:
+        return str(strerror)
+    first = str(error).splitlines()[0] if str(error) else ""
+    return f"{type(error).__name__}: {first[:200]}" if first else type(error).__name__
+
+
+def _say(line: str) -> None:
+    """Print one line on stderr; say nothing when the program closed or broke stderr."""
+    with contextlib.suppress(OSError, ValueError):
+        print(line, file=sys.stderr, flush=True)
 
 
 # -- rngtrace show / diff ----------------------------------------------------------
@@ -202,20 +231,23 @@ def _save(path: str, what: str, save: Callable[[str], None], *, quiet: bool, giv
 
 def show_command(args: argparse.Namespace) -> int:
     """Print a saved log as text, or write it as an HTML report."""
-    trace = Trace.load(args.log)
     if args.html:
         _check_output(args.html)
         _check_renderer("html")
+    trace = Trace.load(args.log, max_size=args.max_log_size)
+    if args.html:
         return 0 if _save(args.html, "HTML report", lambda path: _write_html(trace, path), quiet=False) else 2
-    sys.stdout.write(render(trace, "text", color=_wants_color(sys.stdout)) + "\n")
+    _write(sys.stdout, render(trace, "text", color=_wants_color(sys.stdout)) + "\n")
     return 0
 
 
 def diff_command(args: argparse.Namespace) -> int:
     """Print where two saved runs part; exit status 0 when they drew the same, 1 when not."""
-    a, b = Trace.load(args.a), Trace.load(args.b)
+    a = Trace.load(args.a, max_size=args.max_log_size)
+    b = Trace.load(args.b, max_size=args.max_log_size)
     result = compare(a, b)
-    sys.stdout.write(render_diff(result, names=(args.a, args.b), color=_wants_color(sys.stdout)) + "\n")
+    names = (_printable_name(args.a), _printable_name(args.b))
+    _write(sys.stdout, render_diff(result, names=names, color=_wants_color(sys.stdout)) + "\n")
     return 0 if result.same else 1
 
 
@@ -224,8 +256,33 @@ def diff_command(args: argparse.Namespace) -> int:
 
 def _write_html(trace: Trace, path: str) -> None:
     html = render(trace, "html")
-    with open(path, "w", encoding="utf-8") as out:
+    # backslashreplace: a lone surrogate (a script name that is not UTF-8) shows as its escape, \\udcff.
+    with open(path, "w", encoding="utf-8", errors="backslashreplace") as out:
         out.write(html)
+
+
+def _write(stream: Any, text: str) -> None:
+    """Write ``text``; characters the stream's encoding lacks (an ASCII terminal) as backslash escapes."""
+    try:
+        stream.write(text)
+    except UnicodeEncodeError:
+        encoding = getattr(stream, "encoding", None) or "ascii"
+        stream.write(text.encode(encoding, "backslashreplace").decode(encoding))
+
+
+def _printable_name(path: str) -> str:
+    """A path as given, with bytes that were not UTF-8 (kept as surrogates) shown as ``\\xff``."""
+    if path.isascii():
+        return path
+    return os.fsencode(path).decode("utf-8", "backslashreplace")
+
+
+def _size(text: str) -> int:
+    """A size in bytes from ``300M``, ``2G``, ``1.5GiB``, ``4096``; --max-log-size's type."""
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kmg]?)(?:i?b)?\s*", text, re.IGNORECASE)
+    if match is None or float(match.group(1)) <= 0:
+        raise argparse.ArgumentTypeError(f"expected a size such as 512M or 2G, got {text!r}")
+    return int(float(match.group(1)) * 1024 ** " kmg".index(match.group(2).lower() or " "))
 
 
 def _output_path(path: str | None) -> str | None:
@@ -324,6 +381,7 @@ def _add_show(commands: Any) -> None:
     show = commands.add_parser("show", help="print a saved log", description="Print a log saved with --json.")
     show.add_argument("log", metavar="LOG", help="a log saved with rngtrace run --json or Trace.save()")
     show.add_argument("--html", metavar="PATH", help="write it as an HTML report instead")
+    _add_max_log_size(show)
     show.set_defaults(handler=show_command)
 
 
@@ -334,4 +392,11 @@ def _add_diff(commands: Any) -> None:
                     "Exit status 0: they drew the same; 1: they differ.")
     diff.add_argument("a", metavar="A", help="the first log")
     diff.add_argument("b", metavar="B", help="the second log")
+    _add_max_log_size(diff)
     diff.set_defaults(handler=diff_command)
+
+
+def _add_max_log_size(command: Any) -> None:
+    command.add_argument("--max-log-size", type=_size, default=MAX_LOG_SIZE, metavar="SIZE",
+                         help=f"refuse a log larger than this (default {size_words(MAX_LOG_SIZE)}; "
+                              "e.g. 1G to read a bigger one)")

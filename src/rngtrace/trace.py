@@ -83,6 +83,10 @@ class Window:
         return f"between {start} and {end}" + (f": {self.note}" if self.note else "")
 
 
+def _parent_pid(pid: int) -> int:
+    return os.getppid() if pid == os.getpid() else 0
+
+
 def _place(index: int, frame: Frame | None) -> str:
     return f"#{index} ({frame})" if frame is not None else f"#{index}"
 
@@ -126,6 +130,35 @@ class Statistic:
         return self.stack[0] if self.stack else None
 
 
+@dataclass(frozen=True)
+class Process:
+    """One process a trace saw: the one that traced, and each child whose events were merged in."""
+
+    pid: int
+    ppid: int
+    #: how it started: "traced" (the process that ran the block), "fork", "spawn", ...
+    start: str
+    #: what it was, where a library says so ("DataLoader worker 1", "pool worker"), else None
+    role: str | None
+    #: how it ended: "normal", "exit code N", "killed by signal N", "ended abruptly"; None while running
+    exit: str | None
+    #: its events, dropped ones included
+    events: int
+
+
+@dataclass(frozen=True)
+class Finding:
+    """A conclusion drawn from the events: what made the run irreproducible, and what to change."""
+
+    kind: str
+    stream: str
+    pids: tuple[int, ...]
+    message: str
+    #: indexes into ``trace.events`` of the events it rests on
+    events: tuple[int, ...]
+    fix: str = ""
+
+
 # Raw event: (stream, kind, api, count, stack_id, thread_ident, detail). An unattributed
 # move's stack_id is NO_STACK and its detail (note, stack id of the call that noticed it);
 # the window's other end, the stream's previous event, is found in the order when read.
@@ -153,20 +186,26 @@ def _used_stacks(raws: Iterable[RawEvent]) -> set[int]:
 
 
 def _build_events(raws: list[RawEvent], stacks: dict[int, tuple[Frame, ...]], threads: dict[int, str],
-                  pid: int) -> list[Event]:
-    """Events from raw tuples; each unattributed move gets its window, from the order around it."""
-    windows = _windows(raws, stacks)
+                  pid: int, pids: dict[int, int] | None = None) -> list[Event]:
+    """Events from raw tuples; each unattributed move gets its window, from the order around it.
+
+    ``pids``: thread key -> pid for the threads of merged child processes (the rest are ``pid``'s).
+    """
+    pids = pids or {}
+    windows = _windows(raws, stacks, pids)
     events = []
     for i, (s, k, a, c, sid, t, d) in enumerate(raws):
         window = windows.get(i)
+        p = pids.get(t, pid)
         if window is not None:
-            events.append(Event(i, s, k, a, c, (), threads.get(t, str(t)), pid, str(window), window))
+            events.append(Event(i, s, k, a, c, (), threads.get(t, str(t)), p, str(window), window))
         else:
-            events.append(Event(i, s, k, a, c, stacks.get(sid, ()), threads.get(t, str(t)), pid, d))
+            events.append(Event(i, s, k, a, c, stacks.get(sid, ()), threads.get(t, str(t)), p, d))
     return events
 
 
-def _windows(raws: list[RawEvent], stacks: dict[int, tuple[Frame, ...]]) -> dict[int, Window]:
+def _windows(raws: list[RawEvent], stacks: dict[int, tuple[Frame, ...]],
+             pids: dict[int, int] | None = None) -> dict[int, Window]:
     """raw index -> Window, for every unattributed move in ``raws``.
 
     A window opens at the last event of the move's stream before it (a seed of its
@@ -183,10 +222,12 @@ def _windows(raws: list[RawEvent], stacks: dict[int, tuple[Frame, ...]]) -> dict
     lines: list[Frame | None] = []  # per index: the line that stands for that event in a later window
     for i, raw in enumerate(raws):
         stream, kind, thread = raw[0], raw[1], raw[5]
+        if pids and thread in pids:
+            stream = (pids[thread], stream)  # a child's stream moves apart from the parent's
         if kind == UNATTRIBUTED:
             note, noticed = _moved_parts(raw)
             frames = stacks.get(noticed, ())
-            base = stream.split(".", 1)[0]
+            base = _base_of(stream)
             after = max(last.get(stream, -1), last_seed.get(base, -1) if base != stream else -1)
             found[i] = [after, lines[after] if after >= 0 else None, frames, note, None]
             waiting.setdefault(thread, []).append(i)
@@ -197,13 +238,20 @@ def _windows(raws: list[RawEvent], stacks: dict[int, tuple[Frame, ...]]) -> dict
                 if frames and found[j][2] == frames:
                     found[j][4] = i
             if kind == SEED:
-                last_seed[stream] = i
+                last_seed[stream] = i  # type: ignore[index]
         lines.append(frames[0] if frames else None)
         last[stream] = i
     return {
         i: Window(after if after >= 0 else None, line, noticed_by, frames, note)
         for i, (after, line, frames, note, noticed_by) in found.items()
     }
+
+
+def _base_of(stream: Any) -> Any:
+    """The library stream of a (sub-)stream name, or of a (pid, name) pair."""
+    if stream.__class__ is tuple:
+        return (stream[0], stream[1].split(".", 1)[0])
+    return stream.split(".", 1)[0]
 
 
 class Trace:
@@ -233,6 +281,13 @@ class Trace:
         self._finished = False
         # While recording: the hub's (resolve_stack, thread_names), to read events mid-block.
         self._live: tuple | None = None
+        # Child processes merged in (see _merge): their threads' pids, their stacks (ids below
+        # NO_STACK, already resolved), the processes themselves, and where each process's
+        # streams started anew: (pid, sub-stream, state digest, why, index of the next event).
+        self._pids: dict[int, int] = {}
+        self._child_stacks: dict[int, tuple[Frame, ...]] = {}
+        self._children: list[Process] = []
+        self._origins: list[tuple[int, str, str, str, int]] = []
 
     # -- hot path ---------------------------------------------------------
     def _add(self, raw: RawEvent) -> None:
@@ -277,7 +332,7 @@ class Trace:
         if not self._finished and self._live is not None:
             return self._snapshot()
         if self._events is None:
-            self._events = _build_events(self._raw, self._resolved(), self._threads, self.pid)
+            self._events = _build_events(self._raw, self._resolved(), self._threads, self.pid, self._pids)
         return self._events
 
     def _resolved(self) -> dict[int, tuple[Frame, ...]]:
@@ -286,7 +341,9 @@ class Trace:
         if resolve is not None:
             used = _used_stacks(self._raw)
             used.update(key[3] for key in self._overflow)
+            used.difference_update(self._child_stacks)
             self._stacks = {sid: resolve(sid, self.depth) for sid in used}
+            self._stacks.update(self._child_stacks)
             self._unresolved = None
         return self._stacks
 
@@ -296,7 +353,7 @@ class Trace:
             return self._resolved()
         resolve = self._live[0]
         used = _used_stacks(list(self._raw)) | {key[3] for key in list(self._overflow)}
-        return {sid: resolve(sid, self.depth) for sid in used}
+        return {sid: resolve(sid, self.depth) for sid in used if sid >= 0}
 
     def _snapshot(self) -> list[Event]:
         """Events so far, resolved now: the block is still recording."""
@@ -304,6 +361,27 @@ class Trace:
         raws = list(self._raw)
         stacks = self._stack_map()
         return _build_events(raws, stacks, names, self.pid)
+
+    @property
+    def processes(self) -> list[Process]:
+        """Every process seen: the one that traced first, then each child merged in."""
+        mine = len(self) - sum(child.events for child in self._children)
+        here = Process(self.pid, _parent_pid(self.pid), "traced", None, None, mine)
+        return [here, *self._children]
+
+    @property
+    def findings(self) -> list[Finding]:
+        """What the events show went wrong between processes (``duplicate``: two drew the same numbers)."""
+        from ._merge import duplicates
+
+        return duplicates(self)
+
+    def _merge_child(self, log: Any) -> None:
+        """Add a child process's spooled events (``_processes.ChildLog``), keeping its pid."""
+        from ._merge import merge_child
+
+        merge_child(self, log)
+        self._events = None
 
     @property
     def draws(self) -> list[Event]:
@@ -384,29 +462,33 @@ class Trace:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Trace:
-        """Rebuild a finished Trace from ``to_dict()`` output."""
-        if not isinstance(data, dict) or data.get("format") != FORMAT:
-            raise ValueError("not an rngtrace log: expected a dict with \"format\": \"rngtrace\"")
-        version = data.get("version")
-        if not isinstance(version, int) or version > FORMAT_VERSION:
-            raise ValueError(
-                f"rngtrace log version {version!r} is newer than this rngtrace reads "
-                f"({FORMAT_VERSION}); upgrade rngtrace"
-            )
+        """Rebuild a finished Trace from ``to_dict()`` output; raise ``LogError`` naming the first bad field."""
+        from ._logfile import LogDamage, check
+
         try:
-            trace = cls(data["streams"], data["depth"], data["max_events"])
-            trace.pid = data["pid"]
-            trace.dropped = data["dropped"]
-            trace.notes = list(data.get("notes", []))
-            trace._stacks = {
-                i: tuple(Frame(f, int(ln), fn) for f, ln, fn in stack)
-                for i, stack in enumerate(data["stacks"])
-            }
-            trace._threads = {int(k): v for k, v in data["threads"].items()}
-            trace._raw = [_loaded_event(e, len(trace._stacks)) for e in data["events"]]
-            trace._overflow = {(s, k, a, sid): [calls, values] for s, k, a, sid, calls, values in data["overflow"]}
-        except (KeyError, TypeError, ValueError) as exc:
-            raise ValueError(f"truncated or damaged rngtrace log ({exc!r}); record it again") from None
+            version = _newer_version(data)
+        except LogError:
+            raise LogError("not an rngtrace log: expected a dict with \"format\": \"rngtrace\"") from None
+        if version is not None:
+            raise LogError(f"rngtrace log version {version} is newer than this rngtrace reads ({FORMAT_VERSION}); "
+                           "upgrade rngtrace")
+        try:
+            fields = check(data)
+        except LogDamage as damage:
+            raise LogError(f"truncated or damaged rngtrace log ({damage}); record it again") from None
+        return cls._from_fields(fields)
+
+    @classmethod
+    def _from_fields(cls, fields: Any) -> Trace:
+        """A finished Trace holding a log's checked fields (``_logfile.Fields``)."""
+        trace = cls(fields.streams, fields.depth, fields.max_events)
+        trace.pid = fields.pid
+        trace.dropped = fields.dropped
+        trace.notes = fields.notes
+        trace._stacks = fields.stacks
+        trace._threads = fields.threads
+        trace._raw = fields.raw
+        trace._overflow = fields.overflow
         trace._finished = True
         return trace
 
@@ -414,32 +496,33 @@ class Trace:
         """Write the trace to ``path`` as a JSON log that ``Trace.load`` reads back."""
         if self._live is not None and not self._finished:
             raise RuntimeError("this trace is still recording; save it after its block ends")
-        with open(path, "w", encoding="utf-8") as out:
+        # backslashreplace: a lone surrogate (a file name that is not UTF-8) is written as its JSON escape.
+        with open(path, "w", encoding="utf-8", errors="backslashreplace") as out:
             out.write(_dumps(self.to_dict()))
 
     @classmethod
-    def load(cls, path: str | os.PathLike[str]) -> Trace:
-        """Read a log written by ``save``; raise ``LogError`` saying what to do if it cannot."""
+    def load(cls, path: str | os.PathLike[str], *, max_size: int | None = None) -> Trace:
+        """Read a log written by ``save``; raise ``LogError`` saying what to do if it cannot.
+
+        Every field is checked, so a loaded trace renders without error. A file larger
+        than ``max_size`` bytes (default 256 MiB) is refused before it is read.
+        """
+        from ._logfile import MAX_LOG_SIZE, PASS_A_LOG, LogDamage, check, read
+
         name = repr(os.fspath(path))
-        data = _read_json(path, name)
-        if not isinstance(data, dict) or data.get("format") != FORMAT:
-            raise LogError(f"{name} is not an rngtrace log (no \"format\": \"rngtrace\"); {_PASS_A_LOG}")
-        version = data.get("version")
-        if isinstance(version, int) and not isinstance(version, bool) and version > FORMAT_VERSION:
-            raise LogError(
-                f"{name} was written by a newer rngtrace (log format version {version}, this one reads "
-                f"up to {FORMAT_VERSION}); upgrade rngtrace: pip install -U rngtrace"
-            )
-        why = _damage(data)
-        if why is None:
-            try:
-                trace = cls.from_dict(data)
-                trace.statistics()  # resolve now, so a damaged log fails here, not in a renderer
-                _ = trace.events
-                return trace
-            except (LookupError, TypeError, ValueError) as exc:
-                why = f"{type(exc).__name__}: {exc}"
-        raise LogError(f"{name} is a truncated or damaged rngtrace log ({why}); record it again")
+        data = read(path, name, MAX_LOG_SIZE if max_size is None else max_size)
+        try:
+            version = _newer_version(data)
+        except LogError:
+            raise LogError(f"{name} is not an rngtrace log (no \"format\": \"rngtrace\"); {PASS_A_LOG}") from None
+        if version is not None:
+            raise LogError(f"{name} was written by a newer rngtrace (log format version {version}, this one reads "
+                           f"up to {FORMAT_VERSION}); upgrade rngtrace: pip install -U rngtrace")
+        try:
+            fields = check(data)
+        except LogDamage as damage:
+            raise LogError(f"{name} is a truncated or damaged rngtrace log ({damage}); record it again") from None
+        return cls._from_fields(fields)
 
     def __repr__(self) -> str:
         counts = ", ".join(f"{s} {k}: {n}" for (s, k), n in sorted(self.counts().items()))
@@ -462,24 +545,6 @@ def _saved_event(raw: RawEvent, index: dict[int, int]) -> list[Any]:
     return [s, k, a, c, index.get(sid, -1), t, d]
 
 
-def _loaded_event(row: list[Any], stacks: int) -> RawEvent:
-    """A raw event from a JSON row; an unattributed move's stack and note are checked, as a renderer reads them."""
-    raw = tuple(row)
-    if len(raw) != 7:
-        raise ValueError(f"an event has {len(raw)} fields, not 7")
-    if raw[1] != UNATTRIBUTED:
-        return raw
-    s, k, a, c, sid, t, note = raw
-    if sid.__class__ is not int or not -1 <= sid < stacks:
-        raise ValueError(f"an unattributed event's stack {sid!r} is not -1 or an index into the {stacks} stacks")
-    if note is not None and not isinstance(note, str):
-        raise ValueError(f"an unattributed event's detail {note!r} is not a string or null")
-    return (s, k, a, c, NO_STACK, t, (note, sid))
-
-_PASS_A_LOG = "pass a file written by `rngtrace run --json` or Trace.save()"
-_FIELDS = ("version", "pid", "streams", "depth", "max_events", "dropped", "stacks", "threads", "events", "overflow")
-
-
 def _dumps(data: dict[str, Any]) -> str:
     """JSON with one top-level field, event or stack a line: small, and readable in a diff."""
     lines = []
@@ -493,42 +558,9 @@ def _dumps(data: dict[str, Any]) -> str:
     return "{\n" + ",\n".join(lines) + "\n}\n"
 
 
-def _read_json(path: str | os.PathLike[str], name: str) -> Any:
-    """The parsed contents of ``path``, or a LogError saying why there are none."""
-    try:
-        with open(path, encoding="utf-8") as src:
-            text = src.read()
-    except FileNotFoundError:
-        raise LogError(f"no such file: {name}; check the path") from None
-    except IsADirectoryError:
-        raise LogError(f"{name} is a directory; {_PASS_A_LOG}") from None
-    except UnicodeDecodeError:
-        raise LogError(f"{name} is not JSON (not UTF-8 text); {_PASS_A_LOG}") from None
-    except OSError as exc:
-        raise LogError(f"cannot read {name} ({exc.strerror}); check its permissions") from None
-    if not text.strip():
-        raise LogError(f"{name} is empty; record the log again")
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        where = f"{exc.msg} at line {exc.lineno} column {exc.colno}"
-        if text.lstrip().startswith("{") and f'"{FORMAT}"' in text[:200]:
-            raise LogError(f"{name} is a truncated or damaged rngtrace log ({where}); record it again") from None
-        raise LogError(f"{name} is not JSON ({where}); {_PASS_A_LOG}") from None
-
-
-def _damage(data: dict[str, Any]) -> str | None:
-    """What is wrong with the shape of a log's fields, or None."""
-    missing = [key for key in _FIELDS if key not in data]
-    if missing:
-        return "no " + ", ".join(repr(key) for key in missing) + " field" + ("s" if len(missing) > 1 else "")
-    version = data["version"]
-    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
-        return f"version {version!r} is not a positive int"
-    for key in ("stacks", "events", "overflow"):
-        if not isinstance(data[key], list) or not all(isinstance(row, list) for row in data[key]):
-            return f"{key!r} is not a list of lists"
-    bad = next((row for row in data["events"] if len(row) != 7), None)
-    if bad is not None:
-        return f"an event has {len(bad)} fields, not 7"
-    return None
+def _newer_version(data: Any) -> int | None:
+    """The version of a log too new for this rngtrace, or None; LogError when ``data`` is no rngtrace log."""
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        raise LogError("not an rngtrace log")
+    version = data.get("version")
+    return version if version.__class__ is int and version > FORMAT_VERSION else None
