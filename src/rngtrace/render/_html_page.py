@@ -2,7 +2,9 @@
 
 Kept apart from html.py so the renderer reads as Python. The script only ever
 sets ``textContent`` and properties, never ``innerHTML``: every name it shows
-comes from the trace, and a frame named ``<lambda>`` must stay text.
+comes from the trace, and a frame named ``<lambda>`` must stay text. The page's
+Content-Security-Policy runs only this style and script, so the markup carries
+no ``on...=`` handlers (the script adds listeners) and no ``style=`` attributes.
 """
 
 from __future__ import annotations
