@@ -198,9 +198,11 @@ def _rows(text: str, pos: int, scan: Any, key: str) -> tuple[list[Any], int]:
             if row.__class__ is list:
                 if len(row) == 7:
                     s, k, a, c, sid, t, d = row
-                    try:
+                    # Only a str or an int is shared: True == 1 == 1.0, and a bool must stay a bool to be refused.
+                    if s.__class__ is str and k.__class__ is str and a.__class__ is str \
+                            and sid.__class__ is int and t.__class__ is int:
                         row = (share(s, s), share(k, k), share(a, a), c, share(sid, sid), share(t, t), d)
-                    except TypeError:  # an unhashable value, refused later when the rows are checked in order
+                    else:
                         row = tuple(row)
                 else:
                     row = tuple(row)
