@@ -105,8 +105,8 @@ def _read_text(path: str | os.PathLike[str], name: str, max_size: int) -> str:
             raise LogError(f"{name} is {_file_kind(info.st_mode)}, not a regular file; {PASS_A_LOG}")
         if info.st_size > max_size:
             raise LogError(_too_big(name, f"is {size_words(info.st_size)}", max_size, info.st_size))
-        with open(fd, "rb", closefd=False) as src:
-            data = src.read(max_size + 1)  # a file that grew since fstat is cut here, then refused
+        with open(fd, "rb", buffering=0, closefd=False) as src:
+            data = _read_at_most(src, max_size + 1, info.st_size)
     except OSError as exc:
         raise LogError(f"cannot read {name} ({exc.strerror}); check its permissions") from None
     finally:
@@ -117,6 +117,22 @@ def _read_text(path: str | os.PathLike[str], name: str, max_size: int) -> str:
         return data.decode("utf-8")
     except UnicodeDecodeError:
         raise LogError(f"{name} is not JSON (not UTF-8 text); {PASS_A_LOG}") from None
+
+
+def _read_at_most(src: Any, limit: int, expected: int) -> bytes:
+    """Up to ``limit`` bytes of ``src``: what fstat said it holds first (read(n) allocates n bytes at once),
+    then in chunks, for a file that grew since or does not know its size (/proc)."""
+    chunks = []
+    total = 0
+    want = min(expected + 1, limit)
+    while total < limit:
+        chunk = src.read(want)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        total += len(chunk)
+        want = min(1 << 20, limit - total)
+    return b"".join(chunks)
 
 
 def _too_big(name: str, what: str, limit: int, size: int) -> str:
@@ -168,7 +184,7 @@ def _parse(text: str) -> Any:
         if key in _ROWS and text[pos:pos + 1] == "[":
             data[key], pos = _rows(text, pos, scan, key)
         else:
-            data[key], pos = _value(text, pos, scan, repr(key))
+            data[key], pos = _value(text, pos, scan, key if key in _REQUIRED or key == "notes" else _shown(key))
         pos = _skip(text, pos)
         if text[pos:pos + 1] == "}":
             return _end(text, data, pos + 1)
@@ -230,11 +246,11 @@ def _value(text: str, pos: int, scan: Any, where: str) -> tuple[Any, int]:
     except StopIteration as stop:
         raise json.JSONDecodeError("Expecting value", text, stop.value) from None
     except RecursionError:
-        raise LogDamage(f"{where} is nested too deeply to read") from None
+        raise LogDamage(f"{where}: nested too deeply to read") from None
     except json.JSONDecodeError:
         raise
     except ValueError:  # a number past the digit limit (Python's own, or _bounded_int's)
-        raise LogDamage(f"{where} holds a number with more than {_MAX_DIGITS} digits") from None
+        raise LogDamage(f"{where}: a number with more than {_MAX_DIGITS} digits") from None
 
 
 def _skip(text: str, pos: int) -> int:
@@ -288,9 +304,20 @@ def _text(value: Any, where: str) -> str:
     if value.__class__ is not str:
         raise LogDamage(f"{where}: expected a string, got {_shown(value)}")
     if not value.isascii() and _SURROGATE.search(value):
-        # A file name that was not UTF-8 is saved this way; printing it must not fail, so it reads as Python shows it.
-        return value.encode("utf-8", "backslashreplace").decode("utf-8")
+        return _escaped_surrogates(value)
     return value
+
+
+def _escaped_surrogates(text: str) -> str:
+    """``text`` with its lone surrogates as escapes: a byte that was not UTF-8 as ``\\xe9``, others as ``\\ud800``.
+
+    A file name that was not UTF-8 reaches a log this way (os.fsdecode keeps its bytes
+    as surrogates); no encoder can print one, so it reads as the bytes it stands for.
+    """
+    try:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:  # a surrogate that stands for no byte
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def _texts(value: Any, where: str) -> list[str]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import importlib.util
 import os
 import re
@@ -344,6 +345,7 @@ def _whole(least: int) -> Callable[[str], int]:
     return parse
 
 
+@functools.lru_cache(maxsize=1)  # built once per process: main() called in a loop (tests, tools) pays it once
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(prog=PROG, description="Find the code that draws from or reseeds your global random streams.")
     parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
