@@ -7,12 +7,13 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import sysconfig
 
 import pytest
 from literal_traces import build, ev
 
-from rngtrace import Trace, cli
+from rngtrace import Trace, cli, rng_trace
 from rngtrace.diff import compare
 from rngtrace.render import html, render_diff
 from rngtrace.render.base import printable
@@ -32,7 +33,6 @@ PAYLOADS = {
     "DEL": ("\x7f", r"\x7f"),
     "bidi override": ("\u202egnp.", r"\u202egnp."),
     "bidi isolate": ("\u2066x\u2069", r"\u2066x\u2069"),
-    "lone surrogate": ("\udcff", r"\udcff"),
 }
 # Any of these left in the output reaches the terminal raw; "\n" is the log's own line break.
 RAW = re.compile(r"[\x00-\x09\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069\ud800-\udfff]")
@@ -124,6 +124,29 @@ def test_show_and_diff_commands_print_a_crafted_logs_names_escaped(here, tmp_pat
         assert out.count(shown) >= 2, field  # in the log and in the comparison
 
 
+def surrogate_trace(here) -> Trace:
+    """A real trace of a draw from a file and function whose names hold lone surrogates.
+
+    That is how a file name that is not UTF-8 reaches Python (os.fsdecode keeps its bytes as
+    surrogates); a log on disk never holds one raw, as the loader escapes them.
+    """
+    namespace: dict = {}
+    exec(compile("import random\ndef draw():\n    random.random()\n", here("caf\udce9.py"), "exec"), namespace)
+    draw = namespace["draw"]
+    names = {"co_name": "dr\udcffaw"} | ({"co_qualname": "dr\udcffaw"} if sys.version_info >= (3, 11) else {})
+    draw.__code__ = draw.__code__.replace(**names)
+    with rng_trace(print=False, streams=["random"]) as trace:
+        draw()
+    assert trace.events[0].frame.filename.endswith("caf\udce9.py")
+    return trace
+
+
+def test_lone_surrogates_are_shown_escaped_so_the_log_can_be_printed(here):
+    trace = surrogate_trace(here)
+    assert_safe(render(trace), r"caf\udce9.py:3 in dr\udcffaw")
+    assert_safe(render_diff(compare(trace, lean(here))), r"caf\udce9.py:3 in dr\udcffaw")
+
+
 def test_escaped_names_keep_the_columns_aligned(here):
     trace = hostile_trace(here, "api", "\x1b[2K")
     lines = render(trace).split("\n\n")[0].splitlines()[1:4]
@@ -183,12 +206,14 @@ def test_every_field_of_a_hostile_log_reaches_the_page_as_text(here):
 
 
 def test_lone_surrogates_and_control_characters_are_shown_escaped_in_the_page(here):
-    trace = build(ev("numpy", "draw", "numpy.random.rand\udcff\x1b[2K", 1, (here("t.py"), 1, "f\u202e")),
+    page = html.render(surrogate_trace(here))
+    page.encode("utf-8")  # the report can be written
+    assert r"caf\udce9.py:3 in dr\udcffaw" in page
+    trace = build(ev("numpy", "draw", "numpy.random.rand\x1b[2K", 1, (here("t.py"), 1, "f\u202e")),
                   notes=("bell\x07",))
     page = html.render(trace)
-    page.encode("utf-8")  # the report can be written
     assert not RAW.search(page.replace("\n", ""))
-    assert r"numpy.random.rand\udcff\x1b[2K" in page and r"bell\x07" in page and r"f\u202e" in page
+    assert r"numpy.random.rand\x1b[2K" in page and r"bell\x07" in page and r"f\u202e" in page
 
 
 def chromium(profile, page) -> str:
