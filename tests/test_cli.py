@@ -285,3 +285,100 @@ def test_the_rngtrace_command_is_the_same_program():
         pytest.skip("the rngtrace console script is not installed next to this python")
     done = subprocess.run([str(command), "--version"], check=False, capture_output=True, text=True, timeout=60)
     assert (done.returncode, done.stdout) == (0, "rngtrace 0.1.0\n")
+
+
+# -- logs that are not files, or too big: one line, exit 2, nothing read --------------
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/zero"), reason="no /dev/zero here")
+def test_show_refuses_a_device_in_one_line_without_reading_it(tmp_path):
+    done = rngtrace("show", "/dev/zero", cwd=tmp_path)
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == ("rngtrace: error: '/dev/zero' is a character device, not a regular file; "
+                           "pass a file written by `rngtrace run --json` or Trace.save()\n")
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
+def test_show_and_diff_refuse_a_fifo_at_once_rather_than_wait_for_a_writer(tmp_path):
+    os.mkfifo(tmp_path / "pipe")
+    for args in (("show", "pipe"), ("diff", "pipe", "pipe")):
+        done = rngtrace(*args, cwd=tmp_path)  # before: blocked in open() until the 120 s timeout
+        assert (done.returncode, done.stdout) == (2, "")
+        assert done.stderr.startswith("rngtrace: error: 'pipe' is a named pipe, not a regular file; ")
+
+
+def test_max_log_size_reads_a_log_the_default_limit_refuses(draws):
+    rngtrace("run", "--quiet", "--json", "run.json", "draws.py", cwd=draws.parent)
+    refused = rngtrace("show", "run.json", "--max-log-size", "200", cwd=draws.parent)
+    assert refused.returncode == 2
+    assert refused.stderr.startswith("rngtrace: error: 'run.json' is ")
+    assert "more than the 200 bytes a log may have; to read it, raise the limit: rngtrace show/diff " \
+           "--max-log-size 1M" in refused.stderr
+    assert rngtrace("show", "run.json", "--max-log-size", "1M", cwd=draws.parent).returncode == 0
+
+
+# -- rngtrace run: forked children, and the program's exit status ---------------------
+
+FORKS = """\
+import os
+import random
+import sys
+import time
+
+random.random()
+if os.fork() == 0:
+    for _ in range(3):
+        random.random()
+    time.sleep(0.5)  # the parent reports first: a child reporting after it would overwrite its files
+    sys.exit(0)
+random.random()
+print("parent done")
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no os.fork here")
+def test_a_forked_child_that_exits_with_sys_exit_prints_no_log_and_writes_no_file(tmp_path):
+    write(tmp_path / "forks.py", FORKS)
+    done = rngtrace("run", "--json", "log.json", "--html", "log.html", "forks.py", cwd=tmp_path)
+    assert (done.returncode, done.stdout) == (0, "parent done\n"), done.stderr
+    assert done.stderr.count("rngtrace: ") == 3, done.stderr  # one log and two "saved to" lines: the parent's
+    assert done.stderr.startswith("rngtrace: 2 events")
+    saved = json.loads((tmp_path / "log.json").read_text(encoding="utf-8"))
+    assert len(saved["events"]) == 2 and saved["pid"] != 0  # the parent's trace, not the child's four events
+
+
+@pytest.mark.skipif(sys.platform in ("win32", "darwin"), reason="file names must be bytes, not UTF-8, here")
+def test_a_script_whose_name_is_not_utf8_keeps_its_status_and_its_log_reads_back(tmp_path):
+    name = b"caf\xe9.py"
+    (tmp_path / os.fsdecode(name)).write_text("import random\nrandom.random()\n", encoding="utf-8")
+    env = {**os.environ, "PYTHONIOENCODING": "utf-8",
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(SRC), os.environ.get("PYTHONPATH")]))}
+    done = subprocess.run([sys.executable, "-m", "rngtrace", "run", "--json", "log.json", "--html", "log.html", name],
+                          cwd=tmp_path, env=env, capture_output=True, timeout=120, check=False)
+    stderr = done.stderr.decode("utf-8", "backslashreplace")
+    assert done.returncode == 0, stderr  # was 1, after a UnicodeEncodeError traceback
+    assert stderr.endswith("rngtrace: log saved to log.json\nrngtrace: HTML report saved to log.html\n")
+    shown = rngtrace("show", "log.json", cwd=tmp_path)
+    assert shown.returncode == 0 and "caf\\xe9.py:2 in <module>" in shown.stdout, shown.stderr
+
+
+def test_a_program_that_closes_its_stdout_exits_0_as_it_does_alone(tmp_path):
+    write(tmp_path / "closes.py", "import random\nimport sys\nrandom.random()\nsys.stdout.close()\n")
+    alone = subprocess.run([sys.executable, "closes.py"], cwd=tmp_path, capture_output=True, timeout=60, check=False)
+    done = rngtrace("run", "closes.py", cwd=tmp_path)
+    assert alone.returncode == done.returncode == 0, done.stderr  # was 1 under rngtrace run
+    assert done.stderr.startswith("rngtrace: 1 event — random: 1 draw\n")
+
+
+def test_a_program_that_closes_its_stderr_keeps_its_exit_status(tmp_path):
+    write(tmp_path / "closes.py", "import random\nimport sys\nrandom.random()\nsys.stderr.close()\nsys.exit(3)\n")
+    done = rngtrace("run", "closes.py", cwd=tmp_path)
+    assert done.returncode == 3  # was 1: writing the log raised ValueError
+
+
+def test_a_log_that_cannot_be_saved_is_one_line_and_the_programs_status_stays_its_own(tmp_path):
+    write(tmp_path / "out" / ".keep", "")
+    write(tmp_path / "prog.py", "import random, shutil\nrandom.random()\nshutil.rmtree('out')\n")
+    done = rngtrace("run", "--quiet", "--json", "out/log.json", "prog.py", cwd=tmp_path)
+    assert done.returncode == 0  # was 2
+    assert done.stderr == "rngtrace: error: cannot write 'out/log.json' (No such file or directory); check the path\n"
