@@ -29,6 +29,7 @@ _KIND_WORDS = {SEED: ("seed", "seeds"), DRAW: ("draw", "draws"), UNATTRIBUTED: (
 # moves, line erases, OSC 52 clipboard writes), line and paragraph separators, bidi marks, overrides
 # and isolates (they reorder what is shown), and lone surrogates (no encoder can write them).
 _UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069\ud800-\udfff]")
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
 _SHORT_ESCAPES = {"\t": "\\t", "\n": "\\n", "\r": "\\r"}
 
 
@@ -39,7 +40,18 @@ def _escaped(match: re.Match) -> str:
 
 
 def printable(text: str) -> str:
-    """``text`` with control, bidi and surrogate characters written as Python escapes (``\\x1b``, ``\\u202e``)."""
+    """``text`` with control and bidi characters written as Python escapes (``\\x1b``, ``\\u202e``).
+
+    A lone surrogate reads as the byte it stands for (``\\xe9``: a file name that was not UTF-8),
+    or else as ``\\ud800``, as Trace.load writes them, so a live trace prints as its saved log does.
+    """
+    if not _UNPRINTABLE.search(text):
+        return text
+    if _SURROGATE.search(text):
+        try:
+            text = text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+        except UnicodeEncodeError:  # a surrogate that stands for no byte
+            text = text.encode("utf-8", "backslashreplace").decode("utf-8")
     return _UNPRINTABLE.sub(_escaped, text)
 
 
