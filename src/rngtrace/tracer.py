@@ -11,7 +11,9 @@ from typing import IO, Any, AsyncGenerator, Callable, Coroutine, Generator, Iter
 
 import wrapt
 
+from . import _logdir
 from ._hub import HUB, validate_on_draw, validate_streams
+from ._paths import current_dir
 from .trace import Trace
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -27,10 +29,15 @@ class Options:
     print: bool = True
     file: Optional[IO[str]] = None
     max_events: int = 100_000
+    #: a folder to save each block's trace in, one log per process and block (see ``_logdir``)
+    log_dir: Optional[str | os.PathLike[str]] = None
 
     def __post_init__(self) -> None:
         # Frozen, so normalised here, once: every trace started from these options can trust them.
         object.__setattr__(self, "streams", validate_streams(self.streams))
+        if self.log_dir is not None:
+            # Absolute now: the program may chdir before a block ends, and its logs must not move.
+            object.__setattr__(self, "log_dir", _folder(self.log_dir))
         validate_on_draw(self.on_draw)
         if not _is_int(self.depth) or self.depth < 1:
             raise ValueError(f"depth must be a positive int, got {self.depth!r}")
@@ -40,6 +47,26 @@ class Options:
 
 def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _folder(value: Any) -> str:
+    """``log_dir`` checked and made absolute."""
+    if not isinstance(value, (str, bytes, os.PathLike)):
+        raise TypeError(f"log_dir must be a folder path (str or os.PathLike), got {type(value).__name__}")
+    path = os.fspath(value)
+    if not isinstance(path, str):
+        raise TypeError("log_dir must be a str path, not bytes; pass os.fsdecode(path)")
+    if not path:
+        raise ValueError("log_dir is empty; give a folder such as 'rng-logs'")
+    if not os.path.isabs(path):
+        cwd = current_dir()
+        if not cwd:
+            raise ValueError(f"the working directory no longer exists; give an absolute log_dir, not {path!r}")
+        path = os.path.join(cwd, path)
+    path = os.path.normpath(path)
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise ValueError(f"log_dir {path!r} is a file; give a folder (it is created if missing)")
+    return path
 
 
 class RngTrace(Options):
@@ -70,6 +97,7 @@ class RngTrace(Options):
 
     # -- with ---------------------------------------------------------------
     def __enter__(self) -> Trace:
+        self._note_rank()
         trace = self._new_trace()
         session = HUB.start(trace, self.streams, self.on_draw)  # type: ignore[arg-type]
         self._open.append(session)
@@ -199,12 +227,23 @@ class RngTrace(Options):
         return Trace(self._sorted_streams, self.depth, self.max_events)
 
     def _start(self) -> Any:
+        self._note_rank()
         return HUB.start(self._new_trace(), self.streams, self.on_draw)  # type: ignore[arg-type]
+
+    def _note_rank(self) -> None:
+        if self.log_dir is not None:
+            # Asked at the start too: a block that ends after destroy_process_group() keeps its rank's name.
+            _logdir.current_rank()
 
     def _end(self, session: Any, frame: Any, raising: bool) -> None:
         trace = HUB.stop(session, frame)
         self._last[0] = trace
-        if self.print and len(trace) and trace.pid == os.getpid():
+        if trace.pid != os.getpid():
+            return  # a block entered before a fork: the parent saves and prints the whole of it
+        if self.log_dir is not None:
+            # Saved before printing, and empty blocks too: block k of every rank is compared with block k.
+            _logdir.save_block(trace, self.log_dir)  # type: ignore[arg-type]
+        if self.print and len(trace):
             self._print(trace, raising)
 
     def _print(self, trace: Trace, raising: bool) -> None:
@@ -253,7 +292,9 @@ def rng_trace(func: Optional[Callable] = None, /, **options: Any) -> Any:
     (first resume to finish) of a generator, coroutine or async generator.
     The draw log is printed to ``file`` (stderr) when something was
     recorded; ``tracer = rng_trace(print=False)`` then ``@tracer`` keeps the
-    latest call's Trace in ``tracer.last_trace``.
+    latest call's Trace in ``tracer.last_trace``. ``log_dir=DIR`` saves each
+    block's trace in DIR as ``rank-0.json`` (or ``pid-1234.json``, then
+    ``rank-0.2.json`` for a process's second block), for ``rngtrace ranks DIR``.
     """
     unknown = [name for name in options if name not in _OPTION_NAMES]
     if unknown:
