@@ -11,13 +11,14 @@ now" has one answer: ``HUB.hooked()``.
 
 from __future__ import annotations
 
+import itertools
 import os
 import sys
 import threading
 from types import FrameType
 from typing import Any, Callable, Optional
 
-from . import _catchall
+from . import _catchall, _processes
 from ._patches import ImportWatch, Patches
 from ._record import Recording
 from .sources import SOURCES, load_source
@@ -50,15 +51,23 @@ _call_locked = _speedups.call_locked if _speedups is not None else _call_with
 
 
 _ORDER: dict[frozenset, tuple[str, ...]] = {}
+_TOKENS = itertools.count(1)
 
 
 class _Session:
     """One active trace and what the hub needs to know about it."""
 
-    __slots__ = ("trace", "streams", "order", "on_draw", "start_states")
+    __slots__ = ("trace", "streams", "order", "on_draw", "start_states", "token", "tags", "origins")
 
-    def __init__(self, trace: Trace, streams: frozenset, on_draw: str) -> None:
+    def __init__(self, trace: Trace, streams: frozenset, on_draw: str, tags: tuple = ()) -> None:
         self.trace = trace
+        #: names this session in its children's spool files
+        self.token = next(_TOKENS)
+        #: the sessions a child's events are merged into: its own, or (in a child) its parent's
+        self.tags = tags or (self.token,)
+        #: (sub-stream, digest of its full state, why, index of the next event): where it starts
+        #: from anew, at a fork or a seed (two processes drawing from one digest draw alike)
+        self.origins: list[tuple[str, str, str, int]] = []
         self.streams = streams
         #: the streams in install order (sorted: the same order whichever trace installs them)
         self.order = _ORDER.get(streams) or _ORDER.setdefault(streams, tuple(sorted(streams)))
@@ -74,11 +83,18 @@ class Hub:
         self.rec = Recording()
         self.rec.on_unattributed = self._unattributed
         self.rec.on_pin = self._start_pinning
+        self.rec.on_seed = self._seeded
         self.patches = Patches()
         self.imports = ImportWatch()
         self._lock = threading.RLock()
         self._catchall: Optional[_catchall.CatchAll] = None
         self._fork_registered = False
+        #: the folder forked children spool their events to, while any trace records
+        self._spool = _processes.Spool()
+        #: in a forked child that records: what writes its events out
+        self._child: Optional[_processes.ChildWriter] = None
+        #: (sub-stream, digest) of each stream's state at the last fork under a trace
+        self._fork_digests: list[tuple[str, str]] = []
         #: streams whose library finished importing while another thread held the lock
         self._pending_imports: set[str] = set()
         #: (stream, id of a module's globals) -> those globals, already searched for references
@@ -117,7 +133,7 @@ class Hub:
     def _start(self, session: _Session) -> None:
         rec, trace = self.rec, session.trace
         if not self._fork_registered:
-            os.register_at_fork(after_in_child=self._after_fork_in_child)
+            os.register_at_fork(before=self._before_fork, after_in_child=self._after_fork_in_child)
             self._fork_registered = True
         try:
             sessions = self.active + (session,)
@@ -156,6 +172,9 @@ class Hub:
             finally:
                 trace = session.trace
                 trace._finish(trace._live[0] if trace._live else None, self.rec.thread_names)
+                trace._origins.extend((trace.pid, *origin) for origin in session.origins)
+                if self._spool.path is not None:
+                    self._merge_children(session)
                 if not self.active:
                     self.rec.new_table()  # after the trace took its thread names
 
@@ -373,19 +392,95 @@ class Hub:
             session.trace._add(rec.moved_event(stream, frame, note, session.trace.depth))
             rec.note_prebound(name, frame, [session.trace])
 
-    # -- fork ------------------------------------------------------------------
+    # -- child processes ---------------------------------------------------------
+    def _merge_children(self, session: _Session) -> None:
+        """Merge what the children forked under ``session`` spooled; the last trace removes the folder."""
+        try:
+            logs = self._spool.collect(session.token)
+            for log in logs:
+                session.trace._merge_child(log)
+        finally:
+            if not self.active:
+                self._spool.remove()
+
+    def _before_fork(self) -> None:
+        """In the parent, about to fork under a trace: make the spool folder, note where streams stand."""
+        sessions = self.active
+        if not sessions:
+            return
+        try:
+            self._spool.ensure()
+            digests = _processes.digests_now(self.rec)
+        except Exception:  # noqa: BLE001 (a fork must never fail for the tracer)
+            return
+        for session in sessions:
+            at = len(session.trace._raw)
+            session.origins.extend((stream, digest, "fork", at) for stream, digest in digests)
+        self._fork_digests = digests
+
+    def _seeded(self, stream: str) -> None:
+        """A recorded seed: where processes are traced, note the state each process starts from anew."""
+        if self._spool.path is None and self._child is None:
+            return  # no other process to compare with: no full-state read per seed
+        source = self.rec.sources.get(stream.split(".", 1)[0])
+        if source is None:
+            return
+        try:
+            digests = _processes.state_digests(source)
+        except Exception:  # noqa: BLE001
+            return
+        for session in self.active:
+            at = len(session.trace._raw)
+            session.origins.extend((sub, digest, "seed", at) for sub, digest in digests.items())
+
     def _after_fork_in_child(self) -> None:
-        # The child's copy of a trace is not the parent's: stop recording and take the
-        # hooks off, so the child runs untraced and unchanged. The parent's other threads
-        # are gone, and any lock one of them held would never be released: reset them all.
+        # The parent's other threads are gone, and any lock one of them held would never be
+        # released: reset them all. Under a trace the child goes on recording, into a trace of
+        # its own that its parent's merges (_processes); else it runs untraced and unchanged.
         self._lock._at_fork_reinit()  # type: ignore[attr-defined]
         self._pending_imports.clear()
         self.rec.after_fork()
-        self.rec.publish(())
+        parents, self._child = self.active, None
+        child = None
+        if parents and self._spool.path is not None:
+            try:
+                child = self._start_child(parents)
+            except Exception:  # noqa: BLE001 (a child the tracer cannot follow runs untraced)
+                child = None
+        if child is None:
+            self._spool.forget()
+        self.rec.publish((child,) if child is not None else ())
         try:
-            self._settle(())
+            self._settle(self.active)
         finally:
-            self.rec.new_table()
+            if child is None:
+                self.rec.new_table()
+
+    def _start_child(self, parents: tuple) -> _Session:
+        """A session of the child's own, recording what its parents recorded, spooled to their folder."""
+        streams = frozenset().union(*(s.streams for s in parents))
+        trace = Trace(sorted(streams), max(s.trace.depth for s in parents), max(s.trace.max_events for s in parents))
+        tags = tuple(sorted({tag for s in parents for tag in s.tags}))
+        session = _Session(trace, streams, "log", tags)
+        trace._live = (self.rec.stacks.resolve, self.rec.thread_names)
+        for name in streams:
+            source = self.rec.sources.get(name)
+            if source is not None:
+                # CPython reseeds `random` in every forked child (os.register_at_fork): the child
+                # starts from its state as it is now, not from the parent's last recorded call.
+                self.rec.reseeded(name)
+                session.start_states[name] = source.snapshot()
+        # Read here, not in the parent: `random` was just reseeded; the other streams are the parent's.
+        session.origins.extend((stream, digest, "fork", 0) for stream, digest in _processes.digests_now(self.rec))
+        self._child = _processes.ChildWriter(self, session, self._spool.path, tags)  # type: ignore[arg-type]
+        return session
+
+    def _end_child(self, session: _Session) -> None:
+        """The child's trace ends (it exits, or its parent's trace ended): the same end as a block's."""
+        if session not in self.active:
+            return
+        self._child = None
+        _call_locked(self._lock, self._stop, session, None)
 
 
 def _moved_since_recorded(fingerprint: Any) -> bool:

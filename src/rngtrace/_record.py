@@ -57,6 +57,8 @@ class Recording:
         self.on_unattributed: Optional[Callable[[str], None]] = None
         #: called with ``pinnable`` once a trace has drawn often enough to start pinning
         self.on_pin: Optional[Callable[[Any], None]] = None
+        #: called with a stream after a recorded seed (the hub notes where processes start anew)
+        self.on_seed: Optional[Callable[[str], None]] = None
         #: trace -> (stream, id of a module namespace) already searched for references bound before it
         self._searched: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
@@ -165,6 +167,14 @@ class Recording:
         fingerprint = self.fingerprint(stream)
         fingerprint.view = view = source.fingerprint() if source is not None else None
         fingerprint.last = view.value if view is not None else None
+
+    def seeded(self, stream: str) -> None:
+        """A seed was recorded on ``stream``: tell the hub (never failing the seed)."""
+        if self.on_seed is not None:
+            try:
+                self.on_seed(stream)
+            except Exception:  # noqa: BLE001
+                pass
 
     def rebase(self, stream: str) -> None:
         """Take the stream's current fingerprint as explained."""

@@ -8,6 +8,12 @@ import threading
 from typing import Any, Optional
 
 _THREAD_KEYS = itertools.count(1)
+
+
+def new_thread_key() -> int:
+    """A key no thread of this process has (a merged child's thread gets one too)."""
+    return next(_THREAD_KEYS)
+
 #: The most frames a thread's stack cache pins: past it the cache lets them all go,
 #: so memory stays bounded even where the Sweeper is stalled or gone.
 MAX_PINNED = 4096
@@ -33,7 +39,7 @@ class ThreadState:
 
     def __init__(self, ident: int) -> None:
         # Events name their thread by this key, unique per thread even where the OS reuses idents.
-        self.key = next(_THREAD_KEYS)
+        self.key = new_thread_key()
         # Inside a recorded call: the caller's frame (True where there is none), False otherwise.
         # Calls made from that frame (by C code) or by the library are part of the call.
         self.busy: Any = False

@@ -185,6 +185,7 @@ def recorder(
                     detail = seed_detail(args[1:] if owner is not None else args, kwargs)
                     record(where, SEED, api, None, frame, detail, st)
                     rec.reseeded(stream)
+                    rec.seeded(where)
             finally:
                 st.busy = was_busy
         return result

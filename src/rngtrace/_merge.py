@@ -1,0 +1,165 @@
+"""Child processes in a Trace: merging what a child spooled, and the ``duplicate`` finding.
+
+The data side of ``_processes``: a child's events arrive with their stacks
+already resolved into frames and their threads named; here they become raw
+events of the parent's trace, with stack ids below ``NO_STACK`` (so they never
+meet the stack table's) and thread keys of their own that map to the child's pid.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+from typing import Any, Optional
+
+from ._processes import FLUSH_INTERVAL
+from ._threads import new_thread_key
+from .trace import DRAW, NO_STACK, UNATTRIBUTED, Finding, Frame, Process, Trace
+
+FLUSH_MS = round(FLUSH_INTERVAL * 1000)
+#: the fix a duplicate finding names, per library
+_FIXES = {
+    "random": "seed each process from its id (random.seed(base + worker_id)) or give each its own "
+              "random.Random(seed + worker_id)",
+    "numpy": "seed each process from its id (np.random.seed(base + worker_id)) or draw from "
+             "np.random.default_rng(seed + worker_id) in each",
+    "torch": "seed each process from its id (torch.manual_seed(base + worker_id)) or pass each a "
+             "torch.Generator seeded from its id",
+}
+
+
+def merge_child(trace: Trace, log: Any) -> None:
+    """Append a child's spooled events to ``trace`` (``_processes.ChildLog``), keeping its pid."""
+    stacks: dict[int, int] = {}
+
+    def stack_of(local: Optional[int]) -> int:
+        if local is None or local < 0 or local not in log.stacks:
+            return NO_STACK
+        sid = stacks.get(local)
+        if sid is None:
+            sid = stacks[local] = NO_STACK - 1 - len(trace._child_stacks)
+            frames = tuple(Frame(str(f), int(line), str(fn)) for f, line, fn in log.stacks[local])
+            trace._child_stacks[sid] = frames
+            if trace._unresolved is None:  # its stacks were read already: add these
+                trace._stacks[sid] = frames
+        return sid
+
+    threads: dict[int, int] = {}
+
+    def thread_of(local: int) -> int:
+        key = threads.get(local)
+        if key is None:
+            key = threads[local] = new_thread_key()
+            trace._pids[key] = log.pid
+            trace._threads[key] = str(log.threads.get(local, f"thread-{local}"))
+        return key
+
+    placed: list[Optional[int]] = []  # child event index -> index in trace._raw (None: not kept)
+    for stream, kind, api, count, local_sid, thread, detail, noticed in log.events:
+        key = thread_of(thread)
+        if kind == UNATTRIBUTED:
+            raw = (stream, kind, api, count, NO_STACK, key, (detail, stack_of(noticed)))
+        else:
+            raw = (stream, kind, api, count, stack_of(local_sid), key, detail)
+        if len(trace._raw) < trace.max_events:
+            placed.append(len(trace._raw))
+            trace._raw.append(raw)
+        else:
+            placed.append(None)
+            _count_over(trace, (stream, kind, api, raw[4]), 1, count or 0)
+    for stream, kind, api, local_sid, calls, values in log.overflow:
+        _count_over(trace, (stream, kind, api, stack_of(local_sid)), calls, values)
+    end = len(trace._raw)
+    for stream, digest, why, at in log.origins:
+        # The first event at or after ``at`` that was kept, in the merged order.
+        merged = next((p for p in placed[at:] if p is not None), end)
+        trace._origins.append((log.pid, stream, digest, why, merged))
+    events = len(log.events) + sum(row[4] for row in log.overflow)
+    trace._children.append(Process(log.pid, log.ppid, log.start, log.role, log.exit, events))
+    if log.abrupt:
+        trace.notes.append(
+            f"process {log.pid} ended abruptly ({log.exit}) after spooling {events} event"
+            f"{'' if events == 1 else 's'}: what it drew in its last {FLUSH_MS} ms is not in this log"
+        )
+
+
+def _count_over(trace: Trace, key: tuple, calls: int, values: int) -> None:
+    trace.dropped += calls
+    slot = trace._overflow.get(key)
+    if slot is None:
+        trace._overflow[key] = [calls, values]
+    else:
+        slot[0] += calls
+        slot[1] += values
+
+
+def duplicates(trace: Trace) -> list[Finding]:
+    """Streams that two or more processes drew from starting at the same state.
+
+    Each process's origins (the state at a fork, after each seed) are matched with
+    its first draw from that stream before its next origin; two processes whose
+    first draws came from one state digest drew the same numbers.
+    """
+    if not trace._origins:
+        return []
+    pids = trace._pids
+    draws: dict[tuple[int, str], list[int]] = {}
+    for i, raw in enumerate(trace._raw):
+        if raw[1] == DRAW:
+            draws.setdefault((pids.get(raw[5], trace.pid), raw[0]), []).append(i)
+    origins: dict[tuple[int, str], list[tuple[int, str]]] = {}
+    for pid, stream, digest, _why, at in trace._origins:
+        origins.setdefault((pid, stream), []).append((at, digest))
+    groups: dict[tuple[str, str], dict[int, int]] = {}
+    for (pid, stream), starts in origins.items():
+        starts.sort(key=lambda o: o[0])
+        made = draws.get((pid, stream), [])
+        for j, (at, digest) in enumerate(starts):
+            end = starts[j + 1][0] if j + 1 < len(starts) else len(trace._raw)
+            k = bisect.bisect_left(made, at)
+            if k < len(made) and made[k] < end:
+                groups.setdefault((stream, digest), {}).setdefault(pid, made[k])
+    found = []
+    roles = {p.pid: p for p in trace.processes}
+    events = trace.events
+    for (stream, _digest), first in groups.items():
+        if len(first) < 2:
+            continue
+        order = sorted(first.items(), key=lambda item: item[1])
+        who = _and([_who(pid, roles.get(pid), trace.pid) for pid, _ in order])
+        sites = sorted({_site(events[i]) for _, i in order})
+        fix = _FIXES.get(stream.split(".", 1)[0], "seed each process from its id")
+        message = (
+            f"{len(order)} processes drew from the {stream} stream starting from the same state, so they drew "
+            f"the same numbers: {who}; first draw{'s' if len(sites) > 1 else ''} at {_and(sites)}"
+        )
+        found.append(Finding("duplicate", stream, tuple(pid for pid, _ in order), message,
+                             tuple(i for _, i in order), fix))
+    found.sort(key=lambda f: f.events)
+    return found
+
+
+def _who(pid: int, process: Optional[Process], traced: int) -> str:
+    if pid == traced:
+        return f"pid {pid} (the traced process)"
+    if process is not None and process.role:
+        return f"pid {pid} ({process.role})"
+    return f"pid {pid}"
+
+
+def _and(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def _site(event: Any) -> str:
+    frame = event.frame
+    if frame is None:
+        return "an unknown line"
+    path = frame.filename
+    try:
+        rel = os.path.relpath(path)
+        if not rel.startswith(".."):
+            path = rel
+    except ValueError:
+        pass
+    return f"{path}:{frame.lineno} ({frame.function})"

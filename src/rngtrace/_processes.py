@@ -1,0 +1,447 @@
+"""Child processes: a forked child keeps recording, and its events reach the parent's trace.
+
+A process forked while a trace records (``os.fork``, ``multiprocessing`` with
+fork, a fork ``Pool``, ``ProcessPoolExecutor``, a ``DataLoader``'s workers)
+goes on recording in the child, into a trace of its own. The child writes its
+events, already resolved into frames, to a spool file of its own in a
+temporary folder, a few times a second and at every way out it can see:
+``atexit``, ``os._exit`` (multiprocessing and DataLoader workers end through
+it, skipping ``atexit``) and SIGTERM (``Pool.terminate``). A SIGKILLed child
+loses what it drew since its last write. When a parent's trace ends, the
+events its children spooled for it are merged into it, each keeping its pid;
+the outermost trace removes the folder, and a child still running then finds
+it gone, stops recording and takes its hooks off.
+
+Each process also notes where each of its streams started from: the digest of
+the full state at the fork and after each seed. Two processes that drew from
+one state drew the same numbers: a ``duplicate`` finding (see ``trace``).
+
+Nothing here runs on the hot path: the child's wrappers record as the
+parent's do, and a thread copies what they recorded out of the trace.
+"""
+
+from __future__ import annotations
+
+import atexit
+import hashlib
+import json
+import os
+import shutil
+import signal
+import tempfile
+import threading
+import time
+from typing import Any, Optional
+
+#: seconds between two writes of a child's spool file
+FLUSH_INTERVAL = 0.02
+#: how long the end of a block waits, at most, for running children to write what they hold
+SETTLE_WAIT = 0.1
+_SUFFIX = ".jsonl"
+
+
+# -- digests: which state a stream drew from ------------------------------------------
+def state_digests(source: Any) -> dict[str, str]:
+    """sub-stream -> a digest of its full state (equal digests: the same numbers to come)."""
+    out = {}
+    for stream, state in source.state().items():
+        h = hashlib.blake2b(digest_size=12)
+        _feed(h, state)
+        out[stream] = h.hexdigest()
+    return out
+
+
+def _feed(h: Any, value: Any) -> None:
+    """Feed a canonical form of a state (tuples, dicts, arrays, tensors) to ``h``."""
+    if isinstance(value, dict):
+        h.update(b"{")
+        for key in sorted(value, key=repr):
+            h.update(repr(key).encode())
+            _feed(h, value[key])
+        h.update(b"}")
+    elif isinstance(value, (tuple, list)):
+        h.update(b"(")
+        for item in value:
+            _feed(h, item)
+        h.update(b")")
+    elif isinstance(value, (bytes, bytearray)):
+        h.update(bytes(value))
+    elif hasattr(value, "tobytes") and hasattr(value, "dtype"):  # a NumPy array
+        h.update(value.tobytes())
+    elif type(value).__name__ == "Tensor" and hasattr(value, "numpy"):  # torch.get_rng_state()
+        h.update(value.detach().cpu().numpy().tobytes())
+    else:
+        h.update(repr(value).encode())
+
+
+def digests_now(rec: Any) -> list[tuple[str, str]]:
+    """(sub-stream, digest) for every installed stream; what cannot be read is left out."""
+    found = []
+    for source in list(rec.sources.values()):
+        try:
+            found.extend(state_digests(source).items())
+        except Exception:  # noqa: BLE001 (a state that cannot be read is no finding, never an error)
+            continue
+    return found
+
+
+def role() -> Optional[str]:
+    """What this process is, where a library says so: a DataLoader worker, a pool worker."""
+    import sys
+
+    data = sys.modules.get("torch.utils.data")
+    if data is not None:
+        try:
+            info = data.get_worker_info()
+        except Exception:  # noqa: BLE001
+            info = None
+        if info is not None:
+            return f"DataLoader worker {info.id}"
+    mp = sys.modules.get("multiprocessing")
+    if mp is not None:
+        try:
+            name = mp.current_process().name
+        except Exception:  # noqa: BLE001
+            return None
+        if "PoolWorker" in name:
+            return "pool worker"
+        if name.startswith("SpawnProcess") or name.startswith("ForkProcess") or name.startswith("Process-"):
+            return "multiprocessing.Process"
+        if name != "MainProcess":
+            return name
+    return None
+
+
+# -- the parent's side: one folder while any trace records --------------------------------
+class Spool:
+    """The folder children write to, made at the first fork under a trace and removed by the last trace.
+
+    A forked child that records inherits it (its own children write there too); only the
+    process that made it collects from it and removes it.
+    """
+
+    def __init__(self) -> None:
+        self.path: Optional[str] = None
+        self.owner: Optional[int] = None
+
+    def ensure(self) -> str:
+        if self.path is None:
+            self.path = tempfile.mkdtemp(prefix="rngtrace-spool-")
+            self.owner = os.getpid()
+        return self.path
+
+    def forget(self) -> None:
+        """In a child that does not record, or no longer: the folder is not its to write to."""
+        self.path = self.owner = None
+
+    def collect(self, token: int) -> list["ChildLog"]:
+        """Every child's log spooled for the session ``token``, after letting running children write."""
+        if self.path is None or self.owner != os.getpid():
+            return []
+        logs = self._read(token)
+        if any(log.running() for log in logs):
+            deadline = time.monotonic() + SETTLE_WAIT
+            while time.monotonic() < deadline:
+                time.sleep(FLUSH_INTERVAL)
+                logs = self._read(token)
+                if not any(log.running() for log in logs):
+                    break
+        return logs
+
+    def _read(self, token: int) -> list["ChildLog"]:
+        logs = []
+        try:
+            names = sorted(os.listdir(self.path))  # type: ignore[arg-type]
+        except OSError:
+            return []
+        for name in names:
+            if not name.endswith(_SUFFIX):
+                continue
+            log = ChildLog.read(os.path.join(self.path, name))  # type: ignore[arg-type]
+            if log is not None and token in log.tags:
+                logs.append(log)
+        logs.sort(key=lambda log: (log.started, log.pid))
+        return logs
+
+    def remove(self) -> None:
+        """The last trace ended: remove the folder (a child still running then stops recording)."""
+        path, owner = self.path, self.owner
+        if owner != os.getpid():
+            return  # a child's inherited copy: the folder is its parent's
+        self.path = self.owner = None
+        if path is not None:
+            shutil.rmtree(path, ignore_errors=True)
+
+
+class ChildLog:
+    """What one child spooled: its process facts, events with resolved stacks, origins and exit."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.ppid = 0
+        self.start = "fork"
+        self.started = 0.0
+        self.role: Optional[str] = None
+        self.exit: Optional[str] = None
+        #: it ended without writing its exit (SIGKILL, a crash): its last events may be lost
+        self.abrupt = False
+        self.tags: set[int] = set()
+        self.stacks: dict[int, tuple] = {}
+        self.threads: dict[int, str] = {}
+        #: (stream, kind, api, count, local stack id, local thread key, detail, noticed stack id)
+        self.events: list[tuple] = []
+        #: (sub-stream, digest, why, index of the next event at the time)
+        self.origins: list[tuple[str, str, str, int]] = []
+        self.overflow: list[tuple] = []
+        self.dropped = 0
+
+    def running(self) -> bool:
+        """No exit written, and the process has not ended (it may yet write)."""
+        return self.exit is None and _ended(self.pid) is None
+
+    @classmethod
+    def read(cls, path: str) -> Optional["ChildLog"]:
+        try:
+            with open(path, encoding="utf-8") as src:
+                lines = src.read().split("\n")
+        except OSError:
+            return None
+        log: Optional[ChildLog] = None
+        for line in lines:
+            if not line:
+                continue
+            try:
+                row = json.loads(line)
+            except ValueError:
+                break  # a line cut short by a kill: what came before stands
+            tag = row[0]
+            if tag == "process":
+                log = cls(row[1])
+                log.ppid, log.start, log.started, log.tags = row[2], row[3], row[4], set(row[5])
+            elif log is None:
+                return None
+            elif tag == "stack":
+                log.stacks[row[1]] = tuple(tuple(f) for f in row[2])
+            elif tag == "thread":
+                log.threads[row[1]] = row[2]
+            elif tag == "event":
+                log.events.append(tuple(row[1:]))
+            elif tag == "origin":
+                log.origins.append(tuple(row[1:]))  # type: ignore[arg-type]
+            elif tag == "role":
+                log.role = row[1]
+            elif tag == "overflow":
+                log.overflow, log.dropped = [tuple(r) for r in row[1]], row[2]
+            elif tag == "exit":
+                log.exit = row[1]
+        if log is not None and log.exit is None:
+            ended = _ended(log.pid)
+            if ended is not None:
+                log.exit, log.abrupt = ended, True  # it wrote no exit: what it drew last is lost
+        return log
+
+
+def _ended(pid: int) -> Optional[str]:
+    """How process ``pid`` ended, or None while it runs.
+
+    A child of ours that has ended but not been reaped is looked at without reaping
+    it (the program's own wait still gets its status); any other is asked with signal 0.
+    """
+    try:
+        info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:
+        info = False  # not our child, or already reaped
+    except (OSError, AttributeError):
+        info = False
+    if info is None:
+        return None  # our child, still running
+    if info:
+        if info.si_code == os.CLD_KILLED or info.si_code == os.CLD_DUMPED:
+            return f"killed by signal {info.si_status}"
+        return "normal" if info.si_status == 0 else f"exit code {info.si_status}"
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return "ended abruptly"
+    except OSError:
+        pass
+    return None
+
+
+# -- the child's side ----------------------------------------------------------------
+class ChildWriter:
+    """In a forked child: copy the child trace's events to its spool file, and end it on the way out."""
+
+    def __init__(self, hub: Any, session: Any, path: str, tags: tuple[int, ...]) -> None:
+        self.hub = hub
+        self.session = session
+        self.folder = path
+        self.file = os.path.join(path, f"{os.getpid()}{_SUFFIX}")
+        self.tags = tags
+        self._written = 0  # events of the trace already written
+        self._origins = 0  # origins already written
+        self._stacks: dict[int, int] = {}  # table stack id -> id in this file
+        self._threads: set[int] = set()
+        self._role: Optional[str] = None
+        self._lock = threading.Lock()
+        self._done = False
+        self._finishing = False
+        self._stop = threading.Event()
+        self._real_exit = os._exit
+        self._old_term: Any = None
+        header = ["process", os.getpid(), os.getppid(), "fork", time.time(), list(tags)]
+        self._fd = os.open(self.file, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        self._write([header])
+        self._install_exits()
+        self._thread = threading.Thread(target=self._run, name="rngtrace-spool", daemon=True)
+        self._thread.start()
+
+    # -- ways out ----------------------------------------------------------------------
+    def _install_exits(self) -> None:
+        atexit.register(self._at_exit)
+
+        def _exit(code: int, _self: ChildWriter = self) -> None:
+            _self.finish(f"exit code {code}" if code else "normal")
+            _self._real_exit(code)
+
+        os._exit = _exit  # multiprocessing and DataLoader workers leave through it, skipping atexit
+        if threading.current_thread() is threading.main_thread():
+            try:
+                if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+                    self._old_term = signal.signal(signal.SIGTERM, self._on_term)
+            except (ValueError, OSError):
+                self._old_term = None
+
+    def _restore_exits(self) -> None:
+        atexit.unregister(self._at_exit)
+        if getattr(os._exit, "__code__", None) is not None and os._exit.__name__ == "_exit":
+            os._exit = self._real_exit
+        if self._old_term is not None and threading.current_thread() is threading.main_thread():
+            try:
+                if signal.getsignal(signal.SIGTERM) == self._on_term:
+                    signal.signal(signal.SIGTERM, self._old_term)
+            except (ValueError, OSError):
+                pass
+        self._old_term = None
+
+    def _at_exit(self) -> None:
+        self.finish("normal")
+
+    def _on_term(self, signum: int, _frame: Any) -> None:
+        if self._finishing:
+            return  # already on its way out (os._exit, atexit): it exits as soon as that is written
+        # Pool.terminate(): write what this worker drew, then die of the signal as it would have.
+        self.finish(f"killed by signal {signum}")
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+
+    # -- writing -----------------------------------------------------------------------
+    def _run(self) -> None:
+        while not self._stop.wait(FLUSH_INTERVAL):
+            if not os.path.isdir(self.folder):
+                self.stop_recording()  # the parent's trace ended: this child runs on untraced
+                return
+            try:
+                self.flush()
+            except Exception:  # noqa: BLE001 (a spool that cannot be written never breaks the child)
+                return
+
+    def flush(self, final: Optional[tuple] = None) -> None:
+        """Write the events recorded since the last write (and ``final`` rows)."""
+        if not self._lock.acquire(timeout=1.0):
+            return
+        try:
+            if self._done and final is None:
+                return
+            trace = self.session.trace
+            raws = trace._raw[self._written:]
+            rows: list[list] = []
+            origins = self.session.origins
+            for origin in origins[self._origins:]:
+                rows.append(["origin", *origin])
+            self._origins = len(origins)
+            rec = self.hub.rec
+            resolve = rec.stacks.resolve
+            depth = trace.depth
+            names = rec.thread_names
+            for raw in raws:
+                stream, kind, api, count, sid, thread, detail = raw
+                noticed = -1
+                if detail.__class__ is tuple:  # an unattributed move: (note, the noticing stack)
+                    detail, noticed = detail
+                    noticed = self._stack(rows, resolve, noticed, depth)
+                if thread not in self._threads:
+                    self._threads.add(thread)
+                    rows.append(["thread", thread, names.get(thread, f"thread-{thread}")])
+                rows.append(["event", stream, kind, api, count, self._stack(rows, resolve, sid, depth), thread,
+                             detail if detail is None or isinstance(detail, str) else str(detail), noticed])
+            self._written += len(raws)
+            now = role()
+            if now is not None and now != self._role:
+                self._role = now
+                rows.append(["role", now])
+            if final is not None:
+                rows.extend(final)
+            if rows:
+                self._write(rows)
+        finally:
+            self._lock.release()
+
+    def _stack(self, rows: list, resolve: Any, sid: int, depth: int) -> int:
+        if sid is None or sid < 0:
+            return -1
+        local = self._stacks.get(sid)
+        if local is None:
+            local = self._stacks[sid] = len(self._stacks)
+            frames = [[f.filename, f.lineno, f.function] for f in resolve(sid, depth)]
+            rows.append(["stack", local, frames])
+        return local
+
+    def _write(self, rows: list) -> None:
+        data = "".join(json.dumps(row, ensure_ascii=True) + "\n" for row in rows).encode()
+        while data:
+            n = os.write(self._fd, data)
+            data = data[n:]
+
+    # -- ending ------------------------------------------------------------------------
+    def finish(self, how: str) -> None:
+        """The child is leaving: end its trace and write the rest, with how it ended."""
+        if self._done or self._finishing:
+            return  # a SIGTERM landing while os._exit's call writes: one writer, once
+        self._finishing = True
+        self._stop.set()
+        try:
+            self.hub._end_child(self.session)
+        except BaseException:  # noqa: BLE001 (the child is leaving: what it recorded still counts)
+            pass
+        trace = self.session.trace
+        overflow = []
+        for (s, k, a, sid), (calls, values) in list(trace._overflow.items()):
+            overflow.append([s, k, a, sid, calls, values])
+        rows: list[list] = []
+        try:
+            self.flush(final=rows)  # events first, then the rows below
+            for row in overflow:
+                row[3] = self._stack(rows, self.hub.rec.stacks.resolve, row[3], trace.depth)
+            tail = rows + [["overflow", overflow, trace.dropped], ["exit", how]]
+            with self._lock:
+                self._write(tail)
+                self._done = True
+        except Exception:  # noqa: BLE001
+            self._done = True
+
+    def stop_recording(self) -> None:
+        """The parent's trace ended before this child: stop recording, leave nothing behind."""
+        if self._done or self._finishing:
+            return
+        self._finishing = self._done = True
+        self._stop.set()
+        try:
+            os.close(self._fd)
+        except OSError:
+            pass
+        try:
+            self.hub._end_child(self.session)
+        finally:
+            self.hub._spool.forget()
+            self._restore_exits()

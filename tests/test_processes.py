@@ -1,0 +1,228 @@
+"""Child processes: forked children keep recording, their events reach the parent's trace with
+their pids, and processes that drew from one state are named (the ``duplicate`` finding)."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import glob
+import multiprocessing
+import os
+import random
+import signal
+import tempfile
+import time
+
+import numpy as np
+import numpy.random  # noqa: F401  (imported before any fork, as a program that used it is)
+import pytest
+
+from rngtrace import rng_trace
+from rngtrace._hub import HUB
+
+pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+
+FORK = multiprocessing.get_context("fork") if hasattr(os, "fork") else None
+
+
+def _spool_folders() -> list[str]:
+    return glob.glob(os.path.join(tempfile.gettempdir(), "rngtrace-spool-*"))
+
+
+@pytest.fixture(autouse=True)
+def no_spool_left_behind():
+    before = set(_spool_folders())
+    yield
+    assert set(_spool_folders()) <= before, "a spool folder outlived its trace"
+    assert "RNGTRACE_SPOOL" not in os.environ
+
+
+def _draw(_: int) -> float:
+    return float(np.random.rand())
+
+
+def _seed_zero() -> None:
+    np.random.seed(0)
+
+
+def _seed_from_pid() -> None:
+    np.random.seed(os.getpid())
+
+
+def test_fork_pool_workers_that_draw_from_the_inherited_state_are_a_duplicate_finding():
+    values, trace = _two_workers_draw()
+    assert values[0] == values[1]  # the bug itself: two workers, one number
+    pids = {e.pid for e in trace.events}
+    assert len(pids) == 2 and os.getpid() not in pids
+    assert [p.role for p in trace.processes[1:]] == ["pool worker", "pool worker"]
+    (finding,) = trace.findings
+    assert finding.kind == "duplicate" and finding.stream == "numpy"
+    assert set(finding.pids) == pids
+    assert "test_processes.py" in finding.message and "default_rng" in finding.fix
+
+
+def _barrier_path() -> str:
+    """A new empty file: each pool worker that takes a task adds a byte to it, then waits for two."""
+    fd, path = tempfile.mkstemp(prefix="rngtrace-test-barrier-")
+    os.close(fd)
+    return path
+
+
+def _two_workers_draw(initializer=None) -> tuple[list[float], object]:
+    """Map two tasks on a fork pool of two, each waiting for the other: both workers draw once."""
+    path = _barrier_path()
+    try:
+        with rng_trace(print=False) as trace:
+            with FORK.Pool(2, initializer=initializer) as pool:
+                values = pool.map(_draw_after_barrier, [path] * 2, chunksize=1)
+    finally:
+        os.remove(path)
+    return values, trace
+
+
+def _draw_after_barrier(path: str) -> float:
+    # Each worker announces itself, then waits until two have: both take one task.
+    with open(path, "a") as f:
+        f.write("x")
+    deadline = time.monotonic() + 10
+    while os.path.getsize(path) < 2 and time.monotonic() < deadline:
+        time.sleep(0.005)
+    return float(np.random.rand())
+
+
+def test_workers_seeded_with_one_constant_are_a_duplicate_and_workers_seeded_apart_are_not():
+    _, same = _two_workers_draw(_seed_zero)
+    _, apart = _two_workers_draw(_seed_from_pid)
+    assert [f.kind for f in same.findings] == ["duplicate"]
+    assert apart.findings == []
+    assert sum(e.kind == "seed" for e in apart.events) == 2
+
+
+def test_a_parent_drawing_what_its_forked_child_drew_is_a_duplicate():
+    with rng_trace(print=False) as trace:
+        pid = os.fork()
+        if pid == 0:
+            np.random.rand(3)
+            os._exit(0)
+        np.random.rand(3)
+        os.waitpid(pid, 0)
+    (finding,) = trace.findings
+    assert set(finding.pids) == {os.getpid(), pid}
+    assert "the traced process" in finding.message
+
+
+def test_a_child_reseeded_by_cpython_at_fork_is_no_duplicate_of_its_parent():
+    # CPython reseeds `random` in every forked child: parent and child draw apart.
+    with rng_trace(print=False) as trace:
+        pid = os.fork()
+        if pid == 0:
+            random.random()
+            os._exit(0)
+        random.random()
+        os.waitpid(pid, 0)
+    assert [e.kind for e in trace.events] == ["draw", "draw"]
+    assert trace.findings == []
+
+
+def test_a_child_ending_through_os_exit_loses_nothing_and_its_exit_code_is_kept():
+    with rng_trace(print=False) as trace:
+        pid = os.fork()
+        if pid == 0:
+            for _ in range(50):
+                np.random.rand()
+            os._exit(3)  # skips atexit, as multiprocessing and DataLoader workers do
+        os.waitpid(pid, 0)
+    assert sum(e.pid == pid for e in trace.events) == 50
+    assert trace.processes[1].exit == "exit code 3"
+
+
+def test_a_sigkilled_child_keeps_what_it_spooled_and_the_log_says_it_ended_abruptly():
+    with rng_trace(print=False) as trace:
+        pid = os.fork()
+        if pid == 0:
+            np.random.rand(4)
+            time.sleep(60)
+            os._exit(0)
+        time.sleep(0.3)  # several writes' time
+        os.kill(pid, signal.SIGKILL)
+        while os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None:
+            time.sleep(0.01)
+    os.waitpid(pid, 0)
+    assert [(e.pid, e.count) for e in trace.events] == [(pid, 4)]
+    assert trace.processes[1].exit == "killed by signal 9"
+    assert any(f"process {pid} ended abruptly" in note for note in trace.notes)
+
+
+def test_a_pool_terminated_by_its_with_block_loses_no_worker_draw():
+    for _ in range(3):
+        with rng_trace(print=False) as trace:
+            with FORK.Pool(2) as pool:
+                pool.map(_draw, range(8))
+            # Pool.__exit__ sent SIGTERM to the workers: each wrote what it drew first.
+        assert sum(e.api == "numpy.random.rand" for e in trace.events) == 8
+
+
+def test_process_pool_executor_workers_are_traced():
+    with rng_trace(print=False) as trace:
+        with concurrent.futures.ProcessPoolExecutor(2, mp_context=FORK) as pool:
+            list(pool.map(_draw, range(6)))
+    assert sum(e.pid != os.getpid() for e in trace.events) == 6
+
+
+def test_a_grandchild_is_merged_into_the_outermost_trace():
+    with rng_trace(print=False) as trace:
+        pid = os.fork()
+        if pid == 0:
+            grandchild = os.fork()
+            if grandchild == 0:
+                np.random.rand(7)
+                os._exit(0)
+            os.waitpid(grandchild, 0)
+            os._exit(0)
+        os.waitpid(pid, 0)
+    (event,) = trace.events
+    assert event.count == 7 and event.pid not in (os.getpid(), pid)
+    grand = [p for p in trace.processes if p.pid == event.pid]
+    assert grand and grand[0].ppid == pid
+
+
+def test_a_child_that_outlives_the_block_stops_recording_and_leaves_no_hook_or_file():
+    read, write = os.pipe()
+    with rng_trace(print=False) as trace:
+        pid = os.fork()
+        if pid == 0:
+            os.close(read)
+            np.random.rand()
+            time.sleep(0.5)  # the parent's block ends meanwhile
+            left = HUB.hooked()
+            os.write(write, b"clean" if not left else repr(left).encode()[:200])
+            os._exit(0)
+        time.sleep(0.1)
+    os.close(write)
+    said = os.read(read, 300)
+    os.waitpid(pid, 0)
+    os.close(read)
+    assert said == b"clean"
+    assert [e.pid for e in trace.events] == [pid]
+
+
+def test_the_parent_draws_the_same_values_traced_and_untraced_with_a_pool():
+    def run() -> list[float]:
+        np.random.seed(7)
+        random.seed(7)
+        with FORK.Pool(2) as pool:
+            pool.map(_draw, range(4))
+        return [float(np.random.rand()), random.random()]
+
+    untraced = run()
+    with rng_trace(print=False):
+        traced = run()
+    assert traced == untraced
+
+
+def test_a_child_forked_with_no_trace_active_records_nothing_and_writes_nothing():
+    pid = os.fork()
+    if pid == 0:
+        np.random.rand()
+        os._exit(0 if HUB.hooked() == {} and HUB._child is None else 3)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
