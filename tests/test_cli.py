@@ -382,3 +382,9 @@ def test_a_log_that_cannot_be_saved_is_one_line_and_the_programs_status_stays_it
     done = rngtrace("run", "--quiet", "--json", "out/log.json", "prog.py", cwd=tmp_path)
     assert done.returncode == 0  # was 2
     assert done.stderr == "rngtrace: error: cannot write 'out/log.json' (No such file or directory); check the path\n"
+
+
+def test_a_program_that_closes_its_stderr_and_is_interrupted_keeps_status_130(tmp_path):
+    write(tmp_path / "closes.py", "import sys\nsys.stderr.close()\nraise KeyboardInterrupt\n")
+    done = rngtrace("run", "closes.py", cwd=tmp_path)
+    assert done.returncode == 130  # was 1: printing the program's traceback raised ValueError

@@ -156,7 +156,8 @@ def _exit_status(code: Any) -> int:
         return 0
     if isinstance(code, int):
         return code
-    print(code, file=sys.stderr)
+    with contextlib.suppress(OSError, ValueError):  # a stderr the program closed: python alone says nothing
+        print(code, file=sys.stderr)
     return 1
 
 
@@ -174,7 +175,8 @@ def _print_program_error(error: BaseException) -> None:
         while frames and is_own(frames[-1].filename):
             frames.pop()
     summary.stack = traceback.StackSummary.from_list(frames)
-    sys.stderr.write("".join(summary.format()))
+    with contextlib.suppress(OSError, ValueError):  # a stderr the program closed: python alone says nothing
+        sys.stderr.write("".join(summary.format()))
 
 
 def _report(trace: Trace, args: argparse.Namespace, json_at: str | None, html_at: str | None) -> None:
