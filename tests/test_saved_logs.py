@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import random
 from pathlib import Path
 
@@ -90,6 +91,8 @@ BAD_FILES = {
     "binary": (lambda p: (p.write_bytes(b"\xff\xfe\x00"), p)[1], r"is not JSON \(not UTF-8 text\)"),
     "other JSON": (lambda p: (p.write_text('{"a": 1}'), p)[1], r"is not an rngtrace log .*; pass a file written by"),
     "a list": (lambda p: (p.write_text("[1, 2]"), p)[1], r"is not an rngtrace log"),
+    "a deep list": (lambda p: (p.write_text("[" * 100_000), p)[1], r"is not an rngtrace log"),
+    "a device": (lambda p: Path(os.devnull), r"is a character device, not a regular file; pass a file written by"),
     "truncated": (_cut_in_half, r"is a truncated or damaged rngtrace log \(.*\); record it again$"),
     "field missing": (
         lambda p: _rewrite(p, lambda d: d.pop("stacks")),

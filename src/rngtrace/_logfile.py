@@ -81,6 +81,8 @@ def read(path: str | os.PathLike[str], name: str, max_size: int) -> Any:
             raise LogError(f"{name} is a truncated or damaged rngtrace log ({where}); record it again") from None
         raise LogError(f"{name} is not JSON ({where}); {PASS_A_LOG}") from None
     except LogDamage as exc:
+        if not text.lstrip().startswith("{"):  # a deep list, say: JSON perhaps, but no rngtrace log
+            raise LogError(f"{name} is not an rngtrace log (no \"format\": \"rngtrace\"); {PASS_A_LOG}") from None
         raise LogError(f"{name} is a truncated or damaged rngtrace log ({exc}); record it again") from None
 
 
