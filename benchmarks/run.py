@@ -4,7 +4,7 @@ Every timed figure is the median of alternating rounds (untraced, traced,
 untraced, ...), so drift on a noisy machine hits both sides alike. Run with
 ``make bench``; ``--quick`` runs fewer rounds; ``--markdown`` prints the table
 as benchmarks/README.md keeps it; ``--only NAME`` (repeatable) runs some sections
-only: per-draw, fresh-frames, per-call, training, memory, after-trace.
+only: per-draw, fresh-frames, per-call, training, workers, memory, after-trace.
 """
 
 from __future__ import annotations
@@ -376,6 +376,48 @@ def report_training(quick: bool, row: Row) -> None:
     row("MLP, 200 steps", f"{a:.3f} s", f"{b:.3f} s", f"{b / a:.2f}×", "≤ 1.05×")
 
 
+class _DrawingDataset:
+    """A dataset whose every item draws from NumPy's and torch's global streams, as augmentations do."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self.x = torch.randn(n, 3, 32, 32, generator=torch.Generator().manual_seed(4))
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int) -> Any:
+        image = self.x[i]
+        if np.random.rand() < 0.5:
+            image = image.flip(-1)
+        return image + 0.01 * torch.randn(image.shape)
+
+
+def dataloader_epoch(items: int = 512) -> Callable[[], float]:
+    """One epoch of a DataLoader with 2 worker processes (fork) over a dataset that draws per item."""
+    loader = torch.utils.data.DataLoader(_DrawingDataset(items), batch_size=32, num_workers=2,
+                                         multiprocessing_context="fork")
+
+    def run() -> float:
+        t = time.perf_counter()
+        for _batch in loader:
+            pass
+        return time.perf_counter() - t
+
+    return run
+
+
+def report_workers(quick: bool, row: Row) -> None:
+    if torch is None or not hasattr(os, "fork"):
+        row("DataLoader epoch, 2 workers", "—", "—", "skipped: needs torch and fork", "")
+        return
+    epoch = dataloader_epoch(256 if quick else 512)
+    epoch()
+    a, b = alternate(epoch, traced(epoch), 3 if quick else 9)
+    row(f"DataLoader epoch, 2 fork workers, {256 if quick else 512} items drawing per item", f"{a:.3f} s",
+        f"{b:.3f} s", f"{b / a:.2f}×", "≤ 1.10×")
+
+
 def report_memory(quick: bool, row: Row) -> None:
     n = 1_000_000 if quick else 3_000_000
     mib, calls, dropped = memory(n)
@@ -396,6 +438,7 @@ SECTIONS: dict[str, Callable[[bool, Row], None]] = {
     "fresh-frames": report_fresh_frames,
     "per-call": report_per_call,
     "training": report_training,
+    "workers": report_workers,
     "memory": report_memory,
     "after-trace": report_after_trace,
 }
