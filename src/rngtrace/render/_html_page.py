@@ -122,6 +122,17 @@ tr.k-unattributed td { color:var(--odd); }
 #hints pre { margin:0 0 8px; white-space:pre; overflow-x:auto; background:#fafaf9; border:1px solid var(--line);
              border-radius:6px; padding:8px 10px; }
 .notes { margin:0; padding-left:20px; }
+td.odd, td.procs { white-space:nowrap; }
+td.odd { color:var(--odd); }
+td.procs { color:var(--dim); }
+ul.findings { list-style:none; margin:0; padding:0; }
+ul.findings li { padding:8px 10px 8px 12px; border-left:3px solid var(--odd); background:#fff5f5; border-radius:4px;
+                 cursor:pointer; }
+ul.findings li + li { margin-top:8px; }
+ul.findings li.on { background:var(--mine-bg); border-left-color:var(--mine); }
+ul.findings .f-kind { font-weight:600; color:var(--odd); margin-right:4px; }
+ul.findings .fix { margin-top:4px; }
+ul.findings .f-events { margin-top:2px; color:var(--dim); font-size:12.5px; }
 footer { color:var(--dim); font-size:12px; padding:4px 28px 24px; }
 @media (max-width:1000px) { .timeline-row { flex-direction:column; } #detail { max-width:none; width:100%;
   position:static; } .card { margin:12px; } header.top { padding:16px 12px 8px; } }
@@ -135,8 +146,9 @@ SCRIPT = r"""
   var tip = document.getElementById("tip"), panel = document.getElementById("detail");
   var ctx = canvas.getContext("2d");
   var KINDS = ["draw", "seed", "unattributed"], ODD = "#c92a2a";
-  var n = D.site.length, lanes = D.lanes.length;
-  var LABEL_W = 150, TOP = 6, AXIS_H = 26, RIGHT = 14, LANE_H = Math.round(Math.min(Math.max(300 / Math.max(lanes, 1), 60), 90));
+  var n = D.site.length, lanes = D.lanes.length, bands = D.laneProcess.length > 0;
+  var LABEL_W = bands ? 190 : 150, TOP = 6, AXIS_H = 26, RIGHT = 14;
+  var LANE_H = Math.round(Math.min(Math.max(300 / Math.max(lanes, 1), bands ? 66 : 60), 90));
   var laneOf = new Int16Array(n), kindOf = new Int8Array(n), pkgOf = new Int16Array(n);
   var heightOf = new Float32Array(n), rowOf = new Int32Array(n);
   var maxCount = 1, i, s;
@@ -202,15 +214,24 @@ SCRIPT = r"""
     ctx.clearRect(0, 0, W, H);
     var l;
     for (l = 0; l < lanes; l++) {
-      ctx.fillStyle = l % 2 ? "#fafaf9" : "#f3f2f1"; ctx.fillRect(0, laneY(l), W, LANE_H);
-      ctx.fillStyle = "#1c1917"; ctx.font = "600 13px system-ui, sans-serif"; ctx.textBaseline = "alphabetic";
-      ctx.fillText(D.lanes[l], 10, laneY(l) + 24);
+      // Across processes each process is a band of lanes: shaded alike, its name over its first lane.
+      var shade = bands ? D.laneProcess[l] : l, y0 = laneY(l), dy = 0;
+      ctx.fillStyle = shade % 2 ? "#fafaf9" : "#f3f2f1"; ctx.fillRect(0, y0, W, LANE_H);
+      ctx.textBaseline = "alphabetic";
+      if (bands) {
+        dy = 6;
+        if (l > 0 && D.laneProcess[l - 1] !== D.laneProcess[l]) { ctx.fillStyle = "#a8a29e"; ctx.fillRect(0, y0, W, 1); }
+        ctx.fillStyle = "#57534e"; ctx.font = "600 11px system-ui, sans-serif";
+        ctx.fillText(D.processes[D.laneProcess[l]][1], 10, y0 + 15, LABEL_W - 16);
+      }
+      ctx.fillStyle = "#1c1917"; ctx.font = "600 13px system-ui, sans-serif";
+      ctx.fillText(D.lanes[l], 10, y0 + 24 + dy);
       var sm = laneSummary[l], words = [];
       if (sm[1]) words.push(plural(sm[1], "seed"));
       if (sm[0]) words.push(plural(sm[0], "draw"));
       ctx.fillStyle = "#78716c"; ctx.font = "11px system-ui, sans-serif";
-      ctx.fillText(words.join(" · ") || (sm[2] ? "" : "no events"), 10, laneY(l) + 40, LABEL_W - 16);
-      if (sm[2]) { ctx.fillStyle = ODD; ctx.fillText(sm[2].toLocaleString() + " unattributed", 10, laneY(l) + 54, LABEL_W - 16); }
+      ctx.fillText(words.join(" · ") || (sm[2] ? "" : "no events"), 10, y0 + 40 + dy, LABEL_W - 16);
+      if (sm[2]) { ctx.fillStyle = ODD; ctx.fillText(sm[2].toLocaleString() + " unattributed", 10, y0 + 54 + dy, LABEL_W - 16); }
     }
     axis();
     ctx.save(); ctx.beginPath(); ctx.rect(LABEL_W - 7, TOP, plotW() + 14, lanes * LANE_H); ctx.clip();
@@ -304,6 +325,7 @@ SCRIPT = r"""
     if (kind === 0) row("values", D.count[idx] == null ? "unknown (seen by the catch-all)" : D.count[idx].toLocaleString());
     if (kind === 1) row("seed", D.detail[idx] == null ? "none given" : D.detail[idx]);
     if (kind === 2) row("where", D.detail[idx] == null ? "" : D.detail[idx], "odd");
+    if (bands) row("process", D.processes[D.laneProcess[site[0]]][1]);
     row("thread", D.threads[D.thread.length ? D.thread[idx] : 0] || "");
     panel.appendChild(dl);
     var st = stackOf(idx), mine = -1;
@@ -343,7 +365,7 @@ SCRIPT = r"""
     if (litKey === key) { key = null; }
     litKey = key; lit = null;
     if (key !== null) { lit = new Uint8Array(n); for (var k = 0; k < n; k++) if (pick(k)) lit[k] = 1; }
-    document.querySelectorAll("tr.on, .pkg.on").forEach(function (e) { e.classList.remove("on"); });
+    document.querySelectorAll("tr.on, .pkg.on, li.on").forEach(function (e) { e.classList.remove("on"); });
     return key !== null;
   }
   function reveal(idx) {
@@ -366,6 +388,25 @@ SCRIPT = r"""
   document.querySelectorAll("#others tbody tr").forEach(function (tr) {
     tr.addEventListener("click", function () {
       var idx = Number(tr.dataset.index); if (idx < n) { pin(idx); chart.scrollIntoView({ block: "center" }); }
+    });
+  });
+  document.querySelectorAll("#processes tbody tr").forEach(function (tr) {
+    tr.addEventListener("click", function () {
+      var pid = Number(tr.dataset.pid), b = -1;
+      D.processes.forEach(function (p, j) { if (p[0] === pid) b = j; });
+      if (setLit("pid" + pid, function (k) { return b >= 0 && D.laneProcess[laneOf[k]] === b; })) tr.classList.add("on");
+      draw();
+    });
+  });
+  document.querySelectorAll("#findings li").forEach(function (li) {
+    li.addEventListener("click", function () {
+      var f = Number(li.dataset.finding), marks = D.findings[f] || [], set = {};
+      marks.forEach(function (idx) { set[idx] = 1; });
+      if (setLit("finding" + f, function (k) { return set[k] === 1; })) {
+        li.classList.add("on");
+        if (marks.length) { pin(marks[0]); chart.scrollIntoView({ block: "center" }); return; }
+      }
+      draw();
     });
   });
   document.querySelectorAll(".legend .pkg").forEach(function (b) {

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 from .._paths import is_user_file, short_path
-from ..trace import DRAW, SEED, UNATTRIBUTED, Event, Frame, Statistic, Trace, Window
+from ..trace import DRAW, SEED, UNATTRIBUTED, Event, Frame, Process, Statistic, Trace, Window
 
 #: paint(text, style) -> text, wrapped in the ANSI code for the style or left alone
 Paint = Callable[[str, str], str]
@@ -75,7 +75,9 @@ def header(trace: Trace) -> str:
     for stream in sorted({s for s, _ in counts}, key=stream_key):
         kinds = sorted((k for s, k in counts if s == stream), key=_kind_key)
         parts.append(f"{stream}: " + ", ".join(plural(counts[stream, k], k) for k in kinds))
-    return printable(f"rngtrace: {plural(len(trace), 'event')} — " + " · ".join(parts))
+    pids = process_ids(trace)
+    where = f" in {len(pids):,} processes" if len(pids) > 1 else ""
+    return printable(f"rngtrace: {plural(len(trace), 'event')}{where} — " + " · ".join(parts))
 
 
 def plural(n: int, kind: str) -> str:
@@ -197,7 +199,7 @@ def format_table(table: Table, paint: Paint) -> list[str]:
         out = []
         for i in keep:
             text, style = cells[i]
-            pad = " " * max(widths[i] - len(text), 0) if i != last else ""
+            pad = " " * max(widths[i] - len(text), 0) if i != last or table.align[i] == ">" else ""
             out.append(pad + paint(text, style) if table.align[i] == ">" else paint(text, style) + pad)
         return ("  " + "  ".join(out)).rstrip()
 
@@ -298,3 +300,61 @@ def _torch_hint(make: str, name: str, stats: list[Statistic], apis: list[str]) -
         lines.append(f"{', '.join(fixed)} take{'s' if len(fixed) == 1 else ''} no generator: "
                      "call torch.manual_seed(seed) once where the run starts")
     return lines
+
+
+# -- processes: which one made an event, and what each one was ----------------------
+
+
+def process_ids(trace: Trace) -> set[int]:
+    """Every pid the trace saw: its processes and the makers of its events."""
+    return {p.pid for p in trace.processes} | {e.pid for e in trace.events}
+
+
+def several_processes(trace: Trace) -> bool:
+    """Whether the log must say which process made each event: more than one was seen or drew."""
+    return len(process_ids(trace)) > 1
+
+
+def role_of(process: Process) -> str:
+    """``DataLoader worker 1``, ``the traced process``, or an em dash for a child with no known role."""
+    if process.role:
+        return printable(process.role)
+    return "the traced process" if process.start == "traced" else EMPTY
+
+
+def started(process: Process) -> str:
+    """``traced`` for the process that ran the block, ``fork from 1234`` for a child."""
+    if process.start == "traced":
+        return "traced"
+    return printable(f"{process.start} from {process.ppid}" if process.ppid else process.start)
+
+
+def ended(process: Process) -> str:
+    """How it ended: ``normal``, ``exit code 3``, ``killed by signal 9``; ``running`` while it runs."""
+    return printable(process.exit) if process.exit is not None else "running"
+
+
+def site_key(event: Event | Statistic, cwd: str) -> tuple[str, str, str, str]:
+    """(stream, api, calling line, user's line): how the call-site tables group draws."""
+    return (event.stream, event.api, describe(event.frame, cwd), your_code(event.stack, cwd))
+
+
+def processes_per_site(trace: Trace, cwd: str) -> dict[tuple, set[int]]:
+    """site_key -> the pids whose kept draws were made there (dropped draws carry no pid)."""
+    out: dict[tuple, set[int]] = {}
+    lines: dict[int, tuple[str, str]] = {}  # id(stack) -> its lines: events of one site share their stack tuple
+    for e in trace.events:
+        if e.kind != DRAW:
+            continue
+        where = lines.get(id(e.stack))
+        if where is None:
+            where = lines[id(e.stack)] = (describe(e.frame, cwd), your_code(e.stack, cwd))
+        out.setdefault((e.stream, e.api, *where), set()).add(e.pid)
+    return out
+
+
+def in_processes(pids: set[int] | None) -> str:
+    """``in 2 processes``, ``in pid 1234`` for one, blank when no kept draw says."""
+    if not pids:
+        return ""
+    return f"in pid {next(iter(pids))}" if len(pids) == 1 else f"in {len(pids):,} processes"

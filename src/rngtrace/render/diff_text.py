@@ -2,16 +2,20 @@
 
 What a reader needs first is one sentence naming the line to look at ("B has 1
 extra numpy draw at acc/devinit.py:10 in init, before the draw both runs make at
-story.py:10 in <module>"), then both runs' stacks at that place.
+story.py:10 in <module>"), then both runs' stacks at that place. Where the runs
+ran other processes, or only one run has a finding (two workers that drew the
+same numbers), one line each says so under the header.
 """
 
 from __future__ import annotations
 
+import re
+from collections import Counter
 from collections.abc import Sequence
 
 from .._paths import current_dir, is_user_file
 from ..diff import ONLY_A, ONLY_B, VALUES, Divergence, SiteDifference, TraceDiff
-from ..trace import DRAW, SEED, UNATTRIBUTED, Event, Frame
+from ..trace import DRAW, SEED, UNATTRIBUTED, Event, Finding, Frame, Process, Trace
 from .base import (
     EMPTY,
     Paint,
@@ -37,7 +41,7 @@ def render(diff: TraceDiff, *, names: tuple[str, str] = ("A", "B"), color: bool 
     """Return the comparison as text; ANSI colour only when ``color`` is true."""
     paint = painter(color)
     cwd = current_dir()
-    sections = [[paint(printable(_header(diff, names)), "bold")]]
+    sections = [[paint(printable(_header(diff, names)), "bold")], _processes(diff, paint, cwd)]
     first = diff.first
     if first is not None:
         sections.append(_first(first, paint, cwd))
@@ -61,6 +65,44 @@ def _header(diff: TraceDiff, names: tuple[str, str]) -> str:
     if not n:
         return f"rngtrace diff: {sizes} differ in how often they drew at some call sites"
     return f"rngtrace diff: {sizes} differ in {n:,} place{'' if n == 1 else 's'}"
+
+
+# -- processes and findings ---------------------------------------------------------
+
+
+def _processes(diff: TraceDiff, paint: Paint, cwd: str) -> list[str]:
+    """A line when the runs ran other processes; a line per finding only one run has."""
+    lines = []
+    a, b = diff.a.processes, diff.b.processes
+    if len(a) != len(b) or _roles(a) != _roles(b):
+        lines.append(paint("Processes differ: ", "warn")
+                     + printable(f"A ran {_ran(a)}, B ran {_ran(b)}"))
+    found = {side: {_finding_key(f, trace, cwd): f for f in trace.findings}
+             for side, trace in (("A", diff.a), ("B", diff.b))}
+    for side, other in (("A", "B"), ("B", "A")):
+        for key, f in found[side].items():
+            if key not in found[other]:
+                lines.append(paint(f"Only in {side}: ", "alert") + printable(f"{f.kind}: {f.message}"))
+    return lines
+
+
+def _roles(processes: Sequence[Process]) -> list[tuple[str, str]]:
+    return sorted((p.start, p.role or "") for p in processes)
+
+
+def _ran(processes: Sequence[Process]) -> str:
+    """``3 processes (traced, DataLoader worker ×2)``: how many, and what they were."""
+    kinds = Counter("traced" if p.start == "traced" and not p.role else
+                    re.sub(r" \d+$", "", p.role) if p.role else f"{p.start} child" for p in processes)
+    what = ", ".join(name + (f" ×{n}" if n > 1 else "") for name, n in kinds.items())
+    return f"{len(processes):,} process{'' if len(processes) == 1 else 'es'} ({what})"
+
+
+def _finding_key(f: Finding, trace: Trace, cwd: str) -> tuple:
+    """A finding as both runs can name it: its kind, stream and the lines of its events (pids differ)."""
+    events = trace.events
+    lines = frozenset(describe(events[i].frame, cwd) for i in f.events if 0 <= i < len(events))
+    return (f.kind, f.stream, lines)
 
 
 # -- the first divergence ----------------------------------------------------------

@@ -1,9 +1,11 @@
 """The HTML report: one self-contained page a person explores instead of reads.
 
-Top to bottom: the text log's header; a timeline with a lane per stream where
-each event is a mark placed by its index and coloured by the package that made
-it (hover or click shows its stack); draws grouped by call site; seeds and
-unattributed moves; the hints and notes. Nothing is fetched: the style and
+Top to bottom: the text log's header; a timeline with a lane per stream (per
+stream of each process, where child processes drew too) where each event is a
+mark placed by its index and coloured by the package that made it (hover or
+click shows its stack); the findings, each lighting up its events; the
+processes; draws grouped by call site; seeds and unattributed moves; the hints
+and notes. Nothing is fetched: the style and
 script are inline, and the events travel as compact JSON (interned frames,
 stacks and call sites) that the script draws on a canvas, so 100,000 events
 make a page of a few megabytes that draws in a fraction of a second.
@@ -24,7 +26,24 @@ from .. import __version__
 from .._paths import current_dir, is_user_file, package_of, short_path
 from ..trace import DRAW, SEED, UNATTRIBUTED, Event, Frame, Trace
 from . import _html_page
-from .base import EMPTY, api_label, describe, header, hints, plural, printable, stream_key, where_moved, your_code
+from .base import (
+    EMPTY,
+    api_label,
+    describe,
+    ended,
+    header,
+    hints,
+    in_processes,
+    plural,
+    printable,
+    processes_per_site,
+    role_of,
+    several_processes,
+    started,
+    stream_key,
+    where_moved,
+    your_code,
+)
 
 YOUR_CODE = "your code"
 _KIND_CODES = {DRAW: 0, SEED: 1, UNATTRIBUTED: 2}
@@ -46,14 +65,19 @@ def render(trace: Trace, *, title: str = "rngtrace report", max_marks: int = 100
     events = trace.events
     shown = events[: max(max_marks, 0)]
     stacks = _Stacks(cwd)
+    several = several_processes(trace)
     sites, site_keys = _site_rows(trace, stacks)
-    data = _timeline(trace, shown, stacks, site_keys)
+    data = _timeline(trace, shown, stacks, site_keys, several)
+    findings = trace.findings
+    data["findings"] = [[i for i in f.events if i < len(shown)] for f in findings]
     colors = dict(data["packages"])
     body = "\n".join([
         _top(trace, title, len(shown), len(events)),
         _timeline_card(data, len(shown)),
-        _sites_card(trace, sites, colors),
-        _others_card(events, stacks, colors),
+        _findings_card(findings),
+        _processes_card(trace) if several else "",
+        _sites_card(trace, sites, colors, processes_per_site(trace, cwd) if several else None),
+        _others_card(events, stacks, colors, several),
         _hints_card(trace),
         (f"<footer>Made by rngtrace {_h(__version__)} · self-contained: this file loads nothing "
          "from the network.</footer>"),
@@ -125,10 +149,34 @@ def _origin(stack: tuple[Frame, ...], cwd: str) -> str:
 # -- the timeline's data ------------------------------------------------------------
 
 
-def _timeline(trace: Trace, shown: Sequence[Event], stacks: _Stacks, site_keys: dict) -> dict[str, Any]:
+def _lanes(trace: Trace, shown: Sequence[Event], several: bool) -> tuple[list[tuple[int, str]], list[list[Any]]]:
+    """The timeline's lanes as (pid, stream), and the processes they belong to as [pid, label].
+
+    One process: a lane per stream watched or drawn from (pid 0 for all). Several: a band per
+    process with events, the traced one first, holding a lane per stream it drew from.
+    """
+    if not several:
+        return [(0, s) for s in sorted({e.stream for e in shown} | set(trace.streams), key=stream_key)], []
+    known = {p.pid: p for p in trace.processes}
+    drawn: dict[int, set[str]] = {}
+    for e in shown:
+        drawn.setdefault(e.pid, set()).add(e.stream)
+    order = [p.pid for p in trace.processes if p.pid in drawn] + sorted(set(drawn) - set(known))
+    lanes, processes = [], []
+    for pid in order:
+        process = known.get(pid)
+        role = role_of(process) if process is not None else EMPTY
+        processes.append([pid, printable(f"pid {pid}" + (f" · {role}" if role != EMPTY else ""))])
+        lanes += [(pid, s) for s in sorted(drawn[pid], key=stream_key)]
+    return lanes, processes
+
+
+def _timeline(trace: Trace, shown: Sequence[Event], stacks: _Stacks, site_keys: dict,
+              several: bool = False) -> dict[str, Any]:
     """Columns of event data for the script: per event a call site, a count and a thread."""
-    lanes = sorted({e.stream for e in shown} | set(trace.streams), key=stream_key)
+    lanes, processes = _lanes(trace, shown, several)
     lane_ids = {lane: i for i, lane in enumerate(lanes)}
+    band = {pid: i for i, (pid, _label) in enumerate(processes)}
     sites: dict[tuple, int] = {}
     site_cols: list[list[Any]] = []
     threads: dict[str, int] = {}
@@ -137,13 +185,14 @@ def _timeline(trace: Trace, shown: Sequence[Event], stacks: _Stacks, site_keys: 
     origins: dict[str, int] = {}
     for e in shown:
         sid = stacks.number(e.stack)
-        key = (e.stream, e.kind, e.api, sid)
+        lane = (e.pid if several else 0, e.stream)
+        key = (lane, e.kind, e.api, sid)
         site = sites.get(key)
         if site is None:
             origin, called, mine = stacks.facts(e.stack)
             row = site_keys.get((e.stream, e.api, called, mine), -1) if e.kind == DRAW else -1
             site = sites[key] = len(site_cols)
-            site_cols.append([lane_ids[e.stream], _KIND_CODES.get(e.kind, 0), printable(e.api), sid, origin, row])
+            site_cols.append([lane_ids[lane], _KIND_CODES.get(e.kind, 0), printable(e.api), sid, origin, row])
         ev_site.append(site)
         ev_count.append(e.count)
         ev_thread.append(threads.setdefault(e.thread, len(threads)))
@@ -161,7 +210,9 @@ def _timeline(trace: Trace, shown: Sequence[Event], stacks: _Stacks, site_keys: 
     for col in site_cols:
         col[4] = package_ids[col[4]]
     return {
-        "lanes": [printable(lane) for lane in lanes],
+        "lanes": [printable(stream) for _pid, stream in lanes],
+        "laneProcess": [band[pid] for pid, _stream in lanes] if several else [],
+        "processes": processes,
         "packages": [[name, color] for name, color, _n in packages],
         "packageCounts": [n for _name, _color, n in packages],
         "frames": stacks.frames,
@@ -238,7 +289,8 @@ def _timeline_card(data: dict[str, Any], shown: int) -> str:
     return (
         '<section class="card" id="timeline"><div class="card-head"><h2>Timeline</h2>'
         '<span class="help">One mark per event, left to right in the order they happened, a lane per '
-        "stream. Hover or click a mark for its stack · scroll to zoom · drag to pan · double-click or "
+        f'{"stream of each process" if data["processes"] else "stream"}. '
+        "Hover or click a mark for its stack · scroll to zoom · drag to pan · double-click or "
         '<kbd>Esc</kbd> to reset · <kbd>←</kbd> <kbd>→</kbd> step through events.</span></div>'
         f'<div class="legend"><span class="legend-title">made by</span>{legend}'
         '<span class="shapes"><span class="shape draw"></span>draw (height: values drawn, log scale)'
@@ -266,7 +318,9 @@ def _site_rows(trace: Trace, stacks: _Stacks) -> tuple[list[list[Any]], dict[tup
     return rows, {key: i for i, (key, _slot) in enumerate(ordered)}
 
 
-def _sites_card(trace: Trace, rows: list[list[Any]], colors: dict[str, str]) -> str:
+def _sites_card(trace: Trace, rows: list[list[Any]], colors: dict[str, str],
+                pids: dict[tuple, set[int]] | None = None) -> str:
+    """Draws by call site; ``pids`` (across processes): the processes each site drew in."""
     if not rows:
         return ""
     total = sum(row[4] for row in rows)
@@ -276,15 +330,17 @@ def _sites_card(trace: Trace, rows: list[list[Any]], colors: dict[str, str]) -> 
                  f'<td class="num">{_h(f"{values:,}" if values else EMPTY)}</td>',
                  f"<td>{_h(stream)}</td>", f"<td><code>{_h(api)}</code></td>",
                  f'<td class="{"user" if user else "lib"}">{_swatch(origin, colors)}<code>{_h(site)}</code></td>']
+        if pids is not None:
+            cells.append(f'<td class="procs">{_h(in_processes(pids.get((stream, api, site, mine))))}</td>')
         body.append((f'data-row="{i}"', cells, mine))
     more = len(rows) - _MAX_SITE_ROWS
     return _card_table(
         "sites", "Draws by call site", f"{plural(total, DRAW)}, most calls first. Click a row to light up its marks.",
-        ["calls", "values", "stream", "api", "site"], body,
+        ["calls", "values", "stream", "api", "site"] + (["processes"] if pids is not None else []), body,
         f"… {more:,} more call sites (trace.statistics() has them all)" if more > 0 else "")
 
 
-def _others_card(events: Sequence[Event], stacks: _Stacks, colors: dict[str, str]) -> str:
+def _others_card(events: Sequence[Event], stacks: _Stacks, colors: dict[str, str], several: bool = False) -> str:
     """Every seed and unattributed move, in order: the events that explain a changed number."""
     others = [e for e in events if e.kind != DRAW]
     if not others:
@@ -294,14 +350,15 @@ def _others_card(events: Sequence[Event], stacks: _Stacks, colors: dict[str, str
         origin, called, mine = stacks.facts(e.stack)
         moved = where_moved(e.window, stacks.cwd) if e.window is not None else e.detail or ""
         note = f'<div class="note">{_h(moved)}</div>' if e.kind == UNATTRIBUTED else ""
-        cells = [f'<td class="num">{_h(e.index)}</td>', f"<td>{_h(e.stream)}</td>", f"<td>{_h(e.kind)}</td>",
+        pid = [f"<td>{_h(e.pid)}</td>"] if several else []
+        cells = [f'<td class="num">{_h(e.index)}</td>', *pid, f"<td>{_h(e.stream)}</td>", f"<td>{_h(e.kind)}</td>",
                  f"<td><code>{_h(api_label(e))}</code>{note}</td>",
                  f"<td>{_swatch(origin, colors)}<code>{_h(called)}</code></td>"]
         body.append((f'data-index="{_h(e.index)}" class="k-{_h(e.kind)}"', cells, mine))
     more = len(others) - _MAX_OTHER_ROWS
     return _card_table(
         "others", "Seeds and unattributed moves", "Click a row to find it on the timeline.",
-        ["#", "stream", "kind", "api", "called at"], body,
+        ["#", *(["pid"] if several else []), "stream", "kind", "api", "called at"], body,
         f"… {more:,} more (trace.events has them all)" if more > 0 else "")
 
 
@@ -321,6 +378,37 @@ def _card_table(section: str, title: str, help_text: str, titles: list[str],
         f'<span class="help">{_h(help_text)}</span></div><table><thead><tr>{head}</tr></thead>'
         f"<tbody>{body}</tbody></table>{tail}</section>"
     )
+
+
+def _findings_card(findings: Sequence[Any]) -> str:
+    """Each finding's sentence and fix; clicking one lights up the events it rests on."""
+    if not findings:
+        return ""
+    items = "".join(
+        f'<li data-finding="{i}"><span class="f-kind">{_h(f.kind)}</span> {_h(f.message)}'
+        + (f'<div class="fix"><b>fix:</b> {_h(f.fix)}</div>' if f.fix else "")
+        + (f'<div class="f-events">events {_h(", ".join(f"#{n}" for n in f.events[:20]))}'
+           f'{", …" if len(f.events) > 20 else ""}</div>' if f.events else "")
+        + "</li>"
+        for i, f in enumerate(findings))
+    return (
+        '<section class="card" id="findings"><div class="card-head"><h2>Findings</h2>'
+        f'<span class="help">{_h(len(findings))} · click one to light up its events on the timeline.</span></div>'
+        f'<ul class="findings">{items}</ul></section>'
+    )
+
+
+def _processes_card(trace: Trace) -> str:
+    """Every process the trace saw, the traced one first; clicking one lights up its events."""
+    body = []
+    for p in trace.processes:
+        cells = [f"<td>{_h(p.pid)}</td>", f"<td>{_h(role_of(p))}</td>", f"<td>{_h(started(p))}</td>",
+                 f'<td class="{"" if p.exit in (None, "normal") else "odd"}">{_h(ended(p))}</td>',
+                 f'<td class="num">{_h(f"{p.events:,}")}</td>']
+        body.append((f'data-pid="{_h(p.pid)}"', cells, ""))
+    return _card_table("processes", "Processes", "The traced process first, then each child whose events were "
+                       "merged in. Click a row to light up its marks.",
+                       ["pid", "role", "started", "exit", "events"], body, "")
 
 
 def _swatch(origin: str, colors: dict[str, str]) -> str:

@@ -1,18 +1,22 @@
 """The draw log: a finished Trace as aligned text a person reads at a glance.
 
-Top to bottom: a header with counts per stream and kind; every event in order
-(the first ``max_lines`` of a long log) with the frame that called the API and
-the first frame in the user's own code; draws grouped by call site, always for
-all of them; hints naming the generator to draw from instead; the trace's notes.
+Top to bottom: a header with counts per stream and kind; where child processes
+drew too, the processes (pid, role, how each started and ended); every event in
+order (the first ``max_lines`` of a long log) with the frame that called the API,
+the first frame in the user's own code and, across processes, the pid that made
+it; the findings (processes that drew the same numbers), each with its fix; draws
+grouped by call site, always for all of them, saying in how many processes each
+drew; hints naming the generator to draw from instead; the trace's notes.
 Only the Trace is read: nothing here knows how it was recorded.
 """
 
 from __future__ import annotations
 
+import textwrap
 from typing import Sequence
 
 from .._paths import current_dir, is_user_file
-from ..trace import DRAW, SEED, UNATTRIBUTED, Event, Trace
+from ..trace import DRAW, SEED, UNATTRIBUTED, Event, Finding, Trace
 from .base import (
     EMPTY,
     Paint,
@@ -20,18 +24,26 @@ from .base import (
     Table,
     api_label,
     describe,
+    ended,
     format_table,
     header,
     hints,
+    in_processes,
     painter,
     plural,
     printable,
+    processes_per_site,
+    role_of,
+    several_processes,
+    site_key,
+    started,
     where_moved,
     your_code,
 )
 
 _TAIL = 3  # events shown from the end of a long log
 _MAX_SITES = 20
+_WIDTH = 100  # a finding's sentence is wrapped to this many columns
 _UNATTRIBUTED_WHY = (
     "! unattributed: no recorded call made the move; it happened in the window named under it, usually\n"
     "  through a reference bound before tracing (`from numpy.random import rand`) or in C code."
@@ -44,9 +56,13 @@ def render(trace: Trace, *, color: bool = False, max_lines: int = 60) -> str:
     if len(trace) == 0:
         return "\n".join([paint(header(trace), "bold")] + _notes(trace))
     cwd = current_dir()
+    several = several_processes(trace)
+    events = _events(trace, paint, cwd, max(max_lines, 0), several)
+    top = [paint(header(trace), "bold")]
     sections = [
-        [paint(header(trace), "bold")] + _events(trace, paint, cwd, max(max_lines, 0)),
-        _sites(trace, paint, cwd, max_lines),
+        *([top, _processes(trace, paint), events] if several else [top + events]),
+        _findings(trace, paint),
+        _sites(trace, paint, cwd, max_lines, several),
         hints(trace),
         _notes(trace),
     ]
@@ -56,7 +72,7 @@ def render(trace: Trace, *, color: bool = False, max_lines: int = 60) -> str:
 # -- the events, in order -------------------------------------------------------
 
 
-def _events(trace: Trace, paint: Paint, cwd: str, max_lines: int) -> list[str]:
+def _events(trace: Trace, paint: Paint, cwd: str, max_lines: int, several: bool) -> list[str]:
     """The event table, its elision line for a long log, and what was dropped."""
     events = trace.events
     tail = _TAIL if max_lines >= 4 * _TAIL and len(events) > max_lines else 0
@@ -65,7 +81,7 @@ def _events(trace: Trace, paint: Paint, cwd: str, max_lines: int) -> list[str]:
     hidden = events[len(head) : len(events) - tail]
     lines: list[str] = []
     if shown:
-        table = _event_table(shown, cwd)
+        table = _event_table(shown, cwd, several)
         lines = format_table(table, paint)
         if hidden:
             cut = 1 + sum(1 + bool(row.note) for row in table.rows[: len(head)])
@@ -88,17 +104,20 @@ def _elision(hidden: Sequence[Event]) -> str:
     return f"  … {len(hidden):,} more events not shown{among} (trace.events has them all)"
 
 
-def _event_table(events: Sequence[Event], cwd: str) -> Table:
-    """Rows for ``events``; the thread column only when more than one thread drew."""
-    threads = len({e.thread for e in events}) > 1
-    titles = ["", "#", "stream", "kind", "api", "called at", "your code"] + (["thread"] if threads else [])
-    table = Table(titles, "<><<<<<<", note_column=2)
+def _event_table(events: Sequence[Event], cwd: str, several: bool = False) -> Table:
+    """Rows for ``events``; the pid column only across processes, the thread column only when more
+    than one thread drew."""
+    threads = len({(e.pid, e.thread) for e in events}) > len({e.pid for e in events})
+    pid = ["pid"] if several else []
+    titles = ["", "#", *pid, "stream", "kind", "api", "called at", "your code"] + (["thread"] if threads else [])
+    table = Table(titles, "<>" + ">" * len(pid) + "<<<<<<", note_column=2 + len(pid))
     for e in events:
         odd = e.kind == UNATTRIBUTED
         called = describe(e.frame, cwd)
         cells = [
             ("!" if odd else "", "alert"),
             (str(e.index), ""),
+            *([(str(e.pid), "")] if several else []),
             (e.stream, ""),
             (e.kind, "warn" if odd else ""),
             (api_label(e), "warn" if odd else ""),
@@ -122,11 +141,11 @@ def _moved(event: Event, cwd: str) -> str:
 # -- draws by call site ----------------------------------------------------------
 
 
-def _sites(trace: Trace, paint: Paint, cwd: str, max_lines: int) -> list[str]:
-    """Every draw, dropped ones too, grouped by the calling line and the user's line."""
+def _sites(trace: Trace, paint: Paint, cwd: str, max_lines: int, several: bool = False) -> list[str]:
+    """Every draw, dropped ones too, grouped by the calling line and the user's line, across processes."""
     groups: dict[tuple, list[int]] = {}
     for stat in trace.statistics("traceback"):
-        key = (stat.stream, stat.api, describe(stat.frame, cwd), your_code(stat.stack, cwd))
+        key = site_key(stat, cwd)
         slot = groups.setdefault(key, [0, 0, bool(stat.frame and is_user_file(stat.frame.filename))])
         slot[0] += stat.calls
         slot[1] += stat.values
@@ -134,10 +153,12 @@ def _sites(trace: Trace, paint: Paint, cwd: str, max_lines: int) -> list[str]:
         return []
     ordered = sorted(groups.items(), key=lambda kv: (-kv[1][0], -kv[1][1], kv[0]))
     limit = min(_MAX_SITES, max(max_lines, 5))
-    table = Table(["calls", "values", "stream", "api", "site", "your code"], ">><<<<")
-    for (stream, api, site, mine), (calls, values, user) in ordered[:limit]:
+    pids = processes_per_site(trace, cwd) if several else {}
+    table = Table(["calls", "values", "stream", "api", "site", "your code", ""], ">><<<<<")
+    for key, (calls, values, user) in ordered[:limit]:
+        stream, api, site, mine = key
         cells = [(f"{calls:,}", ""), (f"{values:,}" if values else EMPTY, ""), (stream, ""),
-                 (api, ""), (site, "" if user else "dim"), (mine, "user")]
+                 (api, ""), (site, "" if user else "dim"), (mine, "user"), (in_processes(pids.get(key)), "dim")]
         table.rows.append(Row(cells))
     total = sum(calls for calls, _v, _u in groups.values())
     lines = [paint(f"Draws by call site ({plural(total, DRAW)}, most calls first):", "bold")]
@@ -146,6 +167,50 @@ def _sites(trace: Trace, paint: Paint, cwd: str, max_lines: int) -> list[str]:
         more = len(ordered) - limit
         lines.append(paint(f"  … {more:,} more call sites (trace.statistics() has them all)", "dim"))
     return lines
+
+
+# -- processes and findings ------------------------------------------------------
+
+
+def _processes(trace: Trace, paint: Paint) -> list[str]:
+    """Every process the trace saw, the traced one first: what it was, how it started and ended."""
+    processes = trace.processes
+    table = Table(["pid", "role", "started", "exit", "events"], "><<<>")
+    for p in processes:
+        exit_style = "dim" if p.exit in (None, "normal") else "warn"
+        table.rows.append(Row([(str(p.pid), ""), (role_of(p), "" if p.role or p.start == "traced" else "dim"),
+                               (started(p), "dim"), (ended(p), exit_style), (f"{p.events:,}", "")]))
+    return [paint(f"Processes ({len(processes):,}):", "bold")] + format_table(table, paint)
+
+
+def _findings(trace: Trace, paint: Paint) -> list[str]:
+    """Each finding: its kind and sentence, the line to change, and the events it rests on."""
+    findings = trace.findings
+    if not findings:
+        return []
+    lines = [paint(f"Findings ({len(findings):,}):", "bold")]
+    for f in findings:
+        lines += _finding(f, paint)
+    return lines
+
+
+def _finding(f: Finding, paint: Paint) -> list[str]:
+    kind = printable(f.kind)
+    first, *rest = _wrap(f"{kind}: {printable(f.message)}", "  ! ", "    ")
+    lines = ["  " + paint("!", "alert") + " " + paint(kind, "alert") + first[4 + len(kind):]] + rest
+    if f.fix:
+        fix = _wrap(f"fix: {printable(f.fix)}", "    ", "         ")
+        lines += [fix[0].replace("fix:", paint("fix:", "bold"), 1)] + fix[1:]
+    if f.events:
+        shown = ", ".join(f"#{i}" for i in f.events[:10]) + (", …" if len(f.events) > 10 else "")
+        lines.append(paint(f"    events {shown}", "dim"))
+    return lines
+
+
+def _wrap(text: str, first: str, later: str) -> list[str]:
+    """``text`` wrapped at spaces only (never inside a path), first line after ``first``."""
+    return textwrap.wrap(text, _WIDTH, initial_indent=first, subsequent_indent=later,
+                         break_long_words=False, break_on_hyphens=False) or [first.rstrip()]
 
 
 # -- notes ------------------------------------------------------------------------
