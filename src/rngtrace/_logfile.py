@@ -306,11 +306,11 @@ def _text(value: Any, where: str) -> str:
     if value.__class__ is not str:
         raise LogDamage(f"{where}: expected a string, got {_shown(value)}")
     if not value.isascii() and _SURROGATE.search(value):
-        return _escaped_surrogates(value)
+        return escape_surrogates(value)
     return value
 
 
-def _escaped_surrogates(text: str) -> str:
+def escape_surrogates(text: str) -> str:
     """``text`` with its lone surrogates as escapes: a byte that was not UTF-8 as ``\\xe9``, others as ``\\ud800``.
 
     A file name that was not UTF-8 reaches a log this way (os.fsdecode keeps its bytes

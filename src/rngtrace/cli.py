@@ -25,7 +25,7 @@ from typing import Any, NoReturn
 from . import __version__
 from ._errors import GlobalRNGError, LogError
 from ._hub import validate_on_draw, validate_streams
-from ._logfile import MAX_LOG_SIZE, size_words
+from ._logfile import MAX_LOG_SIZE, escape_surrogates, size_words
 from ._paths import current_dir, is_hidden, is_own
 from ._stack import program_entry
 from .diff import compare
@@ -82,7 +82,10 @@ def run_command(args: argparse.Namespace) -> int:
     if error is not None:
         _print_program_error(error)
     if os.getpid() == started_in:  # not in a forked child: its copy of the trace is partial
-        _report(trace, args, json_at, html_at)
+        try:
+            _report(trace, args, json_at, html_at)
+        except Exception as error:  # noqa: BLE001 - a fault in rngtrace must not change the program's result
+            _say(f"{PROG}: error: could not report the trace ({_why(error)}); please report this rngtrace bug")
     return status
 
 
@@ -275,9 +278,7 @@ def _write(stream: Any, text: str) -> None:
 
 def _printable_name(path: str) -> str:
     """A path as given, with bytes that were not UTF-8 (kept as surrogates) shown as ``\\xff``."""
-    if path.isascii():
-        return path
-    return os.fsencode(path).decode("utf-8", "backslashreplace")
+    return path if path.isascii() else escape_surrogates(path)
 
 
 def _size(text: str) -> int:
