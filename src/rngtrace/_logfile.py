@@ -417,7 +417,9 @@ def _shown(value: Any) -> str:
     if value is None or value.__class__ is bool:
         return {None: "null", True: "true", False: "false"}[value]
     if value.__class__ is int:
-        return str(value) if abs(value) < 10**18 else f"a number of about {int(value.bit_length() * 0.30103) + 1} digits"
+        if abs(value) < 10**18:
+            return str(value)
+        return f"a number of about {int(value.bit_length() * 0.30103) + 1} digits"  # log10(2): no str() of it
     if value.__class__ is float:
         return repr(value)
     if value.__class__ is str:
