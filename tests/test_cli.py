@@ -342,9 +342,12 @@ def test_a_forked_child_that_exits_with_sys_exit_prints_no_log_and_writes_no_fil
     done = rngtrace("run", "--json", "log.json", "--html", "log.html", "forks.py", cwd=tmp_path)
     assert (done.returncode, done.stdout) == (0, "parent done\n"), done.stderr
     assert done.stderr.count("rngtrace: ") == 3, done.stderr  # one log and two "saved to" lines: the parent's
-    assert done.stderr.startswith("rngtrace: 2 events")
+    # The parent's log holds the child's draws too (merged, with the child's pid); the child printed nothing.
+    assert done.stderr.startswith("rngtrace: 5 events in 2 processes"), done.stderr
     saved = json.loads((tmp_path / "log.json").read_text(encoding="utf-8"))
-    assert len(saved["events"]) == 2 and saved["pid"] != 0  # the parent's trace, not the child's four events
+    child_threads = {int(k) for k in saved["pids"]}
+    assert sum(row[5] not in child_threads for row in saved["events"]) == 2  # the parent's own
+    assert [p[4] for p in saved["processes"]] == [None]  # the child outlived the trace: still running
 
 
 @pytest.mark.skipif(sys.platform in ("win32", "darwin"), reason="file names must be bytes, not UTF-8, here")

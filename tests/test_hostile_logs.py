@@ -23,7 +23,7 @@ from rngtrace import cli
 
 VALID: dict[str, Any] = {
     "format": "rngtrace",
-    "version": 1,
+    "version": 2,
     "pid": 14781,
     "streams": ["numpy", "random", "torch"],
     "depth": 16,
@@ -35,14 +35,20 @@ VALID: dict[str, Any] = {
         [["/home/me/proj/acc/devinit.py", 10, "init"], ["/home/me/proj/story.py", 7, "<module>"]],
         [["/home/me/proj/story.py", 8, "<module>"]],
     ],
-    "threads": {"139947943926656": "MainThread"},
+    "threads": {"139947943926656": "MainThread", "7": "MainThread"},
     "events": [
         ["numpy", "seed", "numpy.random.seed", None, 0, 139947943926656, "666"],
         ["numpy", "draw", "numpy.random.uniform", 1, 1, 139947943926656, None],
         ["numpy", "unattributed", "numpy state", None, 2, 139947943926656, "moved; noticed before this call"],
         ["numpy", "draw", "numpy.random.rand", 1, 2, 139947943926656, None],
+        ["numpy", "draw", "numpy.random.rand", 1, 2, 7, None],
     ],
     "overflow": [["random", "draw", "random.random", 0, 1, 1]],
+    # version 2: a forked child's event, its process and where both drew from
+    "ppid": 14780,
+    "processes": [[14790, 14781, "fork", "DataLoader worker 0", "normal", 1]],
+    "pids": {"7": 14790},
+    "origins": [[14781, "numpy", "5be2", "fork", 3], [14790, "numpy", "5be2", "fork", 4]],
 }
 
 #: JSON text no json.dumps writes, put in place of a marker string after dumping
@@ -191,7 +197,7 @@ def test_the_first_bad_field_in_the_documented_order_is_named():
 
 def test_extra_fields_are_ignored_for_logs_from_a_later_compatible_writer():
     trace = Trace.from_dict(changed(lambda d: d.__setitem__("comment", {"any": ["thing"]})))
-    assert len(trace.events) == 4
+    assert len(trace.events) == 5
 
 
 # -- bounded loading -----------------------------------------------------------------------
@@ -317,3 +323,32 @@ def test_the_fuzz_covers_every_field_and_every_kind_of_mutation():
     fields = {what.split()[1].split("/")[0] for what in done}
     assert fields == set(VALID), set(VALID) - fields
 
+
+
+def test_a_version_2_log_keeps_its_processes_pids_and_findings():
+    trace = Trace.from_dict(VALID)
+    assert [p.pid for p in trace.processes] == [14781, 14790]
+    assert trace.processes[1].role == "DataLoader worker 0"
+    assert [e.pid for e in trace.events] == [14781] * 4 + [14790]
+    (finding,) = trace.findings  # both drew from the state digest "5be2"
+    assert finding.kind == "duplicate" and set(finding.pids) == {14781, 14790}
+
+
+def test_a_version_1_log_reads_as_one_process():
+    old = {k: v for k, v in VALID.items() if k not in ("ppid", "processes", "pids", "origins")}
+    old["version"] = 1
+    trace = Trace.from_dict(old)
+    assert [p.pid for p in trace.processes] == [14781] and trace.findings == []
+
+
+@pytest.mark.parametrize("field, value, says", [
+    ("processes", [[1, 2, "fork", None, "normal"]], r"processes\[0\]: expected \[pid, ppid"),
+    ("processes", [[1, 2, 3, None, "normal", 1]], r"processes\[0\] start: expected a string"),
+    ("pids", {"99": 1}, r"pids: expected thread ids listed in threads"),
+    ("pids", [], r"pids: expected an object"),
+    ("origins", [[1, "numpy", "d", "fork", 99]], r"origins\[0\] event index: expected at most 5"),
+    ("ppid", -1, r"ppid: expected a whole number"),
+])
+def test_a_bad_version_2_field_is_one_line_naming_it(field, value, says):
+    with pytest.raises(LogError, match=says):
+        Trace.from_dict(changed(lambda d: d.__setitem__(field, value)))

@@ -226,3 +226,16 @@ def test_a_child_forked_with_no_trace_active_records_nothing_and_writes_nothing(
         os._exit(0 if HUB.hooked() == {} and HUB._child is None else 3)
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
+
+
+def test_a_child_forked_an_instant_before_the_block_ends_is_waited_for():
+    for _ in range(5):
+        with rng_trace(print=False) as trace:
+            pid = os.fork()
+            if pid == 0:
+                for _ in range(3):
+                    np.random.rand()
+                time.sleep(0.3)  # still running when the parent's block ends
+                os._exit(0)
+        os.waitpid(pid, 0)
+        assert sum(e.pid == pid for e in trace.events) == 3

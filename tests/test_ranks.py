@@ -396,3 +396,40 @@ def test_a_gloo_job_with_an_extra_draw_on_rank_1_names_its_line(gloo_job, capsys
 
 def test_a_block_ending_after_destroy_process_group_keeps_its_rank(gloo_job):
     assert sorted(os.listdir(gloo_job / "destroyed")) == ["rank-0.json", "rank-1.json"]
+
+
+def _run_rank(folder, script, rank: int, extra: bool) -> subprocess.CompletedProcess:
+    env = dict(os.environ, RANK=str(rank), EXTRA="1" if extra else "")
+    return subprocess.run([sys.executable, "-m", "rngtrace", "run", "--quiet", "--log-dir", str(folder), str(script)],
+                          env=env, capture_output=True, text=True, timeout=120)
+
+
+def test_rngtrace_run_log_dir_and_rngtrace_ranks_from_the_command_line(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text(textwrap.dedent("""\
+        import os, random
+        random.seed(1)
+        random.random()
+        if os.environ.get("EXTRA"):
+            random.random()
+        random.random()
+    """))
+    alike, apart = tmp_path / "alike", tmp_path / "apart"
+    for rank in (0, 1):
+        assert _run_rank(alike, script, rank, extra=False).returncode == 0
+        assert _run_rank(apart, script, rank, extra=rank == 1).returncode == 0
+    assert sorted(os.listdir(alike)) == ["rank-0.json", "rank-1.json"]
+    ok = subprocess.run([sys.executable, "-m", "rngtrace", "ranks", str(alike)], capture_output=True, text=True)
+    bad = subprocess.run([sys.executable, "-m", "rngtrace", "ranks", str(apart)], capture_output=True, text=True)
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert bad.returncode == 1, bad.stdout + bad.stderr
+    assert "train.py:5" in bad.stdout
+
+
+def test_rngtrace_run_refuses_a_log_dir_that_is_a_file_in_one_line(tmp_path):
+    script = tmp_path / "s.py"
+    script.write_text("pass\n")
+    result = subprocess.run([sys.executable, "-m", "rngtrace", "run", "--log-dir", str(script), str(script)],
+                            capture_output=True, text=True)
+    assert result.returncode == 2
+    assert len(result.stderr.strip().splitlines()) == 1

@@ -107,8 +107,8 @@ BAD_FILES = {
         r"damaged rngtrace log \(.*\); record it again$",
     ),
     "newer": (
-        lambda p: _rewrite(p, lambda d: d.__setitem__("version", 2)),
-        r"written by a newer rngtrace \(log format version 2, this one reads up to 1\); upgrade rngtrace",
+        lambda p: _rewrite(p, lambda d: d.__setitem__("version", 3)),
+        r"written by a newer rngtrace \(log format version 3, this one reads up to 2\); upgrade rngtrace",
     ),
     "a directory": (lambda p: p.parent, r"is a directory; pass a file written by"),
 }

@@ -77,7 +77,7 @@ def test_to_dict_round_trips_through_json():
         random.seed(3)
         random.random()
     data = json.loads(json.dumps(trace.to_dict()))
-    assert data["format"] == "rngtrace" and data["version"] == 1
+    assert data["format"] == "rngtrace" and data["version"] == 2
     again = Trace.from_dict(data)
     assert again.events == trace.events
     assert again.statistics() == trace.statistics()

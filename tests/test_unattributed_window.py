@@ -199,7 +199,7 @@ def test_the_window_survives_saving_and_loading(tmp_path):
     # Saved as version 1 always kept it: the noticing call's stack in the event's stack field.
     saved = json.loads(path.read_text())
     row = saved["events"][1]
-    assert saved["version"] == 1 and len(row) == 7
+    assert saved["version"] == 2 and len(row) == 7
     assert saved["stacks"][row[4]][0][1] == trace.events[2].frame.lineno
 
 

@@ -409,7 +409,9 @@ class Hub:
         if not sessions:
             return
         try:
-            self._spool.ensure()
+            # The child's file is made here, before the fork: a block ending before the child
+            # has run at all still knows to wait for it.
+            self._spool.reserve()
             digests = _processes.digests_now(self.rec)
         except Exception:  # noqa: BLE001 (a fork must never fail for the tracer)
             return
@@ -442,11 +444,15 @@ class Hub:
         self.rec.after_fork()
         parents, self._child = self.active, None
         child = None
-        if parents and self._spool.path is not None:
+        if parents and self._spool.reserved is not None:
             try:
                 child = self._start_child(parents)
             except Exception:  # noqa: BLE001 (a child the tracer cannot follow runs untraced)
                 child = None
+                try:
+                    os.remove(self._spool.reserved)  # type: ignore[arg-type]  (the parent need not wait for it)
+                except OSError:
+                    pass
         if child is None:
             self._spool.forget()
         self.rec.publish((child,) if child is not None else ())
@@ -472,7 +478,7 @@ class Hub:
                 session.start_states[name] = source.snapshot()
         # Read here, not in the parent: `random` was just reseeded; the other streams are the parent's.
         session.origins.extend((stream, digest, "fork", 0) for stream, digest in _processes.digests_now(self.rec))
-        self._child = _processes.ChildWriter(self, session, self._spool.path, tags)  # type: ignore[arg-type]
+        self._child = _processes.ChildWriter(self, session, self._spool.reserved, tags)  # type: ignore[arg-type]
         return session
 
     def _end_child(self, session: _Session) -> None:

@@ -19,7 +19,7 @@ import sys
 from typing import Any, NamedTuple
 
 from ._errors import LogError
-from .trace import KINDS, NO_STACK, UNATTRIBUTED, Frame
+from .trace import KINDS, NO_STACK, UNATTRIBUTED, Frame, Process
 
 #: the largest log read unless the caller raises it (Trace.load(max_size=...), --max-log-size)
 MAX_LOG_SIZE = 256 * 2**20
@@ -51,6 +51,11 @@ class Fields(NamedTuple):
     threads: dict[int, str]
     raw: list[tuple]
     overflow: dict[tuple, list[int]]
+    # Version 2 (a version 1 log reads as one process: 0, [], {}, [])
+    ppid: int
+    children: list
+    pids: dict
+    origins: list
 
 
 # -- reading the file ------------------------------------------------------------
@@ -291,7 +296,58 @@ def check(data: dict[str, Any]) -> Fields:
     threads = _threads(data["threads"])
     raw = _events(data["events"], len(stacks), threads)
     overflow = _overflow(data["overflow"], len(stacks))
-    return Fields(pid, streams, depth, max_events, dropped, notes, stacks, threads, raw, overflow)
+    ppid = _whole(data.get("ppid", 0), "ppid")
+    children = _processes(data.get("processes", []))
+    pids = _pids(data.get("pids", {}), threads)
+    origins = _origins(data.get("origins", []), len(raw))
+    return Fields(pid, streams, depth, max_events, dropped, notes, stacks, threads, raw, overflow,
+                  ppid, children, pids, origins)
+
+
+def _maybe_text(value: Any, where: str) -> Any:
+    return None if value is None else _text(value, where)
+
+
+def _processes(value: Any) -> list:
+    """Version 2's child processes: [pid, ppid, start, role or null, exit or null, events]."""
+    children = []
+    for i, row in enumerate(_list(value, "processes", "a list of processes")):
+        if row.__class__ is not list and row.__class__ is not tuple or len(row) != 6:
+            got = f"{len(row)} values" if row.__class__ in (list, tuple) else _shown(row)
+            raise LogDamage(f"processes[{i}]: expected [pid, ppid, start, role, exit, events], got {got}")
+        pid, ppid, start, role, exit, events = row
+        children.append(Process(_whole(pid, f"processes[{i}] pid"), _whole(ppid, f"processes[{i}] ppid"),
+                                _text(start, f"processes[{i}] start"), _maybe_text(role, f"processes[{i}] role"),
+                                _maybe_text(exit, f"processes[{i}] exit"), _whole(events, f"processes[{i}] events")))
+    return children
+
+
+def _pids(value: Any, threads: dict[int, str]) -> dict[int, int]:
+    """Version 2's thread id -> pid, for the threads of child processes."""
+    if value.__class__ is not dict:
+        raise LogDamage(f"pids: expected an object of thread id -> pid, got {_shown(value)}")
+    pids = {}
+    for key, pid in value.items():
+        if key.__class__ is not str or not (key.isascii() and key.isdigit() and len(key) < 20) or int(key) not in threads:
+            raise LogDamage(f"pids: expected thread ids listed in threads, got the key {_shown(key)}")
+        pids[int(key)] = _whole(pid, f"pids[{key!r}]")
+    return pids
+
+
+def _origins(value: Any, events: int) -> list:
+    """Version 2's origins: [pid, stream, state digest, why, index of the next event]."""
+    origins = []
+    for i, row in enumerate(_list(value, "origins", "a list of origins")):
+        if row.__class__ is not list and row.__class__ is not tuple or len(row) != 5:
+            got = f"{len(row)} values" if row.__class__ in (list, tuple) else _shown(row)
+            raise LogDamage(f"origins[{i}]: expected [pid, stream, digest, why, event index], got {got}")
+        pid, stream, digest, why, at = row
+        at = _whole(at, f"origins[{i}] event index")
+        if at > events:
+            raise LogDamage(f"origins[{i}] event index: expected at most {events} (the events), got {at}")
+        origins.append((_whole(pid, f"origins[{i}] pid"), _text(stream, f"origins[{i}] stream"),
+                        _text(digest, f"origins[{i}] digest"), _text(why, f"origins[{i}] why"), at))
+    return origins
 
 
 def _whole(value: Any, where: str, least: int = 0) -> int:

@@ -38,6 +38,8 @@ from typing import Any, Optional
 FLUSH_INTERVAL = 0.02
 #: how long the end of a block waits, at most, for running children to write what they hold
 SETTLE_WAIT = 0.1
+#: how long it waits, at most, for a child forked an instant before to start writing
+START_WAIT = 1.0
 _SUFFIX = ".jsonl"
 
 
@@ -129,33 +131,48 @@ class Spool:
     def __init__(self) -> None:
         self.path: Optional[str] = None
         self.owner: Optional[int] = None
+        #: the file the child of the fork under way will write (made by the parent before it forks)
+        self.reserved: Optional[str] = None
+        self._forks = 0
 
-    def ensure(self) -> str:
+    def reserve(self) -> str:
+        """Before a fork: make the folder if need be, and the empty file the child will write to."""
+        self.reserved = None
         if self.path is None:
             self.path = tempfile.mkdtemp(prefix="rngtrace-spool-")
             self.owner = os.getpid()
-        return self.path
+        self._forks += 1
+        # Named by the forking process and its count: a grandchild's name never meets a child's.
+        path = os.path.join(self.path, f"{os.getpid()}-{self._forks}{_SUFFIX}")
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+        self.reserved = path
+        return path
 
     def forget(self) -> None:
         """In a child that does not record, or no longer: the folder is not its to write to."""
-        self.path = self.owner = None
+        self.path = self.owner = self.reserved = None
 
     def collect(self, token: int) -> list["ChildLog"]:
         """Every child's log spooled for the session ``token``, after letting running children write."""
         if self.path is None or self.owner != os.getpid():
             return []
-        logs = self._read(token)
-        if any(log.running() for log in logs):
-            deadline = time.monotonic() + SETTLE_WAIT
-            while time.monotonic() < deadline:
-                time.sleep(FLUSH_INTERVAL)
-                logs = self._read(token)
-                if not any(log.running() for log in logs):
-                    break
+        logs, unstarted = self._read(token)
+        # A child that has not written its header yet was forked an instant ago: give it a moment
+        # (it writes the header first thing); one that is running gets one write interval or so.
+        deadline = time.monotonic() + START_WAIT
+        while unstarted and time.monotonic() < deadline:
+            time.sleep(FLUSH_INTERVAL)
+            logs, unstarted = self._read(token)
+        deadline = time.monotonic() + SETTLE_WAIT
+        while any(log.running() for log in logs) and time.monotonic() < deadline:
+            time.sleep(FLUSH_INTERVAL)
+            logs, _ = self._read(token)
         return logs
 
-    def _read(self, token: int) -> list["ChildLog"]:
+    def _read(self, token: int) -> tuple[list["ChildLog"], bool]:
+        """The logs spooled for ``token``, and whether a reserved file is still without its header."""
         logs = []
+        unstarted = False
         try:
             names = sorted(os.listdir(self.path))  # type: ignore[arg-type]
         except OSError:
@@ -164,10 +181,12 @@ class Spool:
             if not name.endswith(_SUFFIX):
                 continue
             log = ChildLog.read(os.path.join(self.path, name))  # type: ignore[arg-type]
-            if log is not None and token in log.tags:
+            if log is None:
+                unstarted = True
+            elif token in log.tags:
                 logs.append(log)
         logs.sort(key=lambda log: (log.started, log.pid))
-        return logs
+        return logs, unstarted
 
     def remove(self) -> None:
         """The last trace ended: remove the folder (a child still running then stops recording)."""
@@ -278,11 +297,11 @@ def _ended(pid: int) -> Optional[str]:
 class ChildWriter:
     """In a forked child: copy the child trace's events to its spool file, and end it on the way out."""
 
-    def __init__(self, hub: Any, session: Any, path: str, tags: tuple[int, ...]) -> None:
+    def __init__(self, hub: Any, session: Any, file: str, tags: tuple[int, ...]) -> None:
         self.hub = hub
         self.session = session
-        self.folder = path
-        self.file = os.path.join(path, f"{os.getpid()}{_SUFFIX}")
+        self.folder = os.path.dirname(file)
+        self.file = file
         self.tags = tags
         self._written = 0  # events of the trace already written
         self._origins = 0  # origins already written
@@ -296,7 +315,8 @@ class ChildWriter:
         self._real_exit = os._exit
         self._old_term: Any = None
         header = ["process", os.getpid(), os.getppid(), "fork", time.time(), list(tags)]
-        self._fd = os.open(self.file, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        # The parent made the file; a folder already gone (its block ended) means: do not record.
+        self._fd = os.open(self.file, os.O_WRONLY | os.O_APPEND)
         self._write([header])
         self._install_exits()
         self._thread = threading.Thread(target=self._run, name="rngtrace-spool", daemon=True)

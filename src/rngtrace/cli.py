@@ -22,7 +22,7 @@ import traceback
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, NoReturn
 
-from . import __version__
+from . import __version__, ranks
 from ._errors import GlobalRNGError, LogError
 from ._hub import validate_on_draw, validate_streams
 from ._logfile import MAX_LOG_SIZE, escape_surrogates, size_words
@@ -34,7 +34,7 @@ from .trace import Trace
 from .tracer import RngTrace, _wants_color
 
 PROG = "rngtrace"
-_COMMANDS = ("run", "show", "diff")
+_COMMANDS = ("run", "show", "diff", "ranks")
 
 
 class UsageError(Exception):
@@ -74,8 +74,11 @@ def run_command(args: argparse.Namespace) -> int:
     json_at, html_at = (_output_path(path) for path in (args.json, args.html))
     if args.html:
         _check_renderer("html")
-    tracer = RngTrace(streams=args.streams, depth=args.depth, on_draw=args.on_draw, print=False,
-                      max_events=args.max_events)
+    try:
+        tracer = RngTrace(streams=args.streams, depth=args.depth, on_draw=args.on_draw, print=False,
+                          max_events=args.max_events, log_dir=args.log_dir)
+    except (TypeError, ValueError) as error:  # a --log-dir that is a file, or relative to a deleted cwd
+        raise UsageError(str(error)) from None
     started_in = os.getpid()
     with _as_main(argv, path0), tracer as trace:
         status, error = _execute(run)
@@ -352,11 +355,12 @@ def _whole(least: int) -> Callable[[str], int]:
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(prog=PROG, description="Find the code that draws from or reseeds your global random streams.")
     parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
-    commands = parser.add_subparsers(title="commands", metavar="{run,show,diff}", required=True,
+    commands = parser.add_subparsers(title="commands", metavar="{run,show,diff,ranks}", required=True,
                                      parser_class=_Parser)
     _add_run(commands)
     _add_show(commands)
     _add_diff(commands)
+    ranks.add_parser(commands)
     return parser
 
 
@@ -375,6 +379,9 @@ def _add_run(commands: Any) -> None:
                      help="warn: issue RNGDrawWarning at each draw; raise: raise GlobalRNGError before it")
     run.add_argument("--json", metavar="PATH", help="save the log as JSON (read it with rngtrace show/diff)")
     run.add_argument("--html", metavar="PATH", help="save an HTML report")
+    run.add_argument("--log-dir", metavar="DIR",
+                     help="save the log in DIR as rank-N.json (pid-N.json with no rank): run every rank "
+                          "of a distributed job so, then compare them with rngtrace ranks DIR")
     run.add_argument("--quiet", action="store_true", help="print no log")
     run.add_argument("-m", dest="module", nargs=argparse.REMAINDER, metavar="module [args]",
                      help="run a module as python -m does")

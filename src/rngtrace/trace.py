@@ -15,7 +15,7 @@ from typing import Any, Iterable, Iterator
 from ._errors import LogError
 
 FORMAT = "rngtrace"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: the processes a trace saw (1 still loads)
 
 DRAW = "draw"
 SEED = "seed"
@@ -81,10 +81,6 @@ class Window:
         else:
             end = f"the call at {noticed}" if noticed else "a call from C code"
         return f"between {start} and {end}" + (f": {self.note}" if self.note else "")
-
-
-def _parent_pid(pid: int) -> int:
-    return os.getppid() if pid == os.getpid() else 0
 
 
 def _place(index: int, frame: Frame | None) -> str:
@@ -267,6 +263,8 @@ class Trace:
         self.depth = depth
         self.max_events = max_events
         self.pid = os.getpid()
+        #: the traced process's parent (0 where a saved log did not say)
+        self.ppid = os.getppid()
         #: events not kept individually because max_events was reached
         self.dropped = 0
         self.notes: list[str] = []  # what the tracer could not watch, said in the log
@@ -366,7 +364,7 @@ class Trace:
     def processes(self) -> list[Process]:
         """Every process seen: the one that traced first, then each child merged in."""
         mine = len(self) - sum(child.events for child in self._children)
-        here = Process(self.pid, _parent_pid(self.pid), "traced", None, None, mine)
+        here = Process(self.pid, self.ppid, "traced", None, None, mine)
         return [here, *self._children]
 
     @property
@@ -458,6 +456,12 @@ class Trace:
                 [s, k, a, index.get(sid, -1), calls, values]
                 for (s, k, a, sid), (calls, values) in self._overflow.items()
             ],
+            # Version 2: the child processes merged in, their threads' pids, and where each
+            # process's streams started anew (what the duplicate finding is drawn from).
+            "ppid": self.ppid,
+            "processes": [[p.pid, p.ppid, p.start, p.role, p.exit, p.events] for p in self._children],
+            "pids": {str(k): v for k, v in self._pids.items()},
+            "origins": [list(origin) for origin in self._origins],
         }
 
     @classmethod
@@ -489,6 +493,10 @@ class Trace:
         trace._threads = fields.threads
         trace._raw = fields.raw
         trace._overflow = fields.overflow
+        trace.ppid = fields.ppid
+        trace._children = fields.children
+        trace._pids = fields.pids
+        trace._origins = fields.origins
         trace._finished = True
         return trace
 
