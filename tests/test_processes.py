@@ -239,3 +239,60 @@ def test_a_child_forked_an_instant_before_the_block_ends_is_waited_for():
                 os._exit(0)
         os.waitpid(pid, 0)
         assert sum(e.pid == pid for e in trace.events) == 3
+
+
+def _torch():
+    return pytest.importorskip("torch")
+
+
+class _NoisyItems:
+    """A dataset whose items draw from NumPy's global stream, as an augmentation does."""
+
+    def __len__(self) -> int:
+        return 8
+
+    def __getitem__(self, i: int) -> float:
+        return i + float(np.random.rand())
+
+
+def _seed_numpy_with_zero(_worker_id: int) -> None:
+    np.random.seed(0)
+
+
+def _loader(**kw):
+    data = _torch().utils.data
+    return data.DataLoader(_NoisyItems(), batch_size=2, num_workers=2, multiprocessing_context="fork", **kw)
+
+
+def test_dataloader_workers_are_traced_and_their_default_seeding_is_no_finding():
+    with rng_trace(print=False) as trace:
+        values = [v for batch in _loader() for v in batch.tolist()]
+    workers = [p for p in trace.processes if (p.role or "").startswith("DataLoader worker")]
+    assert sorted(p.role for p in workers) == ["DataLoader worker 0", "DataLoader worker 1"]
+    drew = [e for e in trace.events if e.api == "numpy.random.rand"]
+    assert len(drew) == 8 and {e.pid for e in drew} == {p.pid for p in workers}
+    # torch seeds random, torch and NumPy in each worker from its base seed and id: no repeats.
+    assert sum(e.kind == "seed" and e.stream == "numpy" for e in trace.events) == 2
+    assert trace.findings == []
+    assert len({round(v % 1, 12) for v in values}) == 8
+
+
+def test_a_worker_init_fn_seeding_a_constant_is_a_duplicate_naming_the_dataset_line():
+    with rng_trace(print=False) as trace:
+        values = [round(v % 1, 9) for batch in _loader(worker_init_fn=_seed_numpy_with_zero) for v in batch.tolist()]
+    assert values[0:2] == values[2:4]  # the bug: worker 1's "random" numbers are worker 0's
+    (finding,) = trace.findings
+    assert finding.kind == "duplicate" and finding.stream == "numpy"
+    assert "DataLoader worker 0" in finding.message and "DataLoader worker 1" in finding.message
+    assert "__getitem__" in finding.message
+
+
+def test_persistent_workers_are_traced_over_two_epochs_and_stop_recording_after_the_block():
+    loader = _loader(persistent_workers=True)
+    with rng_trace(print=False) as trace:
+        for _epoch in range(2):
+            list(loader)
+    drew = [e for e in trace.events if e.api == "numpy.random.rand"]
+    assert len(drew) == 16
+    assert {p.exit for p in trace.processes[1:]} == {None}  # still running when the block ended
+    del loader  # the workers shut down untraced: nothing spooled, no folder left (the fixture checks)
