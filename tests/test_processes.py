@@ -296,3 +296,33 @@ def test_persistent_workers_are_traced_over_two_epochs_and_stop_recording_after_
     assert len(drew) == 16
     assert {p.exit for p in trace.processes[1:]} == {None}  # still running when the block ended
     del loader  # the workers shut down untraced: nothing spooled, no folder left (the fixture checks)
+
+
+TERMINATED_POOLS = """\
+import multiprocessing as mp
+import numpy as np
+import numpy.random
+from rngtrace import rng_trace
+
+def draw(i):
+    return float(np.random.rand())
+
+if __name__ == "__main__":
+    for _ in range(30):
+        with rng_trace(print=False):
+            with mp.get_context("fork").Pool(3) as pool:
+                pool.map(draw, range(6))
+    print("done")
+"""
+
+
+def test_idle_pool_workers_die_of_sigterm_with_their_spool_thread_running(tmp_path):
+    # Pool.terminate() SIGTERMs workers waiting for a task on a lock. Delivered to the spool
+    # thread, the signal only set a flag for the main thread, which never woke: 30 pools hung.
+    import subprocess
+    import sys
+
+    script = tmp_path / "pools.py"
+    script.write_text(TERMINATED_POOLS)
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert (done.returncode, done.stdout) == (0, "done\n"), done.stderr

@@ -363,6 +363,11 @@ class ChildWriter:
 
     # -- writing -----------------------------------------------------------------------
     def _run(self) -> None:
+        # SIGTERM must reach the main thread: delivered to this one, it would only set a flag for
+        # the handler, which runs when the main thread next runs Python; a main thread blocked in a
+        # lock (a pool worker waiting for a task) would then never wake, and never die of it.
+        if hasattr(signal, "pthread_sigmask"):
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
         while not self._stop.wait(FLUSH_INTERVAL):
             if not os.path.isdir(self.folder):
                 self.stop_recording()  # the parent's trace ended: this child runs on untraced
