@@ -67,12 +67,12 @@ def _barrier_path() -> str:
     return path
 
 
-def _two_workers_draw(initializer=None) -> tuple[list[float], object]:
-    """Map two tasks on a fork pool of two, each waiting for the other: both workers draw once."""
+def _two_workers_draw(initializer=None, context=None) -> tuple[list[float], object]:
+    """Map two tasks on a pool of two (fork by default), each waiting for the other: both workers draw once."""
     path = _barrier_path()
     try:
         with rng_trace(print=False) as trace:
-            with FORK.Pool(2, initializer=initializer) as pool:
+            with (context or FORK).Pool(2, initializer=initializer) as pool:
                 values = pool.map(_draw_after_barrier, [path] * 2, chunksize=1)
     finally:
         os.remove(path)
@@ -326,3 +326,24 @@ def test_idle_pool_workers_die_of_sigterm_with_their_spool_thread_running(tmp_pa
     script.write_text(TERMINATED_POOLS)
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
     assert (done.returncode, done.stdout) == (0, "done\n"), done.stderr
+
+
+@pytest.mark.parametrize("method", ["spawn", "forkserver"])
+def test_spawned_and_forkserver_pool_workers_are_traced_and_a_constant_seed_is_a_duplicate(method):
+    values, trace = _two_workers_draw(_seed_zero, multiprocessing.get_context(method))
+    assert values[0] == values[1]
+    children = trace.processes[1:]
+    assert {p.start for p in children} == {method} and len(children) == 2
+    assert sum(e.api == "numpy.random.rand" for e in trace.events) == 2
+    (finding,) = trace.findings
+    assert finding.kind == "duplicate" and set(finding.pids) == {p.pid for p in children}
+
+
+def test_a_spawned_process_keeps_its_own_target_in_the_parent():
+    process = multiprocessing.get_context("spawn").Process(target=_draw, args=(0,))
+    with rng_trace(print=False) as trace:
+        process.start()
+        process.join(60)
+    assert process._target is _draw and process.exitcode == 0
+    assert [e.api for e in trace.events] == ["numpy.random.rand"]
+    assert trace.processes[1].start == "spawn"

@@ -95,6 +95,8 @@ class Hub:
         self._child: Optional[_processes.ChildWriter] = None
         #: (sub-stream, digest) of each stream's state at the last fork under a trace
         self._fork_digests: list[tuple[str, str]] = []
+        #: multiprocessing's Process.start wrapped while a trace records (spawn, forkserver)
+        self._spawns = _processes.SpawnWatch()
         #: streams whose library finished importing while another thread held the lock
         self._pending_imports: set[str] = set()
         #: (stream, id of a module's globals) -> those globals, already searched for references
@@ -118,6 +120,8 @@ class Hub:
             out["import_hooks"] = self.imports.watching()
         if self._catchall is not None:
             out["catchall"] = self._catchall.describe()
+        if self._spawns.installed is not None:
+            out["spawn"] = self._spawns.describe()
         if self.active:
             out["active"] = len(self.active)
         return out
@@ -246,6 +250,7 @@ class Hub:
             self._catchall = None
         elif catchall is not None:
             catchall.refresh()
+        self._spawns.set(bool(sessions), self)
 
     # -- sources -------------------------------------------------------------
     def _imported(self, name: str) -> None:
@@ -480,6 +485,45 @@ class Hub:
         session.origins.extend((stream, digest, "fork", 0) for stream, digest in _processes.digests_now(self.rec))
         self._child = _processes.ChildWriter(self, session, self._spool.reserved, tags)  # type: ignore[arg-type]
         return session
+
+    def _spawning(self, process: Any, start: Callable) -> None:
+        """``process.start()`` under a trace: a spawn or forkserver child gets a target that records."""
+        sessions = self.active
+        target = getattr(process, "_target", None)
+        method = _processes.start_method(process) if sessions and target is not None else None
+        if method not in ("spawn", "forkserver"):
+            return start(process)  # fork: os.register_at_fork does it; no target: run() overridden
+        try:
+            file = self._spool.reserve()
+            streams = frozenset().union(*(s.streams for s in sessions))
+            wrapped = _processes.SpawnedTarget(
+                target, file, tuple(sorted({t for s in sessions for t in s.tags})), tuple(sorted(streams)),
+                max(s.trace.depth for s in sessions), max(s.trace.max_events for s in sessions), method)
+        except Exception:  # noqa: BLE001 (a process must start whatever the tracer cannot do)
+            return start(process)
+        process._target = wrapped  # pickled into the child now, by start()
+        try:
+            return start(process)
+        finally:
+            process._target = target
+
+    def _start_spawned(self, spec: Any) -> None:
+        """In a spawned child, before its target runs: record into a trace of its own, spooled to the parent."""
+        trace = Trace(spec.streams, spec.depth, spec.max_events)
+        session = _Session(trace, frozenset(spec.streams), "log", tuple(spec.tags))
+        _call_locked(self._lock, self._start_spawned_locked, session, spec)
+
+    def _start_spawned_locked(self, session: _Session, spec: Any) -> None:
+        self._spool.path = os.path.dirname(spec.file)  # its own children write there too
+        self.rec.publish((session,))
+        self._settle((session,))
+        session.trace._live = (self.rec.stacks.resolve, self.rec.thread_names)
+        for name in session.streams:
+            source = self.rec.sources.get(name)
+            if source is not None:
+                session.start_states[name] = source.snapshot()
+        session.origins.extend((stream, digest, spec.start, 0) for stream, digest in _processes.digests_now(self.rec))
+        self._child = _processes.ChildWriter(self, session, spec.file, tuple(spec.tags), spec.start)
 
     def _end_child(self, session: _Session) -> None:
         """The child's trace ends (it exits, or its parent's trace ended): the same end as a block's."""

@@ -297,7 +297,7 @@ def _ended(pid: int) -> Optional[str]:
 class ChildWriter:
     """In a forked child: copy the child trace's events to its spool file, and end it on the way out."""
 
-    def __init__(self, hub: Any, session: Any, file: str, tags: tuple[int, ...]) -> None:
+    def __init__(self, hub: Any, session: Any, file: str, tags: tuple[int, ...], start: str = "fork") -> None:
         self.hub = hub
         self.session = session
         self.folder = os.path.dirname(file)
@@ -314,7 +314,7 @@ class ChildWriter:
         self._stop = threading.Event()
         self._real_exit = os._exit
         self._old_term: Any = None
-        header = ["process", os.getpid(), os.getppid(), "fork", time.time(), list(tags)]
+        header = ["process", os.getpid(), os.getppid(), start, time.time(), list(tags)]
         # The parent made the file; a folder already gone (its block ended) means: do not record.
         self._fd = os.open(self.file, os.O_WRONLY | os.O_APPEND)
         self._write([header])
@@ -476,3 +476,80 @@ class ChildWriter:
         finally:
             self.hub._spool.forget()
             self._restore_exits()
+
+
+# -- spawned and forkserver children ----------------------------------------------------
+class SpawnedTarget:
+    """A ``multiprocessing`` process's target, wrapped for a child that does not fork from here.
+
+    Spawn and forkserver start a fresh interpreter that unpickles the process object:
+    this object travels in it instead of the target, and in the child starts a trace
+    of the child's own (spooled like a forked child's) before calling the target.
+    Only the process object sent to the child holds it: the parent's keeps its target.
+    """
+
+    def __init__(self, target: Any, file: str, tags: tuple[int, ...], streams: tuple[str, ...], depth: int,
+                 max_events: int, start: str) -> None:
+        self.target = target
+        self.file, self.tags, self.start = file, tags, start
+        self.streams, self.depth, self.max_events = streams, depth, max_events
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        from ._hub import HUB
+
+        try:
+            HUB._start_spawned(self)
+        except Exception:  # noqa: BLE001 (a child the tracer cannot follow runs untraced)
+            try:
+                os.remove(self.file)  # the parent need not wait for it
+            except OSError:
+                pass
+        return self.target(*args, **kwargs)
+
+
+def start_method(process: Any) -> Optional[str]:
+    """How ``process`` (a multiprocessing BaseProcess) will start: fork, spawn or forkserver."""
+    method = getattr(process, "_start_method", None)
+    if method:
+        return str(method)
+    try:  # a plain Process: the default context's, without fixing it (get_start_method() would)
+        import multiprocessing.context as context
+
+        default = context._default_context
+        return str((default._actual_context or default._default_context)._name)
+    except Exception:  # noqa: BLE001
+        return None
+
+
+class SpawnWatch:
+    """While any trace records: ``multiprocessing``'s ``BaseProcess.start`` wraps spawned children's targets."""
+
+    def __init__(self) -> None:
+        self.installed: Optional[tuple[type, Any]] = None
+
+    def set(self, wanted: bool, hub: Any) -> None:
+        """Install or remove the wrapper of ``BaseProcess.start`` (idempotent)."""
+        import sys
+
+        if wanted and self.installed is None:
+            module = sys.modules.get("multiprocessing.process")
+            if module is None:
+                return  # not imported: nothing can spawn through it before the next trace starts
+            cls = module.BaseProcess
+            original = cls.__dict__["start"]
+
+            def start(process: Any, _original: Any = original) -> None:
+                return hub._spawning(process, _original)
+
+            start.__wrapped__ = original  # type: ignore[attr-defined]
+            start.__name__, start.__qualname__, start.__doc__ = original.__name__, original.__qualname__, original.__doc__
+            self.installed = (cls, original)  # first: an undo completes whatever part is in place
+            cls.start = start
+        elif not wanted and self.installed is not None:
+            cls, original = self.installed
+            if getattr(cls.__dict__.get("start"), "__wrapped__", None) is original:
+                cls.start = original  # never someone else's patch over ours
+            self.installed = None
+
+    def describe(self) -> list[str]:
+        return ["multiprocessing.process.BaseProcess.start"] if self.installed is not None else []
