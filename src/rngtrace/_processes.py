@@ -4,10 +4,10 @@ A process forked while a trace records (``os.fork``, ``multiprocessing`` with
 fork, a fork ``Pool``, ``ProcessPoolExecutor``, a ``DataLoader``'s workers)
 goes on recording in the child, into a trace of its own. The child writes its
 events, already resolved into frames, to a spool file of its own in a
-temporary folder, a few times a second and at every way out it can see:
-``atexit``, ``os._exit`` (multiprocessing and DataLoader workers end through
-it, skipping ``atexit``) and SIGTERM (``Pool.terminate``). A SIGKILLed child
-loses what it drew since its last write. When a parent's trace ends, the
+temporary folder, every 10 ms and at every way out it can see: ``atexit``
+and ``os._exit`` (multiprocessing and DataLoader workers end through it,
+skipping ``atexit``). A child killed by a signal (``Pool.terminate``'s
+SIGTERM, SIGKILL) loses what it drew since its last write. When a parent's trace ends, the
 events its children spooled for it are merged into it, each keeping its pid;
 the outermost trace removes the folder, and a child still running then finds
 it gone, stops recording and takes its hooks off.
@@ -28,14 +28,13 @@ import hashlib
 import json
 import os
 import shutil
-import signal
 import tempfile
 import threading
 import time
 from typing import Any, Optional
 
-#: seconds between two writes of a child's spool file
-FLUSH_INTERVAL = 0.02
+#: seconds between two writes of a child's spool file: what a killed child can lose
+FLUSH_INTERVAL = 0.01
 #: how long the end of a block waits, at most, for running children to write what they hold
 SETTLE_WAIT = 0.1
 #: how long it waits, at most, for a child forked an instant before to start writing
@@ -139,7 +138,7 @@ class Spool:
         """Before a fork: make the folder if need be, and the empty file the child will write to."""
         self.reserved = None
         if self.path is None:
-            self.path = tempfile.mkdtemp(prefix="rngtrace-spool-")
+            self.path = tempfile.mkdtemp(prefix=f"rngtrace-spool-{os.getpid()}-")
             self.owner = os.getpid()
         self._forks += 1
         # Named by the forking process and its count: a grandchild's name never meets a child's.
@@ -313,7 +312,6 @@ class ChildWriter:
         self._finishing = False
         self._stop = threading.Event()
         self._real_exit = os._exit
-        self._old_term: Any = None
         header = ["process", os.getpid(), os.getppid(), start, time.time(), list(tags)]
         # The parent made the file; a folder already gone (its block ended) means: do not record.
         self._fd = os.open(self.file, os.O_WRONLY | os.O_APPEND)
@@ -331,43 +329,20 @@ class ChildWriter:
             _self._real_exit(code)
 
         os._exit = _exit  # multiprocessing and DataLoader workers leave through it, skipping atexit
-        if threading.current_thread() is threading.main_thread():
-            try:
-                if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
-                    self._old_term = signal.signal(signal.SIGTERM, self._on_term)
-            except (ValueError, OSError):
-                self._old_term = None
+        # No SIGTERM handler: with this module's thread running, a Python handler could leave a
+        # worker that waits on a lock (Pool.terminate()'s idle workers) never woken to die of it,
+        # and a program that hangs is worse than a log that lacks its last few milliseconds.
 
     def _restore_exits(self) -> None:
         atexit.unregister(self._at_exit)
         if getattr(os._exit, "__code__", None) is not None and os._exit.__name__ == "_exit":
             os._exit = self._real_exit
-        if self._old_term is not None and threading.current_thread() is threading.main_thread():
-            try:
-                if signal.getsignal(signal.SIGTERM) == self._on_term:
-                    signal.signal(signal.SIGTERM, self._old_term)
-            except (ValueError, OSError):
-                pass
-        self._old_term = None
 
     def _at_exit(self) -> None:
         self.finish("normal")
 
-    def _on_term(self, signum: int, _frame: Any) -> None:
-        if self._finishing:
-            return  # already on its way out (os._exit, atexit): it exits as soon as that is written
-        # Pool.terminate(): write what this worker drew, then die of the signal as it would have.
-        self.finish(f"killed by signal {signum}")
-        signal.signal(signum, signal.SIG_DFL)
-        os.kill(os.getpid(), signum)
-
     # -- writing -----------------------------------------------------------------------
     def _run(self) -> None:
-        # SIGTERM must reach the main thread: delivered to this one, it would only set a flag for
-        # the handler, which runs when the main thread next runs Python; a main thread blocked in a
-        # lock (a pool worker waiting for a task) would then never wake, and never die of it.
-        if hasattr(signal, "pthread_sigmask"):
-            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
         while not self._stop.wait(FLUSH_INTERVAL):
             if not os.path.isdir(self.folder):
                 self.stop_recording()  # the parent's trace ended: this child runs on untraced
@@ -438,7 +413,7 @@ class ChildWriter:
     def finish(self, how: str) -> None:
         """The child is leaving: end its trace and write the rest, with how it ended."""
         if self._done or self._finishing:
-            return  # a SIGTERM landing while os._exit's call writes: one writer, once
+            return  # one writer, once (atexit after an os._exit that is already writing)
         self._finishing = True
         self._stop.set()
         try:
@@ -526,6 +501,7 @@ class SpawnWatch:
 
     def __init__(self) -> None:
         self.installed: Optional[tuple[type, Any]] = None
+        self._made: Optional[tuple[Any, Any]] = None  # (original, its wrapper), made once
 
     def set(self, wanted: bool, hub: Any) -> None:
         """Install or remove the wrapper of ``BaseProcess.start`` (idempotent)."""
@@ -537,14 +513,18 @@ class SpawnWatch:
                 return  # not imported: nothing can spawn through it before the next trace starts
             cls = module.BaseProcess
             original = cls.__dict__["start"]
+            if getattr(original, "__wrapped__", None) is not None:
+                return  # someone else's patch (or ours, left by an interrupted undo): never stacked
+            if self._made is None or self._made[0] is not original:
+                def start(process: Any, _original: Any = original) -> None:
+                    return hub._spawning(process, _original)
 
-            def start(process: Any, _original: Any = original) -> None:
-                return hub._spawning(process, _original)
-
-            start.__wrapped__ = original  # type: ignore[attr-defined]
-            start.__name__, start.__qualname__, start.__doc__ = original.__name__, original.__qualname__, original.__doc__
+                start.__wrapped__ = original  # type: ignore[attr-defined]
+                start.__name__, start.__qualname__ = original.__name__, original.__qualname__
+                start.__doc__ = original.__doc__
+                self._made = (original, start)
             self.installed = (cls, original)  # first: an undo completes whatever part is in place
-            cls.start = start
+            cls.start = self._made[1]
         elif not wanted and self.installed is not None:
             cls, original = self.installed
             if getattr(cls.__dict__.get("start"), "__wrapped__", None) is original:
