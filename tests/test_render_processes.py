@@ -66,7 +66,9 @@ def _draw_after_barrier(path: str) -> float:
     deadline = time.monotonic() + 10
     while os.path.getsize(path) < 2 and time.monotonic() < deadline:
         time.sleep(0.005)
-    return float(np.random.rand())
+    value = float(np.random.rand())
+    time.sleep(0.05)  # written before Pool.terminate() can kill the worker (it writes every 10 ms)
+    return value
 
 
 def _pool_of_two() -> Trace:
