@@ -333,12 +333,17 @@ def test_idle_pool_workers_die_of_sigterm_with_their_spool_thread_running(tmp_pa
 
     script = tmp_path / "pools.py"
     script.write_text(TERMINATED_POOLS)
-    runs = [subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True) for _ in range(3)]
+    runs = [subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True, start_new_session=True)
+            for _ in range(3)]
     try:
         outs = [run.communicate(timeout=120)[0] for run in runs]
     finally:
-        for run in runs:
-            run.kill()
+        for run in runs:  # a hung run's workers too: each run is a process group of its own
+            try:
+                os.killpg(run.pid, signal.SIGKILL)
+            except OSError:
+                pass
+            run.wait()
     assert outs == ["done\n"] * 3 and [run.returncode for run in runs] == [0, 0, 0]
 
 
