@@ -16,6 +16,7 @@ import numpy as np
 import numpy.random  # noqa: F401  (imported before any fork, as a program that used it is)
 import pytest
 
+from fork_pools import two_workers_draw
 from rngtrace import rng_trace
 from rngtrace._hub import HUB
 
@@ -50,7 +51,7 @@ def _seed_from_pid() -> None:
 
 
 def test_fork_pool_workers_that_draw_from_the_inherited_state_are_a_duplicate_finding():
-    values, trace = _two_workers_draw()
+    values, trace = two_workers_draw()
     assert values[0] == values[1]  # the bug itself: two workers, one number
     pids = {e.pid for e in trace.events}
     assert len(pids) == 2 and os.getpid() not in pids
@@ -58,43 +59,12 @@ def test_fork_pool_workers_that_draw_from_the_inherited_state_are_a_duplicate_fi
     (finding,) = trace.findings
     assert finding.kind == "duplicate" and finding.stream == "numpy"
     assert set(finding.pids) == pids
-    assert "test_processes.py" in finding.message and "default_rng" in finding.fix
-
-
-def _barrier_path() -> str:
-    """A new empty file: each pool worker that takes a task adds a byte to it, then waits for two."""
-    fd, path = tempfile.mkstemp(prefix="rngtrace-test-barrier-")
-    os.close(fd)
-    return path
-
-
-def _two_workers_draw(initializer=None, context=None) -> tuple[list[float], object]:
-    """Map two tasks on a pool of two (fork by default), each waiting for the other: both workers draw once."""
-    path = _barrier_path()
-    try:
-        with rng_trace(print=False) as trace:
-            with (context or FORK).Pool(2, initializer=initializer) as pool:
-                values = pool.map(_draw_after_barrier, [path] * 2, chunksize=1)
-    finally:
-        os.remove(path)
-    return values, trace
-
-
-def _draw_after_barrier(path: str) -> float:
-    # Each worker announces itself, then waits until two have: both take one task.
-    with open(path, "a") as f:
-        f.write("x")
-    deadline = time.monotonic() + 10
-    while os.path.getsize(path) < 2 and time.monotonic() < deadline:
-        time.sleep(0.005)
-    value = float(np.random.rand())
-    time.sleep(0.05)  # written before Pool.terminate() can kill the worker (it writes every 10 ms)
-    return value
+    assert "fork_pools.py:" in finding.message and "default_rng" in finding.fix  # the line that drew
 
 
 def test_workers_seeded_with_one_constant_are_a_duplicate_and_workers_seeded_apart_are_not():
-    _, same = _two_workers_draw(_seed_zero)
-    _, apart = _two_workers_draw(_seed_from_pid)
+    _, same = two_workers_draw(_seed_zero)
+    _, apart = two_workers_draw(_seed_from_pid)
     assert [f.kind for f in same.findings] == ["duplicate"]
     assert apart.findings == []
     assert sum(e.kind == "seed" for e in apart.events) == 2
@@ -349,7 +319,7 @@ def test_idle_pool_workers_die_of_sigterm_with_their_spool_thread_running(tmp_pa
 
 @pytest.mark.parametrize("method", ["spawn", "forkserver"])
 def test_spawned_and_forkserver_pool_workers_are_traced_and_a_constant_seed_is_a_duplicate(method):
-    values, trace = _two_workers_draw(_seed_zero, multiprocessing.get_context(method))
+    values, trace = two_workers_draw(_seed_zero, multiprocessing.get_context(method))
     assert values[0] == values[1]
     children = trace.processes[1:]
     assert {p.start for p in children} == {method} and len(children) == 2

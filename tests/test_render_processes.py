@@ -8,18 +8,16 @@ import base64
 import hashlib
 import html
 import json
-import multiprocessing
 import os
 import re
 import shutil
 import subprocess
-import tempfile
-import time
 
 import numpy as np
 import numpy.random  # noqa: F401  (imported before any fork, so children inherit numpy's state)
 import pytest
 
+from fork_pools import two_workers_draw
 from rngtrace import Trace, rng_trace
 from rngtrace.diff import compare
 from rngtrace.render import render_diff
@@ -60,28 +58,9 @@ def _alone() -> Trace:
     return trace
 
 
-def _draw_after_barrier(path: str) -> float:
-    with open(path, "a") as f:
-        f.write("x")
-    deadline = time.monotonic() + 10
-    while os.path.getsize(path) < 2 and time.monotonic() < deadline:
-        time.sleep(0.005)
-    value = float(np.random.rand())
-    time.sleep(0.05)  # written before Pool.terminate() can kill the worker (it writes every 10 ms)
-    return value
-
-
 def _pool_of_two() -> Trace:
     """Two fork-pool workers that each draw once from the state they inherited."""
-    fd, path = tempfile.mkstemp(prefix="rngtrace-test-barrier-")
-    os.close(fd)
-    try:
-        with rng_trace(print=False) as trace:
-            with multiprocessing.get_context("fork").Pool(2) as pool:
-                pool.map(_draw_after_barrier, [path] * 2, chunksize=1)
-    finally:
-        os.remove(path)
-    return trace
+    return two_workers_draw()[1]
 
 
 def _section(log: str, title: str) -> list[str]:

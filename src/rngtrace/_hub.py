@@ -93,8 +93,6 @@ class Hub:
         self._spool = _processes.Spool()
         #: in a forked child that records: what writes its events out
         self._child: Optional[_processes.ChildWriter] = None
-        #: (sub-stream, digest) of each stream's state at the last fork under a trace
-        self._fork_digests: list[tuple[str, str]] = []
         #: multiprocessing's Process.start wrapped while a trace records (spawn, forkserver)
         self._spawns = _processes.SpawnWatch()
         #: streams whose library finished importing while another thread held the lock
@@ -423,13 +421,12 @@ class Hub:
         for session in sessions:
             at = len(session.trace._raw)
             session.origins.extend((stream, digest, "fork", at) for stream, digest in digests)
-        self._fork_digests = digests
 
     def _seeded(self, stream: str) -> None:
         """A recorded seed: where processes are traced, note the state each process starts from anew."""
         if self._spool.path is None and self._child is None:
             return  # no other process to compare with: no full-state read per seed
-        source = self.rec.sources.get(stream.split(".", 1)[0])
+        source = self.rec.sources.get(self.rec.base_of(stream))
         if source is None:
             return
         try:
@@ -469,22 +466,25 @@ class Hub:
 
     def _start_child(self, parents: tuple) -> _Session:
         """A session of the child's own, recording what its parents recorded, spooled to their folder."""
-        streams = frozenset().union(*(s.streams for s in parents))
-        trace = Trace(sorted(streams), max(s.trace.depth for s in parents), max(s.trace.max_events for s in parents))
-        tags = tuple(sorted({tag for s in parents for tag in s.tags}))
-        session = _Session(trace, streams, "log", tags)
-        trace._live = (self.rec.stacks.resolve, self.rec.thread_names)
-        for name in streams:
+        session = _child_session(*_processes.child_spec(parents))
+        # CPython reseeds `random` in every forked child (os.register_at_fork): the child starts
+        # from its streams as they are now, not from the parent's last recorded call.
+        for name in session.streams:
+            if name in self.rec.sources:
+                self.rec.reseeded(name)
+        self._begin_child(session, self._spool.reserved, "fork")  # type: ignore[arg-type]
+        return session
+
+    def _begin_child(self, session: _Session, file: str, start: str) -> None:
+        """A child's session, published already: note where its streams start, and spool it to ``file``."""
+        session.trace._live = (self.rec.stacks.resolve, self.rec.thread_names)
+        for name in session.streams:
             source = self.rec.sources.get(name)
             if source is not None:
-                # CPython reseeds `random` in every forked child (os.register_at_fork): the child
-                # starts from its state as it is now, not from the parent's last recorded call.
-                self.rec.reseeded(name)
                 session.start_states[name] = source.snapshot()
-        # Read here, not in the parent: `random` was just reseeded; the other streams are the parent's.
-        session.origins.extend((stream, digest, "fork", 0) for stream, digest in _processes.digests_now(self.rec))
-        self._child = _processes.ChildWriter(self, session, self._spool.reserved, tags)  # type: ignore[arg-type]
-        return session
+        # Read in the child: a forked child's `random` was reseeded; a spawned one's streams are new.
+        session.origins.extend((stream, digest, start, 0) for stream, digest in _processes.digests_now(self.rec))
+        self._child = _processes.ChildWriter(self, session, file, session.tags, start)
 
     def _spawning(self, process: Any, start: Callable) -> None:
         """``process.start()`` under a trace: a spawn or forkserver child gets a target that records."""
@@ -494,11 +494,7 @@ class Hub:
         if method not in ("spawn", "forkserver"):
             return start(process)  # fork: os.register_at_fork does it; no target: run() overridden
         try:
-            file = self._spool.reserve()
-            streams = frozenset().union(*(s.streams for s in sessions))
-            wrapped = _processes.SpawnedTarget(
-                target, file, tuple(sorted({t for s in sessions for t in s.tags})), tuple(sorted(streams)),
-                max(s.trace.depth for s in sessions), max(s.trace.max_events for s in sessions), method)
+            wrapped = _processes.SpawnedTarget(target, self._spool.reserve(), _processes.child_spec(sessions), method)
         except Exception:  # noqa: BLE001 (a process must start whatever the tracer cannot do)
             return start(process)
         process._target = wrapped  # pickled into the child now, by start()
@@ -507,23 +503,15 @@ class Hub:
         finally:
             process._target = target
 
-    def _start_spawned(self, spec: Any) -> None:
+    def _start_spawned(self, target: Any) -> None:
         """In a spawned child, before its target runs: record into a trace of its own, spooled to the parent."""
-        trace = Trace(spec.streams, spec.depth, spec.max_events)
-        session = _Session(trace, frozenset(spec.streams), "log", tuple(spec.tags))
-        _call_locked(self._lock, self._start_spawned_locked, session, spec)
+        _call_locked(self._lock, self._start_spawned_locked, _child_session(*target.spec), target)
 
-    def _start_spawned_locked(self, session: _Session, spec: Any) -> None:
-        self._spool.path = os.path.dirname(spec.file)  # its own children write there too
+    def _start_spawned_locked(self, session: _Session, target: Any) -> None:
+        self._spool.path = os.path.dirname(target.file)  # its own children write there too
         self.rec.publish((session,))
         self._settle((session,))
-        session.trace._live = (self.rec.stacks.resolve, self.rec.thread_names)
-        for name in session.streams:
-            source = self.rec.sources.get(name)
-            if source is not None:
-                session.start_states[name] = source.snapshot()
-        session.origins.extend((stream, digest, spec.start, 0) for stream, digest in _processes.digests_now(self.rec))
-        self._child = _processes.ChildWriter(self, session, spec.file, tuple(spec.tags), spec.start)
+        self._begin_child(session, target.file, target.start)
 
     def _end_child(self, session: _Session) -> None:
         """The child's trace ends (it exits, or its parent's trace ended): the same end as a block's."""
@@ -531,6 +519,11 @@ class Hub:
             return
         self._child = None
         _call_locked(self._lock, self._stop, session, None)
+
+
+def _child_session(streams: tuple[str, ...], depth: int, max_events: int, tags: tuple[int, ...]) -> _Session:
+    """A child process's own session (``_processes.child_spec``): it only logs, whatever its parents asked."""
+    return _Session(Trace(streams, depth, max_events), frozenset(streams), "log", tags)
 
 
 def _moved_since_recorded(fingerprint: Any) -> bool:

@@ -301,7 +301,6 @@ class ChildWriter:
         self.session = session
         self.folder = os.path.dirname(file)
         self.file = file
-        self.tags = tags
         self._written = 0  # events of the trace already written
         self._origins = 0  # origins already written
         self._stacks: dict[int, int] = {}  # table stack id -> id in this file
@@ -328,6 +327,7 @@ class ChildWriter:
             _self.finish(f"exit code {code}" if code else "normal")
             _self._real_exit(code)
 
+        self._exit = _exit
         os._exit = _exit  # multiprocessing and DataLoader workers leave through it, skipping atexit
         # No SIGTERM handler: with this module's thread running, a Python handler could leave a
         # worker that waits on a lock (Pool.terminate()'s idle workers) never woken to die of it,
@@ -335,7 +335,7 @@ class ChildWriter:
 
     def _restore_exits(self) -> None:
         atexit.unregister(self._at_exit)
-        if getattr(os._exit, "__code__", None) is not None and os._exit.__name__ == "_exit":
+        if os._exit is self._exit:  # never over what someone put there since
             os._exit = self._real_exit
 
     def _at_exit(self) -> None:
@@ -352,12 +352,12 @@ class ChildWriter:
             except Exception:  # noqa: BLE001 (a spool that cannot be written never breaks the child)
                 return
 
-    def flush(self, final: Optional[tuple] = None) -> None:
-        """Write the events recorded since the last write (and ``final`` rows)."""
+    def flush(self, final: Optional[str] = None) -> None:
+        """Write the events recorded since the last write; ``final``: how the child ended, written last."""
         if not self._lock.acquire(timeout=1.0):
             return
         try:
-            if self._done and final is None:
+            if self._done:
                 return
             trace = self.session.trace
             raws = trace._raw[self._written:]
@@ -387,7 +387,10 @@ class ChildWriter:
                 self._role = now
                 rows.append(["role", now])
             if final is not None:
-                rows.extend(final)
+                self._done = True  # first: whatever fails below, nothing is written after the end
+                overflow = [[s, k, a, self._stack(rows, resolve, sid, depth), calls, values]
+                            for (s, k, a, sid), (calls, values) in list(trace._overflow.items())]
+                rows += [["overflow", overflow, trace.dropped], ["exit", final]]
             if rows:
                 self._write(rows)
         finally:
@@ -420,20 +423,9 @@ class ChildWriter:
             self.hub._end_child(self.session)
         except BaseException:  # noqa: BLE001 (the child is leaving: what it recorded still counts)
             pass
-        trace = self.session.trace
-        overflow = []
-        for (s, k, a, sid), (calls, values) in list(trace._overflow.items()):
-            overflow.append([s, k, a, sid, calls, values])
-        rows: list[list] = []
         try:
-            self.flush(final=rows)  # events first, then the rows below
-            for row in overflow:
-                row[3] = self._stack(rows, self.hub.rec.stacks.resolve, row[3], trace.depth)
-            tail = rows + [["overflow", overflow, trace.dropped], ["exit", how]]
-            with self._lock:
-                self._write(tail)
-                self._done = True
-        except Exception:  # noqa: BLE001
+            self.flush(final=how)
+        except Exception:  # noqa: BLE001 (a spool that cannot be written never breaks the child)
             self._done = True
 
     def stop_recording(self) -> None:
@@ -463,11 +455,10 @@ class SpawnedTarget:
     Only the process object sent to the child holds it: the parent's keeps its target.
     """
 
-    def __init__(self, target: Any, file: str, tags: tuple[int, ...], streams: tuple[str, ...], depth: int,
-                 max_events: int, start: str) -> None:
+    def __init__(self, target: Any, file: str, spec: tuple, start: str) -> None:
         self.target = target
-        self.file, self.tags, self.start = file, tags, start
-        self.streams, self.depth, self.max_events = streams, depth, max_events
+        #: (streams, depth, max_events, tags) of the child's trace: ``child_spec``
+        self.file, self.spec, self.start = file, spec, start
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         from ._hub import HUB
@@ -480,6 +471,13 @@ class SpawnedTarget:
             except OSError:
                 pass
         return self.target(*args, **kwargs)
+
+
+def child_spec(sessions: tuple) -> tuple[tuple[str, ...], int, int, tuple[int, ...]]:
+    """(streams, depth, max_events, tags) of a child's trace: what every one of ``sessions`` records."""
+    streams = frozenset().union(*(s.streams for s in sessions))
+    return (tuple(sorted(streams)), max(s.trace.depth for s in sessions),
+            max(s.trace.max_events for s in sessions), tuple(sorted({t for s in sessions for t in s.tags})))
 
 
 def start_method(process: Any) -> Optional[str]:
