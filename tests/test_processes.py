@@ -9,7 +9,10 @@ import multiprocessing
 import os
 import random
 import signal
+import subprocess
+import sys
 import tempfile
+import textwrap
 import time
 
 import numpy as np
@@ -336,3 +339,34 @@ def test_a_spawned_process_keeps_its_own_target_in_the_parent():
     assert process._target is _draw and process.exitcode == 0
     assert [e.api for e in trace.events] == ["numpy.random.rand"]
     assert trace.processes[1].start == "spawn"
+
+
+def test_multiprocessing_imported_inside_a_block_still_has_its_spawned_children_traced(tmp_path):
+    script = tmp_path / "late.py"
+    script.write_text(textwrap.dedent("""\
+        import sys
+        import wrapt.importer
+        from rngtrace import rng_trace
+
+        def work():
+            import random
+            random.seed(7)
+            random.random()
+
+        if __name__ == "__main__":
+            assert "multiprocessing.process" not in sys.modules
+            with rng_trace(print=False):
+                pass
+            assert "multiprocessing.process" not in wrapt.importer._post_import_hooks  # no hook left
+            with rng_trace(print=False) as trace:
+                import multiprocessing
+                p = multiprocessing.get_context("spawn").Process(target=work)
+                p.start()
+                p.join(60)
+            assert "multiprocessing.process" not in wrapt.importer._post_import_hooks
+            assert getattr(multiprocessing.process.BaseProcess.start, "__wrapped__", None) is None
+            print([(p.start, [e.api for e in trace.events if e.pid == p.pid]) for p in trace.processes[1:]])
+    """))
+    result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[('spawn', ['random.seed', 'random.random'])]"

@@ -6,12 +6,37 @@ from __future__ import annotations
 # before the imports, so a module they import can read it.
 __version__ = "0.1.0"
 
-from typing import Any
+import importlib
+from typing import TYPE_CHECKING, Any
 
-from ._errors import GlobalRNGError, LogError, RNGDrawWarning
-from .isolate import rng_isolate
-from .trace import Event, Frame, Statistic, Trace
-from .tracer import RngTrace, rng_trace
+if TYPE_CHECKING:
+    from ._errors import GlobalRNGError, LogError, RNGDrawWarning
+    from .isolate import rng_isolate
+    from .trace import Event, Frame, Statistic, Trace
+    from .tracer import RngTrace, rng_trace
+
+# Each public name is imported when first used (PEP 562): a process that imports only a
+# part of rngtrace (a traced subprocess starting up, pytest loading an inert plugin) pays
+# for that part, not for wrapt and every module behind the public API.
+_PUBLIC = {
+    "Event": ".trace", "Frame": ".trace", "Statistic": ".trace", "Trace": ".trace",
+    "GlobalRNGError": "._errors", "LogError": "._errors", "RNGDrawWarning": "._errors",
+    "RngTrace": ".tracer", "rng_trace": ".tracer",
+    "rng_isolate": ".isolate",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _PUBLIC.get(name)
+    if module is None:
+        raise AttributeError(f"module 'rngtrace' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value  # once: later lookups are plain attribute reads
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_PUBLIC])
 
 
 def load_ipython_extension(ipython: Any) -> None:

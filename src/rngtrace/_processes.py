@@ -92,8 +92,12 @@ def digests_now(rec: Any) -> list[tuple[str, str]]:
     return found
 
 
+#: a Python child started by ``subprocess``: its command line (``_subprocess.begin`` sets it)
+COMMAND: Optional[str] = None
+
+
 def role() -> Optional[str]:
-    """What this process is, where a library says so: a DataLoader worker, a pool worker."""
+    """What this process is, where a library says so: a DataLoader worker, a pool worker, a command."""
     import sys
 
     data = sys.modules.get("torch.utils.data")
@@ -116,7 +120,7 @@ def role() -> Optional[str]:
             return "multiprocessing.Process"
         if name != "MainProcess":
             return name
-    return None
+    return COMMAND
 
 
 # -- the parent's side: one folder while any trace records --------------------------------
@@ -134,12 +138,17 @@ class Spool:
         self.reserved: Optional[str] = None
         self._forks = 0
 
-    def reserve(self) -> str:
-        """Before a fork: make the folder if need be, and the empty file the child will write to."""
-        self.reserved = None
+    def ensure(self) -> str:
+        """The folder, made now if need be (by the process that will collect from it and remove it)."""
         if self.path is None:
             self.path = tempfile.mkdtemp(prefix=f"rngtrace-spool-{os.getpid()}-")
             self.owner = os.getpid()
+        return self.path
+
+    def reserve(self) -> str:
+        """Before a fork: make the folder if need be, and the empty file the child will write to."""
+        self.reserved = None
+        self.ensure()
         self._forks += 1
         # Named by the forking process and its count: a grandchild's name never meets a child's.
         path = os.path.join(self.path, f"{os.getpid()}-{self._forks}{_SUFFIX}")
@@ -495,39 +504,89 @@ def start_method(process: Any) -> Optional[str]:
 
 
 class SpawnWatch:
-    """While any trace records: ``multiprocessing``'s ``BaseProcess.start`` wraps spawned children's targets."""
+    """While any trace records: ``multiprocessing``'s ``BaseProcess.start`` wraps spawned children's targets.
+
+    Where ``multiprocessing`` is not imported yet when the trace starts (``rngtrace run``,
+    a block around code that imports it), a post-import hook wraps it the moment it is;
+    the hook goes with the trace.
+    """
+
+    _MODULE = "multiprocessing.process"
 
     def __init__(self) -> None:
         self.installed: Optional[tuple[type, Any]] = None
         self._made: Optional[tuple[Any, Any]] = None  # (original, its wrapper), made once
+        self._hook: Optional[Any] = None  # the post-import hook waiting for multiprocessing
+        self._wanted = False
+        # The import hook runs in whichever thread imports multiprocessing; this keeps it
+        # from installing after (or while) the last trace's set(False) takes the wrapper off.
+        self._lock = threading.Lock()
 
     def set(self, wanted: bool, hub: Any) -> None:
         """Install or remove the wrapper of ``BaseProcess.start`` (idempotent)."""
         import sys
 
-        if wanted and self.installed is None:
-            module = sys.modules.get("multiprocessing.process")
-            if module is None:
-                return  # not imported: nothing can spawn through it before the next trace starts
-            cls = module.BaseProcess
-            original = cls.__dict__["start"]
-            if getattr(original, "__wrapped__", None) is not None:
-                return  # someone else's patch (or ours, left by an interrupted undo): never stacked
-            if self._made is None or self._made[0] is not original:
-                def start(process: Any, _original: Any = original) -> None:
-                    return hub._spawning(process, _original)
+        with self._lock:
+            self._wanted = wanted
+            if wanted and self.installed is None:
+                module = sys.modules.get(self._MODULE)
+                if module is None:
+                    self._watch(hub)
+                else:
+                    self._install(module, hub)
+            elif not wanted:
+                self._unwatch()
+                if self.installed is not None:
+                    cls, original = self.installed
+                    if getattr(cls.__dict__.get("start"), "__wrapped__", None) is original:
+                        cls.start = original  # never someone else's patch over ours
+                    self.installed = None
 
-                start.__wrapped__ = original  # type: ignore[attr-defined]
-                start.__name__, start.__qualname__ = original.__name__, original.__qualname__
-                start.__doc__ = original.__doc__
-                self._made = (original, start)
-            self.installed = (cls, original)  # first: an undo completes whatever part is in place
-            cls.start = self._made[1]
-        elif not wanted and self.installed is not None:
-            cls, original = self.installed
-            if getattr(cls.__dict__.get("start"), "__wrapped__", None) is original:
-                cls.start = original  # never someone else's patch over ours
-            self.installed = None
+    def _install(self, module: Any, hub: Any) -> None:
+        cls = module.BaseProcess
+        original = cls.__dict__["start"]
+        if getattr(original, "__wrapped__", None) is not None:
+            return  # someone else's patch (or ours, left by an interrupted undo): never stacked
+        if self._made is None or self._made[0] is not original:
+            def start(process: Any, _original: Any = original) -> None:
+                return hub._spawning(process, _original)
+
+            start.__wrapped__ = original  # type: ignore[attr-defined]
+            start.__name__, start.__qualname__ = original.__name__, original.__qualname__
+            start.__doc__ = original.__doc__
+            self._made = (original, start)
+        self.installed = (cls, original)  # first: an undo completes whatever part is in place
+        cls.start = self._made[1]
+
+    def _watch(self, hub: Any) -> None:
+        if self._hook is not None:
+            return
+        import wrapt
+
+        def imported(module: Any) -> None:
+            with self._lock:
+                if self._hook is imported and self._wanted and self.installed is None:
+                    self._install(module, hub)
+                self._hook = None
+
+        self._hook = imported
+        wrapt.register_post_import_hook(imported, self._MODULE)
+
+    def _unwatch(self) -> None:
+        hook, self._hook = self._hook, None
+        if hook is None:
+            return
+        # wrapt has no public unregister; its hook list is the documented registry.
+        import wrapt.importer as importer
+
+        with importer._post_import_hooks_lock:
+            hooks = importer._post_import_hooks.get(self._MODULE)
+            if hooks and hook in hooks:
+                hooks.remove(hook)
+                if not hooks:
+                    del importer._post_import_hooks[self._MODULE]
 
     def describe(self) -> list[str]:
-        return ["multiprocessing.process.BaseProcess.start"] if self.installed is not None else []
+        if self.installed is not None:
+            return ["multiprocessing.process.BaseProcess.start"]
+        return ["import hook for multiprocessing.process"] if self._hook is not None else []

@@ -22,9 +22,9 @@ import traceback
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, NoReturn
 
-from . import __version__, ranks
+from . import __version__, _subprocess, ranks
 from ._errors import GlobalRNGError, LogError
-from ._hub import validate_on_draw, validate_streams
+from ._hub import HUB, validate_on_draw, validate_streams
 from ._logfile import MAX_LOG_SIZE, escape_surrogates, size_words
 from ._paths import current_dir, is_hidden, is_own
 from ._stack import program_entry
@@ -80,7 +80,8 @@ def run_command(args: argparse.Namespace) -> int:
     except (TypeError, ValueError) as error:  # a --log-dir that is a file, or relative to a deleted cwd
         raise UsageError(str(error)) from None
     started_in = os.getpid()
-    with _as_main(argv, path0), tracer as trace:
+    # Python children the program starts with subprocess trace too (from the environment, until it ends).
+    with _as_main(argv, path0), tracer as trace, _subprocess.follow(HUB):
         status, error = _execute(run)
     if error is not None:
         _print_program_error(error)
