@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import glob
+import json
 import multiprocessing
 import os
 import random
@@ -370,3 +371,19 @@ def test_multiprocessing_imported_inside_a_block_still_has_its_spawned_children_
     result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[('spawn', ['random.seed', 'random.random'])]"
+
+
+def test_a_spool_file_cut_short_mid_line_keeps_every_row_before_the_cut(tmp_path):
+    from rngtrace._processes import ChildLog
+
+    rows = [["process", 4242, 1, "fork", 0.0, [7]], ["stack", 0, [["w.py", 3, "work"]]], ["thread", 1, "MainThread"],
+            ["event", "numpy", "draw", "numpy.random.rand", 1, 0, 1, None, -1],
+            ["event", "numpy", "draw", "numpy.random.rand", 1, 0, 1, None, -1]]
+    text = "".join(json.dumps(r) + "\n" for r in rows)
+    whole = tmp_path / "whole.jsonl"
+    whole.write_text(text)
+    cut = tmp_path / "cut.jsonl"
+    cut.write_text(text + '["event", "numpy", "dr')  # killed in the middle of a write
+    assert len(ChildLog.read(str(whole)).events) == 2
+    log = ChildLog.read(str(cut))
+    assert log.pid == 4242 and log.tags == {7} and len(log.events) == 2 and log.stacks[0] == (("w.py", 3, "work"),)

@@ -236,17 +236,11 @@ class ChildLog:
     def read(cls, path: str) -> Optional["ChildLog"]:
         try:
             with open(path, encoding="utf-8") as src:
-                lines = src.read().split("\n")
+                lines = [line for line in src.read().split("\n") if line]
         except OSError:
             return None
         log: Optional[ChildLog] = None
-        for line in lines:
-            if not line:
-                continue
-            try:
-                row = json.loads(line)
-            except ValueError:
-                break  # a line cut short by a kill: what came before stands
+        for row in _rows(lines):
             tag = row[0]
             if tag == "process":
                 log = cls(row[1])
@@ -272,6 +266,21 @@ class ChildLog:
             if ended is not None:
                 log.exit, log.abrupt = ended, True  # it wrote no exit: what it drew last is lost
         return log
+
+
+def _rows(lines: list[str]) -> list:
+    """The rows of a spool file's lines: up to the first that does not parse (cut short by a kill)."""
+    try:
+        return json.loads("[" + ",".join(lines) + "]")  # one parse for the whole file: the usual case
+    except ValueError:
+        pass
+    rows = []
+    for line in lines:
+        try:
+            rows.append(json.loads(line))
+        except ValueError:
+            break  # what came before it stands
+    return rows
 
 
 def _ended(pid: int) -> Optional[str]:
