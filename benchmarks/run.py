@@ -4,7 +4,7 @@ Every timed figure is the median of alternating rounds (untraced, traced,
 untraced, ...), so drift on a noisy machine hits both sides alike. Run with
 ``make bench``; ``--quick`` runs fewer rounds; ``--markdown`` prints the table
 as benchmarks/README.md keeps it; ``--only NAME`` (repeatable) runs some sections
-only: per-draw, fresh-frames, per-call, training, workers, memory, after-trace.
+only: per-draw, fresh-frames, per-call, training, workers, subprocess, memory, after-trace.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import random
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 import tracemalloc
 from typing import Callable
@@ -418,6 +419,46 @@ def report_workers(quick: bool, row: Row) -> None:
         f"{b:.3f} s", f"{b / a:.2f}×", "≤ 1.10×")
 
 
+_CHILDREN_PARENT = """\
+import subprocess, sys, time
+t = time.perf_counter()
+for _ in range({n}):
+    subprocess.run([sys.executable, "-c", "import numpy, random; numpy.random.rand(); random.random()"], check=True)
+print((time.perf_counter() - t) / {n})
+"""
+
+
+def subprocess_children(n: int) -> tuple[Callable[[], float], Callable[[], float]]:
+    """A program that starts ``n`` Python children one after another, each importing NumPy and drawing.
+
+    Run as ``python parent.py`` and as ``rngtrace run parent.py``; each returns the seconds per child.
+    Bytecode caching is on, as in an ordinary install (this machine's environment turns it off).
+    """
+    folder = tempfile.mkdtemp(prefix="rngtrace-bench-")
+    script = os.path.join(folder, "parent.py")
+    with open(script, "w") as out:
+        out.write(_CHILDREN_PARENT.format(n=n))
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+
+    def measure(*command: str) -> Callable[[], float]:
+        def run() -> float:
+            done = subprocess.run([sys.executable, *command, script], capture_output=True, text=True, env=env,
+                                  check=True)
+            return float(done.stdout.split()[-1])
+
+        return run
+
+    return measure(), measure("-m", "rngtrace", "run", "--quiet")
+
+
+def report_subprocesses(quick: bool, row: Row) -> None:
+    untraced_run, traced_run = subprocess_children(3 if quick else 5)
+    untraced_run(), traced_run()  # bytecode written
+    a, b = alternate(untraced_run, traced_run, 3 if quick else 7)
+    row("start of a Python child (subprocess, imports numpy, draws) under rngtrace run", f"{a * 1e3:.0f} ms",
+        f"{b * 1e3:.0f} ms", f"+{(b - a) * 1e3:.0f} ms/child", "—")
+
+
 def report_memory(quick: bool, row: Row) -> None:
     n = 1_000_000 if quick else 3_000_000
     mib, calls, dropped = memory(n)
@@ -439,6 +480,7 @@ SECTIONS: dict[str, Callable[[bool, Row], None]] = {
     "per-call": report_per_call,
     "training": report_training,
     "workers": report_workers,
+    "subprocess": report_subprocesses,
     "memory": report_memory,
     "after-trace": report_after_trace,
 }
