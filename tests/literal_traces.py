@@ -25,8 +25,14 @@ def moved(stream: str, note: str, *stack: tuple) -> dict:
     return ev(stream, "unattributed", f"{stream} state", None, *stack, detail=note)
 
 
-def build(*events: dict, overflow: tuple = (), notes: tuple = (), max_events: int = 100_000) -> Trace:
-    """A finished Trace via ``Trace.from_dict``; ``overflow`` holds (event, calls, values)."""
+def build(*events: dict, overflow: tuple = (), notes: tuple = (), max_events: int = 100_000,
+          origins: tuple = (), from_start: bool = False, settings: dict | None = None) -> Trace:
+    """A finished Trace via ``Trace.from_dict``; ``overflow`` holds (event, calls, values).
+
+    ``origins`` holds (stream, digest, why, index of the next event) for pid 1: where a stream
+    started anew (its state at the start, after a seed); ``from_start`` says the trace saw the
+    program start (``rngtrace run``); ``settings`` is torch's flags at the trace's end.
+    """
     stacks: list[list] = []
 
     def sid(stack: tuple) -> int:
@@ -39,8 +45,14 @@ def build(*events: dict, overflow: tuple = (), notes: tuple = (), max_events: in
            for e in events]
     over = [[e["stream"], e["kind"], e["api"], sid(e["stack"]), calls, values] for e, calls, values in overflow]
     return Trace.from_dict({
-        "format": "rngtrace", "version": 1, "pid": 1, "streams": ["numpy", "random", "torch"],
+        "format": "rngtrace", "version": 2, "pid": 1, "ppid": 0,
+        "origins": [[1, *origin] for origin in origins], "from_start": from_start, "settings": settings or {}, "streams": ["numpy", "random", "torch"],
         "depth": 16, "max_events": max_events, "dropped": sum(calls for _e, calls, _v in overflow),
         "notes": list(notes), "stacks": stacks, "threads": {"1": "MainThread", "2": "loader-0"},
         "events": raw, "overflow": over,
     })
+
+
+def events_block(log: str) -> str:
+    """The block of a text log that holds the event table (after the findings, where there are some)."""
+    return next(block for block in log.split("\n\n") if any(line.startswith("  #") for line in block.splitlines()))

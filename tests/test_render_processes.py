@@ -18,6 +18,7 @@ import numpy.random  # noqa: F401  (imported before any fork, so children inheri
 import pytest
 
 from fork_pools import two_workers_draw
+from literal_traces import events_block
 from rngtrace import Trace, rng_trace
 from rngtrace.diff import compare
 from rngtrace.render import render_diff
@@ -73,8 +74,8 @@ def _section(log: str, title: str) -> list[str]:
 
 def _event_rows(log: str) -> list[list[str]]:
     """The event table's rows as their whitespace-separated words (the table headed by '#')."""
-    lines = next(block.splitlines() for block in log.split("\n\n") if block.lstrip().startswith("#"))
-    return [line.split() for line in lines[1:] if line.strip()[:1].isdigit()]
+    lines = events_block(log).splitlines()
+    return [line.split() for line in lines if line.strip()[:1].isdigit()]
 
 
 # -- the text log ------------------------------------------------------------------------
@@ -84,7 +85,7 @@ def test_each_event_row_names_the_pid_that_made_it():
     trace, child = _parent_and_child()
     log = render(trace)
     assert log.splitlines()[0].startswith("rngtrace: 3 events in 2 processes — numpy")
-    titles = next(block.splitlines()[0] for block in log.split("\n\n") if block.lstrip().startswith("#"))
+    titles = next(line for line in events_block(log).splitlines() if line.startswith("  #"))
     assert titles.split()[:3] == ["#", "pid", "stream"]
     rows = _event_rows(log)
     assert [(int(row[0]), int(row[1])) for row in rows] == [(e.index, e.pid) for e in trace.events]
@@ -138,13 +139,13 @@ def test_a_pool_workers_role_is_shown_once_in_the_processes_section():
     assert log.count("pool worker") == 2 + 2  # the section's rows, and the finding naming both
 
 
-def test_findings_follow_the_events_with_their_sentence_fix_and_events():
+def test_findings_come_first_with_their_sentence_fix_and_events():
     trace, child = _parent_and_child()
     (finding,) = trace.findings
     log = render(trace)
     blocks = log.split("\n\n")
     at = next(i for i, block in enumerate(blocks) if block.startswith("Findings"))
-    assert blocks[at - 1].lstrip().startswith("#") and blocks[at + 1].startswith("Draws by call site")
+    assert at == 1 and blocks[at + 1].startswith("Processes (2):") and blocks[at + 2].startswith("Events:")
     lines = blocks[at].splitlines()
     assert lines[0] == "Findings (1):" and lines[1].startswith("  ! duplicate: 2 processes drew")
     said = " ".join(" ".join(line.split()) for line in lines[1:])

@@ -7,7 +7,7 @@ import re
 import sysconfig
 
 import pytest
-from literal_traces import build, draw, moved, seed
+from literal_traces import build, draw, events_block, moved, seed
 
 from rngtrace import Trace, rng_trace
 from rngtrace.render import render as render_as
@@ -73,7 +73,7 @@ def test_columns_are_aligned_across_rows(here):
     log = render(build(draw("numpy.random.rand", 3, (here("a.py"), 1, "f")),
                        draw("random.random", 1, (here("deeper", "module_b.py"), 120, "g")),
                        draw("numpy.random.randint", 12345, (SKLEARN, 5, "resample"), (here("a.py"), 9, "main"))))
-    lines = log.split("\n\n")[0].splitlines()[1:]
+    lines = events_block(log).splitlines()[1:]
     for title in ("stream", "api", "called at", "your code"):
         start = lines[0].index(title)
         filled = [line for line in lines[1:] if len(line) > start]
@@ -315,5 +315,5 @@ def test_real_library_draw_names_this_test_as_your_code():
 
     with rng_trace(print=False, streams="numpy") as trace:
         shuffle([1, 2, 3], random_state=None)
-    line = next(line for line in render(trace).split("\n\n")[0].splitlines() if "sklearn/" in line)
+    line = next(line for line in events_block(render(trace)).splitlines() if "sklearn/" in line)
     assert "test_render_text.py:" in line.split("sklearn/")[1]

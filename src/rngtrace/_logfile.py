@@ -56,6 +56,9 @@ class Fields(NamedTuple):
     children: list
     pids: dict
     origins: list
+    # Optional, read by the findings (missing in older logs: False, {})
+    from_start: bool = False
+    settings: dict = {}
 
 
 # -- reading the file ------------------------------------------------------------
@@ -300,8 +303,23 @@ def check(data: dict[str, Any]) -> Fields:
     children = _processes(data.get("processes", []))
     pids = _pids(data.get("pids", {}), threads)
     origins = _origins(data.get("origins", []), len(raw))
+    from_start = _flag(data.get("from_start", False), "from_start")
+    settings = _settings(data.get("settings", {}))
     return Fields(pid, streams, depth, max_events, dropped, notes, stacks, threads, raw, overflow,
-                  ppid, children, pids, origins)
+                  ppid, children, pids, origins, from_start, settings)
+
+
+def _flag(value: Any, where: str) -> bool:
+    if value is not True and value is not False:
+        raise LogDamage(f"{where}: expected true or false, got {_shown(value)}")
+    return value
+
+
+def _settings(value: Any) -> dict[str, bool]:
+    """Torch's flags at the trace's end: names (strings) -> true or false."""
+    if not isinstance(value, dict):
+        raise LogDamage(f"settings: expected an object of flags, got {_shown(value)}")
+    return {_text(name, "settings"): _flag(flag, f"settings[{_shown(name)}]") for name, flag in value.items()}
 
 
 def _maybe_text(value: Any, where: str) -> Any:

@@ -9,17 +9,26 @@ virtualenvs in different places still align. An unattributed move has no line
 alone, so the line that happened to notice it never parts two runs. Within the
 aligned calls, a draw of another number of values or a seed with another value
 is a divergence too.
+Two runs that made the same calls can still have drawn other numbers: a stream
+never seeded, or seeded from OS entropy, starts from another state each run. A
+saved log carries a digest of each stream's full state where it starts anew
+(``Trace._origins``: at the trace's start or first draw, after every seed, at a
+fork); the first digest that differs between the runs is a ``StateDifference``.
 Everything here is data; ``rngtrace.render.render_diff`` turns it into text.
 """
 
 from __future__ import annotations
 
+import bisect
 import difflib
 import functools
 from dataclasses import dataclass
 
 from ._paths import package_tail
 from .trace import DRAW, KINDS, SEED, Event, Frame, Trace
+
+#: origins made by a seed: the state a seed gave; every other origin is a state the stream came with
+_SEEDED = "seed"
 
 #: what a Divergence is: events only A made, only B made, other events in each run, or
 #: the same call drawing another number of values / seeding another value
@@ -56,6 +65,28 @@ class SiteDifference:
 
 
 @dataclass(frozen=True)
+class StateDifference:
+    """A stream that drew from one state in A and another in B, with the events that show where."""
+
+    stream: str
+    #: the seed that set A's and B's state, where a seed did (None: the state the stream came with)
+    seed_a: Event | None
+    seed_b: Event | None
+    #: the first draw from that state in each run
+    draw_a: Event
+    draw_b: Event
+
+    @property
+    def from_entropy(self) -> bool:
+        """Whether both runs' states were set by a seed given no value (OS entropy)."""
+        return all(s is not None and s.detail in (None, "None") for s in (self.seed_a, self.seed_b))
+
+    @property
+    def never_seeded(self) -> bool:
+        return self.seed_a is None and self.seed_b is None
+
+
+@dataclass(frozen=True)
 class TraceDiff:
     """How two traces differ: every divergence, earliest first, and the call sites whose counts differ."""
 
@@ -63,11 +94,13 @@ class TraceDiff:
     b: Trace
     divergences: tuple[Divergence, ...]
     sites: tuple[SiteDifference, ...]  # largest difference in calls first
+    #: streams that drew from another state in A than in B, first per stream
+    states: tuple[StateDifference, ...] = ()
 
     @property
     def same(self) -> bool:
-        """True when the runs made the same calls, in the same order per stream, with the same values."""
-        return not self.divergences and not self.sites
+        """True when the runs made the same calls, in the same order per stream, from the same states."""
+        return not self.divergences and not self.sites and not self.states
 
     @property
     def first(self) -> Divergence | None:
@@ -84,7 +117,7 @@ def compare(a: Trace, b: Trace) -> TraceDiff:
         ys = [e for e in events_b if e.stream == stream]
         found += _align(stream, xs, ys, (len(events_a), len(events_b)))
     found.sort(key=lambda d: (min(d.position), d.position))
-    return TraceDiff(a, b, tuple(found), _site_differences(a, b))
+    return TraceDiff(a, b, tuple(found), _site_differences(a, b), _state_differences(a, b))
 
 
 def _align(stream: str, xs: list[Event], ys: list[Event], ends: tuple[int, int]) -> list[Divergence]:
@@ -120,12 +153,12 @@ def _position(events: list[Event], start: int, stop: int, end: int) -> int:
 
 def _key(event: Event) -> tuple:
     frame = event.frame
-    site = (_file_key(frame.filename), frame.lineno) if frame else None
+    site = (file_key(frame.filename), frame.lineno) if frame else None
     return (event.kind, event.api, site)
 
 
 @functools.lru_cache(maxsize=4096)
-def _file_key(filename: str) -> str:
+def file_key(filename: str) -> str:
     """A file's name as two runs from different places agree on it."""
     tail = package_tail(filename)
     if tail is not None or filename.startswith("<"):
@@ -162,8 +195,56 @@ def _site_counts(trace: Trace) -> dict[tuple, tuple[Frame | None, int, int]]:
     for kind in KINDS:
         for stat in trace.statistics("lineno", kind):
             frame = stat.frame
-            key = (stat.stream, kind, stat.api, (_file_key(frame.filename), frame.lineno) if frame else None)
+            key = (stat.stream, kind, stat.api, (file_key(frame.filename), frame.lineno) if frame else None)
             seen, calls, values = out.get(key, (frame, 0, 0))
             out[key] = (seen, calls + stat.calls, values + stat.values)
     return out
 
+
+
+# -- states ------------------------------------------------------------------------------
+
+
+def _state_differences(a: Trace, b: Trace) -> tuple[StateDifference, ...]:
+    """Per stream, the first state both runs drew from whose digests differ."""
+    starts_a, starts_b = _starts(a), _starts(b)
+    out = []
+    for stream in sorted(starts_a.keys() & starts_b.keys()):
+        for (digest_a, seed_a, draw_a), (digest_b, seed_b, draw_b) in zip(starts_a[stream], starts_b[stream]):
+            if digest_a != digest_b:
+                out.append(StateDifference(stream, seed_a, seed_b, draw_a, draw_b))
+                break
+    return tuple(out)
+
+
+def _starts(trace: Trace) -> dict[str, list[tuple[str, Event | None, Event]]]:
+    """stream -> (digest, the seed that set it or None, the first draw from it), for each state drawn from.
+
+    Only the traced process's: a child's streams are compared by the duplicate finding.
+    """
+    events = trace.events
+    origins = sorted((o for o in trace._origins if o[0] == trace.pid), key=lambda o: o[4])
+    by_stream: dict[str, list[tuple[int, str, str]]] = {}
+    for _pid, stream, digest, why, at in origins:
+        by_stream.setdefault(stream, []).append((at, digest, why))
+    out: dict[str, list[tuple[str, Event | None, Event]]] = {}
+    for stream, starts in by_stream.items():
+        draws = [e.index for e in events if e.stream == stream and e.kind == DRAW and e.pid == trace.pid]
+        for j, (at, digest, why) in enumerate(starts):
+            end = starts[j + 1][0] if j + 1 < len(starts) else len(events)
+            k = bisect.bisect_left(draws, at)
+            if k == len(draws) or draws[k] >= end:
+                continue  # a state nothing drew from: no number came of it
+            first = events[draws[k]]
+            seed = _seed_before(events, stream, at) if why == _SEEDED else None
+            out.setdefault(stream, []).append((digest, seed, first))
+    return out
+
+
+def _seed_before(events: list[Event], stream: str, at: int) -> Event | None:
+    """The seed of ``stream``'s library that made the state noted before event ``at``."""
+    base = stream.split(".", 1)[0]
+    for e in reversed(events[:at]):
+        if e.kind == SEED and e.stream.split(".", 1)[0] == base:
+            return e
+    return None

@@ -23,7 +23,7 @@ from typing import Any, Iterable, Optional, Sequence
 from ._errors import LogError
 from ._logdir import LOG_NAME, PROG, _say
 from ._paths import current_dir, short_path
-from .diff import _file_key  # the name two checkouts agree on, as rngtrace diff compares files
+from .diff import file_key  # the name two checkouts agree on, as rngtrace diff compares files
 from .render.base import api_label, describe, plural, printable, stream_key
 from .trace import DRAW, SEED, Event, Finding, Frame, Trace
 
@@ -163,7 +163,7 @@ def _first_split(block: int, stream: str, rows: dict[tuple[str, int], list[Event
 
 def _key(event: Event) -> tuple:
     frame = event.frame
-    site = (_file_key(frame.filename), frame.lineno) if frame is not None else None
+    site = (file_key(frame.filename), frame.lineno) if frame is not None else None
     return (event.kind, event.api, event.count, site)
 
 

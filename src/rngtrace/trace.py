@@ -286,6 +286,12 @@ class Trace:
         self._child_stacks: dict[int, tuple[Frame, ...]] = {}
         self._children: list[Process] = []
         self._origins: list[tuple[int, str, str, str, int]] = []
+        #: whether the trace saw the program from its start (``rngtrace run``): only then is a
+        #: stream drawn from before any seed known to be unseeded
+        self.from_start = False
+        #: torch's determinism flags when the trace ended (``_findings.read_settings``); {} without torch
+        self.settings: dict[str, bool] = {}
+        self._findings: list[Finding] | None = None
 
     # -- hot path ---------------------------------------------------------
     def _add(self, raw: RawEvent) -> None:
@@ -322,6 +328,10 @@ class Trace:
         self._threads = {r[5]: thread_names.get(r[5], f"thread-{r[5]}") for r in raw}
         self._live = None
         self._events = None
+        if "torch" in self.streams:
+            from ._findings import read_settings
+
+            self.settings = read_settings()
 
     # -- reading ------------------------------------------------------------
     @property
@@ -369,10 +379,16 @@ class Trace:
 
     @property
     def findings(self) -> list[Finding]:
-        """What the events show went wrong between processes (``duplicate``: two drew the same numbers)."""
-        from ._merge import duplicates
+        """What made the run irreproducible and what to change, worked out when first read (see _findings)."""
+        if not self._finished and self._live is not None:
+            from ._findings import findings
 
-        return duplicates(self)
+            return findings(self)  # still recording: not kept
+        if self._findings is None:
+            from ._findings import findings
+
+            self._findings = findings(self)
+        return self._findings
 
     def _merge_child(self, log: Any) -> None:
         """Add a child process's spooled events (``_processes.ChildLog``), keeping its pid."""
@@ -380,6 +396,7 @@ class Trace:
 
         merge_child(self, log)
         self._events = None
+        self._findings = None
 
     @property
     def draws(self) -> list[Event]:
@@ -462,6 +479,9 @@ class Trace:
             "processes": [[p.pid, p.ppid, p.start, p.role, p.exit, p.events] for p in self._children],
             "pids": {str(k): v for k, v in self._pids.items()},
             "origins": [list(origin) for origin in self._origins],
+            # Read by the findings: whether the trace saw the program start, torch's flags at its end.
+            "from_start": self.from_start,
+            "settings": dict(self.settings),
         }
 
     @classmethod
@@ -497,6 +517,8 @@ class Trace:
         trace._children = fields.children
         trace._pids = fields.pids
         trace._origins = fields.origins
+        trace.from_start = fields.from_start
+        trace.settings = fields.settings
         trace._finished = True
         return trace
 

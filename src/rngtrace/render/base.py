@@ -18,6 +18,8 @@ from ..trace import DRAW, SEED, UNATTRIBUTED, Event, Frame, Process, Statistic, 
 Paint = Callable[[str, str], str]
 
 EMPTY = "—"  # a cell or a place with nothing to say
+#: what a seed given no value did
+ENTROPY = "seeded from OS entropy: every run draws differently after it"
 
 _ANSI = {"bold": "1", "dim": "2", "warn": "33", "alert": "1;31", "user": "1"}
 _STREAM_ORDER = ("random", "numpy", "torch")

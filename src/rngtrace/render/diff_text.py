@@ -14,7 +14,7 @@ from collections import Counter
 from collections.abc import Sequence
 
 from .._paths import current_dir, is_user_file
-from ..diff import ONLY_A, ONLY_B, VALUES, Divergence, SiteDifference, TraceDiff
+from ..diff import ONLY_A, ONLY_B, VALUES, file_key, Divergence, SiteDifference, TraceDiff
 from ..trace import DRAW, SEED, UNATTRIBUTED, Event, Finding, Frame, Process, Trace
 from .base import (
     EMPTY,
@@ -41,10 +41,13 @@ def render(diff: TraceDiff, *, names: tuple[str, str] = ("A", "B"), color: bool 
     """Return the comparison as text; ANSI colour only when ``color`` is true."""
     paint = painter(color)
     cwd = current_dir()
-    sections = [[paint(printable(_header(diff, names)), "bold")], _processes(diff, paint, cwd)]
+    sections = [[paint(printable(_header(diff, names)), "bold")], _processes(diff, paint),
+                _states(diff, paint, cwd)]
     first = diff.first
     if first is not None:
         sections.append(_first(first, paint, cwd))
+    sections.append(_findings(diff, paint, cwd))
+    if first is not None:
         later = diff.divergences[1:]
         if later:
             sections.append(_later(later, paint, cwd))
@@ -62,6 +65,9 @@ def _header(diff: TraceDiff, names: tuple[str, str]) -> str:
                 "the same calls from the same lines in the same order")
     sizes = f"{a} ({plural(len(diff.a), 'event')}) and {b} ({plural(len(diff.b), 'event')})"
     n = len(diff.divergences)
+    if not n and not diff.sites:
+        return (f"rngtrace diff: {a} and {b} made the same calls, but drew other numbers: "
+                f"{_and([d.stream for d in diff.states])} started from a different state")
     if not n:
         return f"rngtrace diff: {sizes} differ in how often they drew at some call sites"
     return f"rngtrace diff: {sizes} differ in {n:,} place{'' if n == 1 else 's'}"
@@ -70,13 +76,37 @@ def _header(diff: TraceDiff, names: tuple[str, str]) -> str:
 # -- processes and findings ---------------------------------------------------------
 
 
-def _processes(diff: TraceDiff, paint: Paint, cwd: str) -> list[str]:
-    """A line when the runs ran other processes; a line per finding only one run has."""
-    lines = []
+def _processes(diff: TraceDiff, paint: Paint) -> list[str]:
+    """A line when the runs ran other processes."""
     a, b = diff.a.processes, diff.b.processes
     if len(a) != len(b) or _roles(a) != _roles(b):
-        lines.append(paint("Processes differ: ", "warn")
-                     + printable(f"A ran {_ran(a)}, B ran {_ran(b)}"))
+        return [paint("Processes differ: ", "warn") + printable(f"A ran {_ran(a)}, B ran {_ran(b)}")]
+    return []
+
+
+def _states(diff: TraceDiff, paint: Paint, cwd: str) -> list[str]:
+    """A line per stream that drew from another state in A than in B: other numbers from the same calls."""
+    lines = []
+    for d in diff.states:
+        if d.never_seeded:
+            why = "never seeded in either run"
+        elif d.from_entropy:
+            why = f"seeded from OS entropy in both runs, at {describe(d.seed_a.frame, cwd)}"  # type: ignore[union-attr]
+        else:
+            why = f"first draw from it at {describe(d.draw_a.frame, cwd)}"
+        lines.append(paint("States differ: ", "alert") + printable(
+            f"{d.stream} started from a different state in A and B ({why}), so the same calls drew other "
+            "numbers"))
+    return lines
+
+
+def _and(items: Sequence[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def _findings(diff: TraceDiff, paint: Paint, cwd: str) -> list[str]:
+    """A line per finding only one run has."""
+    lines = []
     found = {side: {_finding_key(f, trace, cwd): f for f in trace.findings}
              for side, trace in (("A", diff.a), ("B", diff.b))}
     for side, other in (("A", "B"), ("B", "A")):
@@ -101,7 +131,8 @@ def _ran(processes: Sequence[Process]) -> str:
 def _finding_key(f: Finding, trace: Trace, cwd: str) -> tuple:
     """A finding as both runs can name it: its kind, stream and the lines of its events (pids differ)."""
     events = trace.events
-    lines = frozenset(describe(events[i].frame, cwd) for i in f.events if 0 <= i < len(events))
+    lines = frozenset((file_key(events[i].frame.filename), events[i].frame.lineno)  # type: ignore[union-attr]
+                      if events[i].frame else None for i in f.events if 0 <= i < len(events))
     return (f.kind, f.stream, lines)
 
 

@@ -1,10 +1,10 @@
 """The draw log: a finished Trace as aligned text a person reads at a glance.
 
-Top to bottom: a header with counts per stream and kind; where child processes
-drew too, the processes (pid, role, how each started and ended); every event in
-order (the first ``max_lines`` of a long log) with the frame that called the API,
-the first frame in the user's own code and, across processes, the pid that made
-it; the findings (processes that drew the same numbers), each with its fix; draws
+Top to bottom: a header with counts per stream and kind; the findings (what made
+the run irreproducible), each with its fix; where child processes drew too, the
+processes (pid, role, how each started and ended); every event in order (the
+first ``max_lines`` of a long log) with the frame that called the API, the first
+frame in the user's own code and, across processes, the pid that made it; draws
 grouped by call site, always for all of them, saying in how many processes each
 drew; hints naming the generator to draw from instead; the trace's notes.
 Only the Trace is read: nothing here knows how it was recorded.
@@ -19,6 +19,7 @@ from .._paths import current_dir, is_user_file
 from ..trace import DRAW, SEED, UNATTRIBUTED, Event, Finding, Trace
 from .base import (
     EMPTY,
+    ENTROPY,
     Paint,
     Row,
     Table,
@@ -59,9 +60,12 @@ def render(trace: Trace, *, color: bool = False, max_lines: int = 60) -> str:
     several = several_processes(trace)
     events = _events(trace, paint, cwd, max(max_lines, 0), several)
     top = [paint(header(trace), "bold")]
+    findings = _findings(trace, paint)
+    if findings:  # the conclusions first; the events under them are the evidence
+        events = [paint("Events:", "bold")] + events
     sections = [
-        *([top, _processes(trace, paint), events] if several else [top + events]),
-        _findings(trace, paint),
+        *([top, findings, _processes(trace, paint) if several else [], events] if several or findings
+          else [top + events]),
         _sites(trace, paint, cwd, max_lines, several),
         hints(trace),
         _notes(trace),
@@ -129,6 +133,8 @@ def _event_table(events: Sequence[Event], cwd: str, several: bool = False) -> Ta
         else:
             # A seed's value is in its api label; any other detail (a call that raised) goes under it.
             note = e.detail if e.detail and e.kind != SEED else ""
+            if e.kind == SEED and e.detail in (None, "None"):
+                note = ENTROPY
             table.rows.append(Row(cells, note, "dim"))
     return table
 
@@ -199,7 +205,11 @@ def _finding(f: Finding, paint: Paint) -> list[str]:
     first, *rest = _wrap(f"{kind}: {printable(f.message)}", "  ! ", "    ")
     lines = ["  " + paint("!", "alert") + " " + paint(kind, "alert") + first[4 + len(kind):]] + rest
     if f.fix:
-        fix = _wrap(f"fix: {printable(f.fix)}", "    ", "         ")
+        # Each alternative on a line of its own: "fix: A" then "     or B".
+        first, *others = printable(f.fix).split(", or ")
+        fix = _wrap(f"fix: {first}", "    ", "         ")
+        for other in others:
+            fix += _wrap(f"or {other}", "         ", "            ")
         lines += [fix[0].replace("fix:", paint("fix:", "bold"), 1)] + fix[1:]
     if f.events:
         shown = ", ".join(f"#{i}" for i in f.events[:10]) + (", …" if len(f.events) > 10 else "")

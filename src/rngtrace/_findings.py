@@ -1,0 +1,425 @@
+"""Findings: what made a run irreproducible, and the line to change.
+
+Computed once, when ``trace.findings`` is first read, from the finished events:
+nothing here runs while a trace records. Which frame is the user's and which a
+library's is ``_paths``' question. Kinds (``duplicate`` is ``_merge``'s):
+
+- ``interleaved``: after the user's seed, a draw inside other code (a package, or
+  another file than the seed's) comes before the user's next draw of that stream;
+- ``reseeded``: other code seeds a stream again after the user's seed;
+- ``unseeded``: a stream drawn from before any seed, where the trace saw the
+  program from its start (``rngtrace run``); or seeded from OS entropy, anywhere;
+- ``global-generator``: a call that takes a generator (``generator=``,
+  ``random_state=``) left to draw from the global stream;
+- ``settings``: torch flags that make results differ run to run (read at the trace's end).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from ._paths import is_user_file, package_of, short_path
+from .trace import DRAW, SEED, Event, Finding, Frame, Trace
+
+#: how a library's generic call wrappers are named: the user-facing call is the frame below them
+_WRAPPERS = frozenset({"wrapper", "inner", "wrapped", "decorator", "_wrapper", "decorate_context",
+                       "_call_impl", "_wrapped_call_impl", "__call__"})
+#: the argument that makes a library call draw from its own generator, by package
+_ARGUMENT = {"sklearn": "random_state", "scipy": "random_state"}
+_TORCH_DATA = "torch/utils/data/"
+#: PyTorch seeds random, NumPy and torch in each DataLoader worker from its base seed: no finding
+_WORKER_SEEDING = "torch/utils/data/_utils/worker.py"
+#: torch draws from user code that take generator=, named by global-generator
+_TAKES_GENERATOR = ("torch.nn.init.", "torch.randperm")
+#: streams whose global generator starts from OS entropy; torch's starts from a fixed default seed
+_ENTROPY_STARTED = ("random", "numpy")
+#: np.random.* legacy names whose Generator method is called something else
+NUMPY_RENAMES = {"rand": "random", "random_sample": "random", "ranf": "random", "sample": "random",
+                 "randn": "standard_normal", "randint": "integers", "random_integers": "integers",
+                 "tomaxint": "integers"}
+_SEEDERS = {"random": "random.seed(0)", "numpy": "np.random.seed(0)", "torch": "torch.manual_seed(0)"}
+
+
+@dataclass(frozen=True)
+class Call:
+    """Where a draw entered other code: the user's line and the call it made there."""
+
+    line: Frame  # the user's line that made the call
+    callee: Frame | None  # the outermost library frame it called (None: the user's line drew itself)
+    package: str | None  # the installed package called, or None for another of the user's files
+
+    @property
+    def name(self) -> str:
+        """``train_test_split``, ``KMeans.fit``, ``Linear`` (a constructor), or the function drawn in."""
+        frame = self.callee or self.line
+        parts = [p for p in frame.function.split(".") if p != "<locals>"]
+        if parts[-1] == "__init__" and len(parts) > 1:
+            return parts[-2]
+        return ".".join(parts[-2:])
+
+
+def findings(trace: Trace) -> list[Finding]:
+    """Every finding for ``trace``, most telling first; none on a clean run."""
+    from ._merge import duplicates
+
+    events = trace.events
+    found = _interleaved(events) + _reseeded(events) + _unseeded(trace, events)
+    named = {i for f in found for i in f.events}
+    found += _global_generator(events, named) + _settings(trace, events) + duplicates(trace)
+    return found
+
+
+# -- who made an event ---------------------------------------------------------------------
+
+
+def user_index(stack: Sequence[Frame]) -> int | None:
+    """The position of the first (innermost) frame of ``stack`` in the user's own code, or None."""
+    for i, frame in enumerate(stack):
+        if is_user_file(frame.filename):
+            return i
+    return None
+
+
+def call_of(stack: Sequence[Frame]) -> Call | None:
+    """The user's line an event came from and the library call made there; None without a user frame."""
+    u = user_index(stack)
+    if u is None:
+        return None
+    if u == 0:
+        return Call(stack[0], None, None)
+    callee = stack[u - 1]
+    for frame in reversed(stack[:u]):  # outermost first: the first frame that is not a generic wrapper
+        if frame.function.rsplit(".", 1)[-1] not in _WRAPPERS:
+            callee = frame
+            break
+    return Call(stack[u], callee, package_of(callee.filename))
+
+
+def _line(frame: Frame) -> str:
+    return f"{short_path(frame.filename)}:{frame.lineno}"
+
+
+def _where(event: Event) -> str:
+    """``acc/devinit.py:10 (init)`` or ``train_test_split (train.py:14)``: the code a draw was made in."""
+    call = call_of(event.stack)
+    frame = event.frame
+    if call is None or call.package is None or frame is None:
+        return f"{_line(frame)} ({frame.function})" if frame else "code with no recorded stack"
+    return f"{call.name} ({_line(call.line)})"
+
+
+def _is_users_seed(event: Event) -> bool:
+    """A seed on the user's line, or by a seeding helper the user's line calls (``seed_everything``)."""
+    call = call_of(event.stack)
+    if call is None:
+        return False
+    if call.callee is None:
+        return True
+    return "seed" in call.name.rsplit(".", 1)[-1].lower()
+
+
+def _worker_seeding(event: Event) -> bool:
+    return any(_WORKER_SEEDING in f.filename.replace("\\", "/") for f in event.stack)
+
+
+def _entropy(event: Event) -> bool:
+    return event.kind == SEED and event.detail in (None, "None")
+
+
+def _base(stream: str) -> str:
+    return stream.split(".", 1)[0]
+
+
+# -- fixes that fit the library ------------------------------------------------------------
+
+
+def library_fix(event: Event) -> str | None:
+    """The argument the user-facing call accepts, or where torch wants its seed; None if unknown."""
+    call = call_of(event.stack)
+    if call is None or call.callee is None:
+        return None
+    path = call.callee.filename.replace("\\", "/")
+    argument = _ARGUMENT.get(call.package or "")
+    if argument:
+        owner = call.name.split(".")[0]  # an estimator's method: the argument goes to its constructor
+        return f"{owner}(..., {argument}=0) at {_line(call.line)}"
+    if call.package == "torch":
+        if _TORCH_DATA in path:
+            return f"DataLoader(..., generator=torch.Generator().manual_seed(0)) for the loader at {_line(call.line)}"
+        if "torch/nn/modules/" in path and call.callee.function.endswith("__init__"):
+            return f"torch.manual_seed(seed) before building the model at {_line(call.line)}"
+        if call.name.startswith("torch.nn.init") or "torch/nn/init.py" in path:
+            return f"pass generator=g to {call.name} at {_line(call.line)}"
+    return None
+
+
+def _isolate(event: Event, home: str = "") -> str:
+    """Wrap the call that led to ``event`` in rng_isolate(): made from ``home`` (the seed's file) where it can be."""
+    stack = event.stack
+    k = next((i for i, frame in enumerate(stack) if frame.filename == home), None)
+    if k:  # the line in the seed's file that called into the other file
+        name = Call(stack[k - 1], None, None).name
+        return f"wrap {name}() at {_line(stack[k])} in `with rngtrace.rng_isolate():`"
+    call = call_of(stack)
+    if call is None or call.callee is None:
+        return "wrap the call in `with rngtrace.rng_isolate():`"
+    return f"wrap {call.name}() at {_line(call.line)} in `with rngtrace.rng_isolate():`"
+
+
+def own_generator(event: Event, seed: str | None) -> str:
+    """``rng = np.random.default_rng(666); rng.random()``: the user's draw from a generator of their own."""
+    value = seed if seed not in (None, "None") else "seed"
+    method = event.api.rsplit(".", 1)[-1]
+    base = _base(event.stream)
+    if base == "numpy":
+        return f"rng = np.random.default_rng({value}); rng.{NUMPY_RENAMES.get(method, method)}(...)"
+    if base == "random":
+        return f"rng = random.Random({value}); rng.{method}(...)"
+    return f"g = torch.Generator().manual_seed({value}), passed as {event.api}(..., generator=g)"
+
+
+# -- interleaved ---------------------------------------------------------------------------
+
+
+def _interleaved(events: list[Event]) -> list[Finding]:
+    """After the user's seed, other code's draws before the user's next draw of the same stream."""
+    found = []
+    seeds: dict[tuple, Event] = {}  # (pid, library) -> the user's latest seed, until reported
+    others: dict[tuple, list[Event]] = {}  # (pid, sub-stream) -> other code's draws since that seed
+    for e in events:
+        library = (e.pid, _base(e.stream))
+        if e.kind == SEED:
+            if _is_users_seed(e) and not _entropy(e):
+                seeds[library] = e
+            else:
+                seeds.pop(library, None)  # another seed governs now: reseeded's business
+            for key in [k for k in others if k[0] == e.pid and _base(k[1]) == library[1]]:
+                del others[key]
+            continue
+        seed = seeds.get(library)
+        if e.kind != DRAW or seed is None or seed.frame is None or e.frame is None:
+            continue
+        key = (e.pid, e.stream)
+        mine = is_user_file(e.frame.filename) and e.frame.filename == _seed_file(seed)
+        if not mine:
+            others.setdefault(key, []).append(e)
+        elif others.get(key):
+            found.append(_interleaved_finding(seed, others.pop(key), e))
+            seeds.pop(library)  # one finding per seed: the rest of the run depends on it the same way
+    return found
+
+
+def _seed_file(seed: Event) -> str:
+    call = call_of(seed.stack)
+    return call.line.filename if call is not None else ""
+
+
+def _interleaved_finding(seed: Event, others: list[Event], draw: Event) -> Finding:
+    places = list(dict.fromkeys(_where(e) for e in others))
+    where = " and ".join(places[:2]) + (f" and {len(places) - 2} more places" if len(places) > 2 else "")
+    n = len(others)
+    seed_line = _line(call_of(seed.stack).line)  # type: ignore[union-attr]
+    message = (f"{n} {draw.stream} draw{'s' * (n > 1)} inside {where} come{'s' * (n == 1)} between your seed at "
+               f"{seed_line} and your draw at {_line(draw.frame)}: your numbers depend on "  # type: ignore[arg-type]
+               f"{'them' if n > 1 else 'it'}")
+    home = _seed_file(seed)
+    fixes = list(dict.fromkeys(library_fix(e) or _isolate(e, home) for e in others))
+    first = " and ".join(fixes[:2]) + (" (and the others)" if len(fixes) > 2 else "")
+    fix = f"{first}, or draw your own at {_line(draw.frame)}: {own_generator(draw, seed.detail)}"  # type: ignore[arg-type]
+    return Finding("interleaved", draw.stream, (draw.pid,), message, (seed.index, *(e.index for e in others),
+                                                                      draw.index), fix)
+
+
+# -- reseeded and seeded from OS entropy --------------------------------------------------
+
+
+def _reseeded(events: list[Event]) -> list[Finding]:
+    """Other code seeding a library's streams again after the user seeded them; seeds from OS entropy."""
+    found = []
+    users: dict[tuple, Event] = {}  # (pid, library) -> the user's latest seed
+    said: set[tuple] = set()  # (kind, library, line) already reported
+    for e in events:
+        if e.kind != SEED or _worker_seeding(e):
+            continue
+        library = (e.pid, _base(e.stream))
+        site = (library[1], e.frame)
+        if _entropy(e):
+            if ("entropy", site) not in said:
+                said.add(("entropy", site))
+                found.append(_entropy_finding(e))
+            users.pop(library, None)
+        elif _is_users_seed(e):
+            users[library] = e
+        elif library in users and ("reseeded", site) not in said:
+            said.add(("reseeded", site))
+            found.append(_reseeded_finding(users[library], e))
+    return found
+
+
+def _reseeded_finding(mine: Event, theirs: Event) -> Finding:
+    library = _base(theirs.stream)
+    call = call_of(theirs.stack)
+    at = f" (called at {_line(call.line)})" if call is not None and call.callee is not None else ""
+    message = (f"{theirs.api}({theirs.detail}) {_where_seed(theirs)}{at} reseeds {library} after your seed at "
+               f"{_line(call_of(mine.stack).line)}: your seed no longer governs the draws after it")  # type: ignore[union-attr]
+    after = f"below {_line(call.line)}" if call is not None else "after it"
+    fix = f"seed again {after} (or seed once, after it), or {_isolate(theirs)}"
+    return Finding("reseeded", library, (theirs.pid,), message, (mine.index, theirs.index), fix)
+
+
+def _where_seed(event: Event) -> str:
+    frame = event.frame
+    return f"inside {_line(frame)} ({frame.function})" if frame is not None else "in code with no recorded stack"
+
+
+def _entropy_finding(event: Event) -> Finding:
+    library = _base(event.stream)
+    call = call_of(event.stack)
+    if call is not None and call.callee is None:
+        message = (f"{event.api}() at {_line(call.line)} seeds {library} from OS entropy, so every run draws "
+                   "differently after it")
+        fix = f"give it a value: {_SEEDERS.get(library, event.api + '(0)')} at {_line(call.line)}"
+    else:
+        message = (f"{event.api}() {_where_seed(event)} seeds {library} from OS entropy, so every run draws "
+                   "differently after it")
+        fix = f"seed {library} again after it with a value, or {_isolate(event)}"
+    return Finding("unseeded", library, (event.pid,), message, (event.index,), fix)
+
+
+# -- unseeded ------------------------------------------------------------------------------
+
+
+def _unseeded(trace: Trace, events: list[Event]) -> list[Finding]:
+    """Streams the program drew from before any seed: only where the trace saw it from its start."""
+    if not trace.from_start:
+        return []
+    found = []
+    seeded: set[str] = set()
+    first: dict[str, Event] = {}
+    for e in events:
+        base = _base(e.stream)
+        if e.pid != trace.pid or base not in _ENTROPY_STARTED:
+            continue
+        if e.kind == SEED:
+            seeded.add(base)
+        elif e.kind == DRAW and base not in seeded and base not in first:
+            first[base] = e
+    for base, e in first.items():
+        call = call_of(e.stack)
+        at = _line(e.frame) if e.frame is not None else "an unknown line"
+        if call is not None and call.callee is not None:
+            at = f"{_line(call.line)} ({call.name})"
+        message = f"{base} is drawn from at {at} before it is ever seeded, so every run draws differently"
+        fix = library_fix(e) or (f"{_SEEDERS[base]} at the program's start, or "
+                                 f"{own_generator(e, '0')} at {_line(e.frame)}" if e.frame else _SEEDERS[base])
+        found.append(Finding("unseeded", base, (e.pid,), message, (e.index,), fix))
+    return found
+
+
+# -- global-generator ----------------------------------------------------------------------
+
+
+def _global_generator(events: list[Event], named: set[int]) -> list[Finding]:
+    """Calls that take a generator but drew from the global stream: once per user line."""
+    groups: dict[tuple, list[Event]] = {}
+    for e in events:
+        if e.kind != DRAW or e.index in named:
+            continue
+        what = _generator_call(e)
+        if what is not None:
+            groups.setdefault(what, []).append(e)
+    found = []
+    for (what, line, _stream), group in groups.items():
+        if what == "loader" and not any("sampler.py" in f.filename for e in group for f in e.stack):
+            continue  # no shuffle: only the workers' base seed was drawn (interleaved's business, if any)
+        found.append(_generator_finding(what, line, group))
+    return found
+
+
+def _generator_call(event: Event) -> tuple | None:
+    """(what, user's line, stream) for a draw from a call that takes a generator, else None."""
+    call = call_of(event.stack)
+    if call is None:
+        return None
+    if call.callee is None:
+        if event.api.startswith(_TAKES_GENERATOR):
+            return (event.api, call.line, event.stream)
+        return None
+    path = call.callee.filename.replace("\\", "/")
+    if call.package == "torch" and _TORCH_DATA in path:
+        return ("loader", call.line, event.stream)
+    if call.package in _ARGUMENT:
+        return (call.name, call.line, event.stream)
+    return None
+
+
+def _generator_finding(what: str, line: Frame, group: list[Event]) -> Finding:
+    stream = group[0].stream
+    indexes = tuple(e.index for e in group)
+    if what == "loader":
+        message = (f"the DataLoader iterated at {_line(line)} shuffles with torch's global generator (no "
+                   "generator=): its order depends on every torch draw before it")
+        fix = "DataLoader(..., generator=torch.Generator().manual_seed(0))"
+    elif what.startswith("torch."):
+        message = f"{what} at {_line(line)} draws from torch's global generator (no generator=)"
+        fix = f"g = torch.Generator().manual_seed(0); {what}(..., generator=g)"
+    else:
+        message = (f"{what} at {_line(line)} draws from {'NumPy' if stream == 'numpy' else stream}'s global "
+                   f"stream (no random_state=): its result changes with every draw before it")
+        fix = library_fix(group[0]) or f"{what}(..., random_state=0)"
+    return Finding("global-generator", stream, (group[0].pid,), message, indexes, fix)
+
+
+# -- settings ------------------------------------------------------------------------------
+
+#: what each torch flag does to a run, and the line that sets it right
+_SETTINGS = {
+    "cudnn.benchmark": ("torch.backends.cudnn.benchmark is True: cuDNN picks convolution algorithms by timing "
+                        "them, so results can differ run to run even with every seed set",
+                        "torch.backends.cudnn.benchmark = False"),
+    "nondeterministic": ("CUDA was used with torch.backends.cudnn.deterministic False and "
+                         "torch.use_deterministic_algorithms off: convolutions and some reductions differ run "
+                         "to run even with every seed set",
+                         "torch.use_deterministic_algorithms(True) (with CUBLAS_WORKSPACE_CONFIG=:4096:8), or "
+                         "torch.backends.cudnn.deterministic = True"),
+}
+
+
+def _settings(trace: Trace, events: list[Event]) -> list[Finding]:
+    """Torch flags read when the trace ended, where torch was drawn from or seeded."""
+    flags = trace.settings
+    if not flags or not _torch_used(trace, events):
+        return []
+    found = []
+    if flags.get("cudnn.benchmark"):
+        message, fix = _SETTINGS["cudnn.benchmark"]
+        found.append(Finding("settings", "torch", (trace.pid,), message, (), fix))
+    if flags.get("cuda") and not flags.get("cudnn.deterministic") and not flags.get("deterministic_algorithms"):
+        message, fix = _SETTINGS["nondeterministic"]
+        found.append(Finding("settings", "torch", (trace.pid,), message, (), fix))
+    return found
+
+
+def _torch_used(trace: Trace, events: list[Event]) -> bool:
+    return any(_base(e.stream) == "torch" for e in events) or any(
+        _base(key[0]) == "torch" for key in trace._overflow)
+
+
+def read_settings() -> dict[str, bool]:
+    """The torch flags that decide whether its results repeat; empty where torch is not imported.
+
+    Read once, when a trace ends (``Trace._finish``): never per draw.
+    """
+    import sys
+
+    torch: Any = sys.modules.get("torch")
+    if torch is None or not hasattr(torch, "backends"):
+        return {}
+    try:
+        cudnn = torch.backends.cudnn
+        return {"cudnn.benchmark": bool(cudnn.benchmark), "cudnn.deterministic": bool(cudnn.deterministic),
+                "deterministic_algorithms": bool(torch.are_deterministic_algorithms_enabled()),
+                "cuda": bool(torch.cuda.is_initialized())}
+    except Exception:  # noqa: BLE001 (a torch that cannot say is no finding, never an error)
+        return {}

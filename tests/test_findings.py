@@ -1,0 +1,302 @@
+"""Findings: each kind fires where a run is irreproducible, and stays quiet at its nearest false alarm.
+
+Real libraries throughout (scikit-learn, torch); a "library" of the test's own is a real module
+written under a ``site-packages`` folder, which is what makes code a package's rather than the user's.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+from literal_traces import build, draw, seed
+
+from rngtrace import rng_trace
+from rngtrace._paths import short_path
+from rngtrace.render.text import render
+
+EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(__file__)), "examples")
+HERE = os.path.abspath(__file__)
+ME = short_path(HERE)  # how findings name this file
+
+
+def kinds(trace) -> list[str]:
+    return [f.kind for f in trace.findings]
+
+
+@pytest.fixture
+def package(tmp_path, monkeypatch):
+    """Write ``name.py`` with ``source`` into a site-packages folder on sys.path; return the module."""
+    folder = tmp_path / "site-packages"
+    folder.mkdir()
+    monkeypatch.syspath_prepend(str(folder))
+
+    def make(name: str, source: str):
+        (folder / f"{name}.py").write_text(textwrap.dedent(source))
+        __import__(name)
+        monkeypatch.setitem(sys.modules, name, sys.modules[name])
+        return sys.modules[name]
+
+    return make
+
+
+def _own_helper() -> float:
+    return float(np.random.rand())
+
+
+# -- interleaved ---------------------------------------------------------------------------
+
+
+def test_the_story_opens_its_log_with_the_interleaved_finding():
+    out = subprocess.run([sys.executable, "story.py"], cwd=EXAMPLES, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    blocks = out.stderr.split("\n\n")
+    assert blocks[1].splitlines()[:3] == [
+        "Findings (1):",
+        "  ! interleaved: 1 numpy draw inside acc/devinit.py:10 (init) comes between your seed at story.py:8",
+        "    and your draw at story.py:10: your numbers depend on it",
+    ]
+    assert "fix: wrap init() at story.py:9 in `with rngtrace.rng_isolate():`" in blocks[1]
+    assert "np.random.default_rng(666); rng.random(...)" in blocks[1]
+    assert blocks[2].startswith("Events:")
+
+
+def test_train_test_split_between_the_seed_and_a_draw_is_interleaved_with_its_random_state_fix():
+    from sklearn.model_selection import train_test_split
+
+    with rng_trace(print=False, streams="numpy") as trace:
+        np.random.seed(0)
+        train_test_split(np.arange(20.0))
+        np.random.rand()
+    (finding,) = trace.findings
+    assert finding.kind == "interleaved" and finding.stream == "numpy"
+    assert f"inside train_test_split ({ME}:" in finding.message
+    assert finding.fix.startswith(f"train_test_split(..., random_state=0) at {ME}:")
+    assert [trace.events[i].kind for i in finding.events] == ["seed", "draw", "draw"]
+
+
+def test_kmeans_names_its_constructor_for_random_state():
+    from sklearn.cluster import KMeans
+
+    with rng_trace(print=False, streams="numpy") as trace:
+        np.random.seed(0)
+        KMeans(n_clusters=2, n_init=1).fit(np.arange(40.0).reshape(20, 2))
+        np.random.rand()
+    (finding,) = trace.findings
+    assert "inside KMeans.fit" in finding.message and finding.fix.startswith("KMeans(..., random_state=0)")
+
+
+def test_a_helper_in_the_seeds_own_file_is_not_interleaved():
+    with rng_trace(print=False, streams="numpy") as trace:
+        np.random.seed(0)
+        _own_helper()
+        np.random.rand()
+    assert trace.findings == []
+
+
+def test_a_library_call_given_random_state_draws_nothing_global_and_is_no_finding():
+    from sklearn.model_selection import train_test_split
+
+    with rng_trace(print=False, streams="numpy") as trace:
+        np.random.seed(0)
+        train_test_split(np.arange(20.0), random_state=0)
+        np.random.rand()
+    assert trace.findings == []
+
+
+def test_a_clean_run_reports_nothing():
+    with rng_trace(print=False) as trace:
+        rng = np.random.default_rng(0)
+        rng.random()
+    assert trace.findings == [] and "Findings" not in render(trace)
+
+
+# -- reseeded ------------------------------------------------------------------------------
+
+
+def test_a_library_seeding_after_the_user_is_reseeded(package):
+    lib = package("reseedlib", """\
+        import numpy as np
+
+        def setup():
+            np.random.seed(1234)
+        """)
+    with rng_trace(print=False, streams="numpy") as trace:
+        np.random.seed(0)
+        lib.setup()
+        np.random.rand()
+    (finding,) = trace.findings
+    assert finding.kind == "reseeded" and "reseedlib.py:4 (setup)" in finding.message
+    assert f"after your seed at {ME}:" in finding.message
+    assert f"wrap setup() at {ME}:" in finding.fix
+
+
+def test_a_seeding_helper_the_user_calls_is_the_users_seed(package):
+    lib = package("seedhelpers", """\
+        import random
+        import numpy as np
+        import torch
+
+        def seed_everything(seed):
+            random.seed(seed)
+            np.random.seed(seed)
+            torch.manual_seed(seed)
+        """)
+    torch = pytest.importorskip("torch")
+    with rng_trace(print=False) as trace:
+        np.random.seed(0)
+        lib.seed_everything(7)
+        np.random.rand()
+        torch.rand(2)
+    assert trace.findings == []
+
+
+def test_pytorch_seeding_each_dataloader_worker_is_not_reseeded():
+    torch = pytest.importorskip("torch")
+    from torch.utils.data import DataLoader
+
+    with rng_trace(print=False) as trace:
+        torch.manual_seed(0)
+        np.random.seed(0)
+        g = torch.Generator().manual_seed(0)
+        for _batch in DataLoader(_Draws(), batch_size=2, num_workers=2, generator=g,
+                                 multiprocessing_context="fork"):
+            pass
+    assert any(e.kind == "seed" and e.pid != os.getpid() for e in trace.events)  # the workers' own seeds
+    assert "reseeded" not in kinds(trace)
+
+
+class _Draws:
+    def __len__(self) -> int:
+        return 4
+
+    def __getitem__(self, i: int) -> float:
+        return float(np.random.rand())
+
+
+# -- unseeded and OS entropy ----------------------------------------------------------------
+
+
+def test_a_stream_drawn_before_any_seed_is_unseeded_when_the_trace_saw_the_program_start():
+    first = draw("numpy.random.rand", 1, (HERE, 5, "<module>"))
+    (finding,) = build(first, from_start=True).findings
+    assert finding.kind == "unseeded" and "before it is ever seeded" in finding.message
+    assert "np.random.seed(0) at the program's start" in finding.fix
+
+
+def test_a_block_cannot_tell_unseeded_and_torchs_fixed_default_seed_is_no_finding():
+    assert build(draw("numpy.random.rand", 1, (HERE, 5, "<module>"))).findings == []
+    assert build(draw("torch.rand", 4, (HERE, 5, "<module>")), from_start=True).findings == []
+    seeded = build(seed("numpy.random.seed", "0", (HERE, 4, "<module>")), draw("numpy.random.rand", 1, (HERE, 5, "f")),
+                   from_start=True)
+    assert seeded.findings == []
+
+
+def test_a_seed_given_no_value_is_seeded_from_os_entropy_in_the_log_and_as_a_finding():
+    with rng_trace(print=False, streams="numpy") as trace:
+        np.random.seed()
+        np.random.rand()
+    (finding,) = trace.findings
+    assert finding.kind == "unseeded" and "from OS entropy" in finding.message
+    assert finding.fix.startswith(f"give it a value: np.random.seed(0) at {ME}:")
+    assert "seeded from OS entropy" in render(trace).split("Events:")[1]
+
+
+# -- global-generator -------------------------------------------------------------------------
+
+
+def test_a_shuffling_dataloader_without_generator_is_named_once_at_its_line():
+    torch = pytest.importorskip("torch")
+    from torch.utils.data import DataLoader
+
+    with rng_trace(print=False, streams="torch") as trace:
+        for _epoch in range(2):
+            for _batch in DataLoader(list(range(8)), batch_size=4, shuffle=True):
+                pass
+    (finding,) = trace.findings
+    assert finding.kind == "global-generator" and f"the DataLoader iterated at {ME}:" in finding.message
+    assert finding.fix == "DataLoader(..., generator=torch.Generator().manual_seed(0))"
+    assert len(finding.events) == 4  # base seed and shuffle, both epochs
+    del torch
+
+
+def test_a_dataloader_given_a_generator_is_no_finding():
+    torch = pytest.importorskip("torch")
+    from torch.utils.data import DataLoader
+
+    with rng_trace(print=False, streams="torch") as trace:
+        for _batch in DataLoader(list(range(8)), batch_size=4, shuffle=True,
+                                 generator=torch.Generator().manual_seed(0)):
+            pass
+    assert trace.findings == []
+
+
+def test_init_and_randperm_from_user_code_need_generator_but_a_model_built_is_not_named():
+    torch = pytest.importorskip("torch")
+    with rng_trace(print=False, streams="torch") as trace:
+        torch.nn.init.normal_(torch.empty(3))
+        torch.randperm(4)
+        torch.nn.Linear(2, 2)
+        g = torch.Generator().manual_seed(0)
+        torch.nn.init.normal_(torch.empty(3), generator=g)
+    assert [(f.kind, f.fix) for f in trace.findings] == [
+        ("global-generator", "g = torch.Generator().manual_seed(0); torch.nn.init.normal_(..., generator=g)"),
+        ("global-generator", "g = torch.Generator().manual_seed(0); torch.randperm(..., generator=g)"),
+    ]
+
+
+# -- settings ----------------------------------------------------------------------------------
+
+
+def test_cudnn_benchmark_on_is_a_settings_finding_with_the_line_that_sets_it_right():
+    torch = pytest.importorskip("torch")
+    before = torch.backends.cudnn.benchmark
+    try:
+        with rng_trace(print=False, streams="torch") as trace:
+            torch.backends.cudnn.benchmark = True
+            torch.rand(2)
+    finally:
+        torch.backends.cudnn.benchmark = before
+    (finding,) = trace.findings
+    assert finding.kind == "settings" and finding.fix == "torch.backends.cudnn.benchmark = False"
+
+
+def test_a_cpu_run_with_default_flags_or_no_torch_draw_has_no_settings_finding():
+    torch = pytest.importorskip("torch")
+    with rng_trace(print=False, streams="torch") as trace:
+        torch.rand(2)
+    assert trace.settings["cuda"] is False and trace.findings == []
+    benchmark = {"cudnn.benchmark": True}
+    assert build(draw("numpy.random.rand", 1, (HERE, 3, "f")), settings=benchmark).findings == []
+
+
+def test_cuda_without_deterministic_algorithms_is_a_settings_finding():
+    flags = {"cuda": True, "cudnn.benchmark": False, "cudnn.deterministic": False, "deterministic_algorithms": False}
+    (finding,) = build(draw("torch.rand", 2, (HERE, 3, "f")), settings=flags).findings
+    assert finding.kind == "settings" and "torch.use_deterministic_algorithms(True)" in finding.fix
+    flags["deterministic_algorithms"] = True
+    assert build(draw("torch.rand", 2, (HERE, 3, "f")), settings=flags).findings == []
+
+
+# -- rendering -----------------------------------------------------------------------------------
+
+
+def test_findings_print_first_in_two_lines_and_a_fix_in_two(monkeypatch):
+    monkeypatch.chdir(os.path.dirname(HERE))  # the log names this file as a user would see it
+    log = io.StringIO()
+    from sklearn.model_selection import train_test_split
+
+    with rng_trace(file=log, streams="numpy"):
+        np.random.seed(0)
+        train_test_split(np.arange(20.0))
+        np.random.rand()
+    blocks = log.getvalue().split("\n\n")
+    assert blocks[1].startswith("Findings (1):") and blocks[2].startswith("Events:")
+    finding = blocks[1].splitlines()[1:]
+    assert len(finding) == 5 and finding[2].startswith("    fix: train_test_split(..., random_state=0) at ")
+    assert finding[3].startswith("         or draw your own at test_findings.py:")
