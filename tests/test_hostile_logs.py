@@ -49,6 +49,9 @@ VALID: dict[str, Any] = {
     "processes": [[14790, 14781, "fork", "DataLoader worker 0", "normal", 1]],
     "pids": {"7": 14790},
     "origins": [[14781, "numpy", "5be2", "fork", 3], [14790, "numpy", "5be2", "fork", 4]],
+    # read by the findings: whether the trace saw the program start, torch's flags at its end
+    "from_start": True,
+    "settings": {"cudnn.benchmark": True, "cuda": False},
 }
 
 #: JSON text no json.dumps writes, put in place of a marker string after dumping
@@ -349,6 +352,9 @@ def test_a_version_1_log_reads_as_one_process():
     ("pids", [], r"pids: expected an object"),
     ("origins", [[1, "numpy", "d", "fork", 99]], r"origins\[0\] event index: expected at most 5"),
     ("ppid", -1, r"ppid: expected a whole number"),
+    ("from_start", 1, r"from_start: expected true or false, got 1"),
+    ("settings", [], r"settings: expected an object of flags"),
+    ("settings", {"cuda": "yes"}, r"settings\['cuda'\]: expected true or false"),
 ])
 def test_a_bad_version_2_field_is_one_line_naming_it(field, value, says):
     with pytest.raises(LogError, match=says):

@@ -120,3 +120,19 @@ def test_a_file_that_is_not_a_readable_log_raises_one_line_log_error_saying_what
     with pytest.raises(LogError, match=message) as error:
         Trace.load(make(saved))
     assert "\n" not in str(error.value)
+
+
+def test_what_the_findings_read_survives_the_round_trip(tmp_path):
+    torch = pytest.importorskip("torch")
+    before = torch.backends.cudnn.benchmark
+    try:
+        with rng_trace(print=False, streams="torch") as trace:
+            torch.backends.cudnn.benchmark = True
+            torch.rand(2)
+    finally:
+        torch.backends.cudnn.benchmark = before
+    trace.from_start = True
+    trace.save(tmp_path / "run.json")
+    loaded = Trace.load(tmp_path / "run.json")
+    assert loaded.from_start is True and loaded.settings == trace.settings and loaded.settings["cudnn.benchmark"]
+    assert loaded.findings == trace.findings and [f.kind for f in loaded.findings] == ["settings"]
