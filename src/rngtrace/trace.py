@@ -328,7 +328,9 @@ class Trace:
         self._threads = {r[5]: thread_names.get(r[5], f"thread-{r[5]}") for r in raw}
         self._live = None
         self._events = None
-        if "torch" in self.streams:
+        # torch's determinism flags, read once here and only where torch drew or was seeded.
+        if "torch" in self.streams and (any(r[0][:5] == "torch" for r in raw)
+                                        or any(k[0][:5] == "torch" for k in self._overflow)):
             from ._findings import read_settings
 
             self.settings = read_settings()
