@@ -288,6 +288,19 @@ def test_torch_hint_sends_dataloader_draws_to_its_generator_and_dropout_to_manua
     assert "pass generator=g" not in hint
 
 
+def test_a_model_built_is_hinted_with_manual_seed_not_the_init_it_called_inside(here):
+    linear = ("/venv/lib/python3.11/site-packages/torch/nn/modules/linear.py", 124, "Linear.reset_parameters")
+    hint = section(render(build(draw("torch.nn.init.kaiming_uniform_", 128, linear, (here("s.py"), 3, "<module>")))),
+                   "Hint:")
+    assert "torch.manual_seed(seed) before building the model" in hint and "pass generator=g" not in hint
+
+
+def test_a_library_draw_is_hinted_with_random_state_not_a_generator_method(here):
+    hint = section(render(build(draw("numpy.random.permutation", 64, (SKLEARN, 5, "f"), (here("s.py"), 2, "m")))),
+                   "Hint:")
+    assert "rng.permutation" not in hint and "random_state=0 for scikit-learn and scipy" in hint
+
+
 def test_library_hint_appears_only_when_a_library_drew(here):
     mine = render(build(draw("random.random", 1, (here("s.py"), 1, "<module>"))))
     theirs = render(build(draw("random.random", 1, (SKLEARN, 1, "f"), (here("s.py"), 1, "<module>"))))

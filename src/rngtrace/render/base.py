@@ -238,6 +238,7 @@ _NO_GENERATOR = frozenset({
     "rrelu", "scaled_dot_product_attention",
 })
 _TORCH_DATA = "torch/utils/data/"
+_TORCH_MODULES = "torch/nn/modules/"
 
 
 def _takes_no_generator(api: str) -> bool:
@@ -262,8 +263,8 @@ def hints(trace: Trace) -> list[str]:
         lines.extend(printable(f"  {'':<{width}}  {line}") for line in rest)
     if library:
         lines.append(
-            "  Where a library draws: pass it your generator (random_state=, generator=) "
-            "or wrap the call in rngtrace.rng_isolate()."
+            "  Where a library draws: give the call its own seed (random_state=0 for scikit-learn and scipy, "
+            "generator=g for torch) or wrap it in rngtrace.rng_isolate()."
         )
     return lines
 
@@ -276,6 +277,10 @@ def _hint(base: str, stats: list[Statistic]) -> list[str]:
     apis = list(dict.fromkeys(stat.api for stat in stats))
     if base == "torch":
         return _torch_hint(make, name, stats, apis)
+    # Only the calls the user makes: a library's own draws take its argument (random_state=), not a method.
+    apis = list(dict.fromkeys(stat.api for stat in stats if stat.frame and is_user_file(stat.frame.filename)))
+    if not apis:
+        return [make]
     uses = []
     for api in apis[:3]:
         called = api.rsplit(".", 1)[-1]
@@ -291,13 +296,19 @@ def _torch_hint(make: str, name: str, stats: list[Statistic], apis: list[str]) -
     elif True in cuda:
         make += " (device='cuda' for CUDA draws)"
     loader = any(stat.frame and _TORCH_DATA in stat.frame.filename.replace("\\", "/") for stat in stats)
-    plain = [api for api in apis if not _takes_no_generator(api) and not (loader and api == "torch.Tensor.random_")]
+    # A module's own init draws (nn.Linear, nn.Conv2d): the user wrote the module, not the init call.
+    built = {stat.api for stat in stats if stat.frame and _TORCH_MODULES in stat.frame.filename.replace("\\", "/")
+             and not _takes_no_generator(stat.api)}
+    plain = [api for api in apis if not _takes_no_generator(api) and not (loader and api == "torch.Tensor.random_")
+             and api not in built]
     fixed = [api for api in apis if _takes_no_generator(api)]
     lines = [make]
     if plain:
         lines.append(f"pass generator={name} to " + ", ".join(plain[:3]) + (", …" if len(plain) > 3 else ""))
     if loader:
         lines.append(f"DataLoader(..., generator={name}) for its shuffle order and worker base seed")
+    if built:
+        lines.append("modules draw their initial weights: torch.manual_seed(seed) before building the model")
     if fixed:
         lines.append(f"{', '.join(fixed)} take{'s' if len(fixed) == 1 else ''} no generator: "
                      "call torch.manual_seed(seed) once where the run starts")
