@@ -347,3 +347,31 @@ def test_chromium_hovering_a_mark_shows_its_call_and_clicking_pins_its_stack(her
     assert probe["tip"] == "#0  random.shuffle ×9train.py:7 in <lambda>"
     assert probe["hash"] == "#event=0"
     assert probe["panel"].startswith("#0 · random · drawpinned · Esc to clearrandom.shuffle ×9")
+
+
+ZOOM_PROBE = """
+(function () {  // say how the timeline drew, zoom in at the middle until the marks come back, say it again
+  var chart = document.getElementById("chart"), canvas = chart.querySelector("canvas");
+  var box = canvas.getBoundingClientRect(), seen = [[chart.dataset.mode, Number(chart.dataset.rendered)]];
+  for (var k = 0; k < 60 && chart.dataset.mode === "binned"; k++) {
+    canvas.dispatchEvent(new WheelEvent("wheel", {clientX: box.left + box.width * 0.6, clientY: box.top + 40,
+                                                  deltaY: -100, bubbles: true, cancelable: true}));
+  }
+  seen.push([chart.dataset.mode, Number(chart.dataset.rendered)]);
+  var out = document.createElement("pre"); out.id = "probe"; out.textContent = JSON.stringify(seen);
+  document.body.appendChild(out);
+})();
+"""
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="needs the chromium browser (Debian package chromium)")
+def test_chromium_bins_thousands_of_draws_per_call_site_and_zooming_in_brings_the_marks_back(here, tmp_path):
+    mine, theirs = (here("train.py"), 12, "main"), (here("train.py"), 14, "main")
+    trace = build(ev("numpy", "seed", "numpy.random.seed", None, mine, detail="666"),
+                  *[draw("numpy.random.rand", 1, mine), draw("numpy.random.choice", 3, SKLEARN, theirs)] * 3000)
+    page = tmp_path / "report.html"
+    page.write_text(with_script(render(trace), ZOOM_PROBE), encoding="utf-8")
+    dom = chromium(tmp_path, page.as_uri(), "--dump-dom", "--window-size=1400,900").stdout
+    (mode, bars), (zoomed, marks) = json.loads(html.unescape(re.search(r'<pre id="probe">(.*?)</pre>', dom, re.S).group(1)))
+    assert mode == "binned" and 2 < bars < 1000  # a bar per site and bin of pixels, the seed's own mark
+    assert zoomed == "marks" and 0 < marks < 6001

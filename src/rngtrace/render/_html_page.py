@@ -169,6 +169,20 @@ SCRIPT = r"""
     var g = groups[k]; g.list = Int32Array.from(g.list); return g;
   }).sort(function (a, b) { return a.kind - b.kind || b.list.length - a.list.length; });
 
+  // Where events are denser than the pixels, a lane's draws are binned per call site: a row per site
+  // (its SUB - 1 busiest; the rest share the last), a bar per BIN pixels. Zooming in brings the marks back.
+  var BIN = 3, DENSE = 0.5, SUB = 4;
+  var siteTotal = {}, subRow = {}, subCount = new Int8Array(Math.max(lanes, 1)), oddLists = [];
+  for (i = 0; i < n; i++) { if (kindOf[i] === 0) siteTotal[D.site[i]] = (siteTotal[D.site[i]] || 0) + 1; }
+  laneLists.forEach(function (list, l) {
+    oddLists.push(list.filter(function (idx) { return kindOf[idx] !== 0; }));
+    var sites = Object.keys(siteTotal).map(Number).filter(function (k) { return D.sites[k][0] === l; });
+    sites.sort(function (a, b) { return siteTotal[b] - siteTotal[a] || a - b; });
+    sites.forEach(function (site, r) { subRow[site] = Math.min(r, SUB - 1); });
+    subCount[l] = Math.max(1, Math.min(sites.length, SUB));
+  });
+  var cellAt = {};
+
   var view = { lo: -0.5, hi: Math.max(n, 1) - 0.5 };
   var hover = -1, pinned = -1, lit = null, litKey = null, drag = null, W = 0, H = 0;
 
@@ -196,6 +210,45 @@ SCRIPT = r"""
       ctx.lineWidth = kind === 1 ? 1.5 : 2; ctx.strokeStyle = kind === 1 ? "#1c1917" : ODD; ctx.stroke();
     }
     return hi - lo;
+  }
+
+  function dense() { return (view.hi - view.lo) / plotW() > DENSE; }
+  function binned() {  // one bar per (call site, bin): its height says how many draws it holds (log scale)
+    var lo = Math.floor(view.lo), hi = Math.ceil(view.hi), found = {}, cells = [], maxC = 1, l, k;
+    cellAt = {};
+    for (l = 0; l < lanes; l++) {
+      var list = laneLists[l], a = first(list, lo), b = first(list, hi + 1);
+      for (k = a; k < b; k++) {
+        var idx = list[k]; if (kindOf[idx] !== 0) continue;
+        var col = Math.floor((xOf(idx) - LABEL_W) / BIN), key = D.site[idx] + ":" + col, c = found[key];
+        if (!c) { c = found[key] = { site: D.site[idx], lane: l, col: col, n: 0, lo: idx, hi: idx }; cells.push(c); }
+        c.n++; c.hi = idx; if (c.n > maxC) maxC = c.n;
+      }
+    }
+    cells.forEach(function (c) {
+      var hh = (LANE_H - 10) / subCount[c.lane], r = subRow[c.site];
+      var h = Math.max(2, (hh - 2) * (0.3 + 0.7 * Math.log(1 + c.n) / Math.log(1 + maxC)));
+      ctx.fillStyle = D.packages[D.sites[c.site][4]][1];
+      ctx.fillRect(LABEL_W + c.col * BIN, laneY(c.lane) + 5 + r * hh + (hh - h) / 2, BIN - 1, h);
+      var at = c.lane + ":" + r + ":" + c.col, there = cellAt[at];
+      if (!there || there.n < c.n) cellAt[at] = c;
+    });
+    return cells.length;
+  }
+  function hitCell(mx, my) {
+    var l = Math.floor((my - TOP) / LANE_H);
+    if (l < 0 || l >= lanes || mx < LABEL_W) return null;
+    var hh = (LANE_H - 10) / subCount[l], r = Math.floor((my - laneY(l) - 5) / hh), col = Math.floor((mx - LABEL_W) / BIN);
+    if (r < 0 || r >= subCount[l]) return null;
+    for (var d = 0; d <= 1; d++) {  // a bar is narrow: the bin beside it answers too
+      var c = cellAt[l + ":" + r + ":" + (col - d)] || cellAt[l + ":" + r + ":" + (col + d)];
+      if (c) return c;
+    }
+    return null;
+  }
+  function zoomTo(c) {  // a bin's range, widened so its draws spread out
+    var span = Math.max(c.hi - c.lo + 1, 8) * 1.5, mid = (c.lo + c.hi) / 2;
+    view.lo = mid - span / 2; view.hi = mid + span / 2; draw();
   }
 
   function fit() {  // keep some of the events in sight, however far a drag or zoom goes
@@ -235,9 +288,10 @@ SCRIPT = r"""
     }
     axis();
     ctx.save(); ctx.beginPath(); ctx.rect(LABEL_W - 7, TOP, plotW() + 14, lanes * LANE_H); ctx.clip();
-    var w = Math.max(1, Math.min(7, 0.7 * plotW() / (view.hi - view.lo))), drawn = 0;
+    var w = Math.max(1, Math.min(7, 0.7 * plotW() / (view.hi - view.lo))), drawn = 0, bins = dense();
     ctx.globalAlpha = lit ? 0.13 : 1;
-    groupList.forEach(function (g) { drawn += paint(g.list, g.kind, D.packages[g.pkg][1], w); });
+    if (bins) drawn += binned();  // seeds and unattributed moves keep their own marks, on top
+    groupList.forEach(function (g) { if (!bins || g.kind !== 0) drawn += paint(g.list, g.kind, D.packages[g.pkg][1], w); });
     if (lit) {
       ctx.globalAlpha = 1;
       groupList.forEach(function (g) {
@@ -254,7 +308,7 @@ SCRIPT = r"""
       ctx.strokeStyle = "#e8590c"; ctx.lineWidth = 2; ctx.strokeRect(x - w / 2 - 4, y + 3, w + 8, LANE_H - 6);
     });
     ctx.restore();
-    chart.dataset.rendered = String(drawn);
+    chart.dataset.rendered = String(drawn); chart.dataset.mode = bins ? "binned" : "marks";
     panel.style.height = Math.max(H, 320) + "px";
   }
 
@@ -277,7 +331,7 @@ SCRIPT = r"""
   function hit(mx, my) {
     var l = Math.floor((my - TOP) / LANE_H);
     if (l < 0 || l >= lanes || mx < LABEL_W - 8) return -1;
-    var list = laneLists[l]; if (!list.length) return -1;
+    var list = dense() ? oddLists[l] : laneLists[l]; if (!list.length) return -1;  // binned draws: hitCell
     var t = view.lo + (mx - LABEL_W) / plotW() * (view.hi - view.lo), k = first(list, t), best = -1, dist = 1e9;
     [k - 1, k].forEach(function (j) {
       if (j < 0 || j >= list.length) return;
@@ -307,6 +361,15 @@ SCRIPT = r"""
     tip.hidden = false;
     var left = Math.min(mx + 14, W - tip.offsetWidth - 4), top = my + 16;
     tip.style.left = Math.max(left, 0) + "px"; tip.style.top = top + "px";
+  }
+
+  function showCellTip(c, mx, my) {
+    tip.textContent = "";
+    var site = D.sites[c.site], st = D.stacks[site[3]].map(function (f) { return D.frames[f]; });
+    tip.appendChild(el("div", "t-api", plural(c.n, "draw") + "  " + site[2] + "  #" + c.lo + (c.hi > c.lo ? "–#" + c.hi : "")));
+    tip.appendChild(el("div", "t-at", (st.length ? frameText(st[0]) + " in " + st[0][2] + " · " : "") + "click or scroll to zoom in"));
+    tip.hidden = false;
+    tip.style.left = Math.max(Math.min(mx + 14, W - tip.offsetWidth - 4), 0) + "px"; tip.style.top = (my + 16) + "px";
   }
 
   function showDetail(idx) {
@@ -425,16 +488,19 @@ SCRIPT = r"""
       if (Math.abs(p[0] - drag.x) > 3) { drag.moved = true; chart.classList.add("dragging"); }
       view.lo = drag.lo - dx; view.hi = drag.hi - dx; draw(); return;
     }
-    var idx = hit(p[0], p[1]);
+    var idx = hit(p[0], p[1]), cell = idx < 0 && dense() ? hitCell(p[0], p[1]) : null;
     if (idx !== hover) { hover = idx; if (pinned < 0) showDetail(idx); draw(); }
-    showTip(idx, p[0], p[1]);
+    if (cell) showCellTip(cell, p[0], p[1]); else showTip(idx, p[0], p[1]);
   });
   canvas.addEventListener("mouseleave", function () { hover = -1; tip.hidden = true; if (pinned < 0) showDetail(-1); draw(); });
   canvas.addEventListener("mousedown", function (ev) { var p = local(ev); drag = { x: p[0], lo: view.lo, hi: view.hi, moved: false }; });
   window.addEventListener("mouseup", function (ev) {
     if (!drag) return;
     var moved = drag.moved; drag = null; chart.classList.remove("dragging");
-    if (!moved && ev.target === canvas) { var p = local(ev); var idx = hit(p[0], p[1]); pin(idx === pinned ? -1 : idx); }
+    if (!moved && ev.target === canvas) {
+      var p = local(ev), idx = hit(p[0], p[1]), cell = idx < 0 && dense() ? hitCell(p[0], p[1]) : null;
+      if (cell) { tip.hidden = true; zoomTo(cell); } else pin(idx === pinned ? -1 : idx);
+    }
   });
   canvas.addEventListener("wheel", function (ev) {
     ev.preventDefault();

@@ -1,10 +1,11 @@
 """The HTML report: one self-contained page a person explores instead of reads.
 
-Top to bottom: the text log's header; a timeline with a lane per stream (per
-stream of each process, where child processes drew too) where each event is a
-mark placed by its index and coloured by the package that made it (hover or
-click shows its stack); the findings, each lighting up its events; the
-processes; draws grouped by call site; seeds and unattributed moves; the hints
+Top to bottom: the text log's header; the findings, each lighting up its events;
+a timeline with a lane per stream (per stream of each process, where child
+processes drew too) where each event is a mark placed by its index and coloured
+by the package that made it (hover or click shows its stack; where events are
+denser than pixels, draws are binned per call site until zoomed in; a link
+ending in ``#event=N`` opens with event N pinned); the processes; draws grouped by call site; seeds and unattributed moves; the hints
 and notes. Nothing is fetched: the style and
 script are inline, and the events travel as compact JSON (interned frames,
 stacks and call sites) that the script draws on a canvas, so 100,000 events
@@ -73,8 +74,8 @@ def render(trace: Trace, *, title: str = "rngtrace report", max_marks: int = 100
     colors = dict(data["packages"])
     body = "\n".join([
         _top(trace, title, len(shown), len(events)),
+        _findings_card(findings),  # the conclusions first; the timeline under them is the evidence
         _timeline_card(data, len(shown)),
-        _findings_card(findings),
         _processes_card(trace) if several else "",
         _sites_card(trace, sites, colors, processes_per_site(trace, cwd) if several else None),
         _others_card(events, stacks, colors, several),
@@ -289,9 +290,11 @@ def _timeline_card(data: dict[str, Any], shown: int) -> str:
     return (
         '<section class="card" id="timeline"><div class="card-head"><h2>Timeline</h2>'
         '<span class="help">One mark per event, left to right in the order they happened, a lane per '
-        f'{"stream of each process" if data["processes"] else "stream"}. '
+        f'{"stream of each process" if data["processes"] else "stream"}; where events are denser than the '
+        "pixels, a lane's draws are binned by call site, a row each, and zooming in brings the single marks back. "
         "Hover or click a mark for its stack · scroll to zoom · drag to pan · double-click or "
-        '<kbd>Esc</kbd> to reset · <kbd>←</kbd> <kbd>→</kbd> step through events.</span></div>'
+        '<kbd>Esc</kbd> to reset · <kbd>←</kbd> <kbd>→</kbd> step through events · '
+        '<code>#event=N</code> at the end of this page\'s address opens it with event N pinned.</span></div>'
         f'<div class="legend"><span class="legend-title">made by</span>{legend}'
         '<span class="shapes"><span class="shape draw"></span>draw (height: values drawn, log scale)'
         '<span class="shape seed"></span>seed<span class="shape odd"></span>unattributed</span></div>'
