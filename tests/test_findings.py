@@ -80,15 +80,31 @@ def test_train_test_split_between_the_seed_and_a_draw_is_interleaved_with_its_ra
     assert [trace.events[i].kind for i in finding.events] == ["seed", "draw", "draw"]
 
 
-def test_kmeans_names_its_constructor_for_random_state():
+def test_kmeans_names_its_constructor_for_random_state_not_its_private_base_class():
     from sklearn.cluster import KMeans
 
     with rng_trace(print=False, streams="numpy") as trace:
         np.random.seed(0)
-        KMeans(n_clusters=2, n_init=1).fit(np.arange(40.0).reshape(20, 2))
+        KMeans(n_clusters=2, n_init=1).fit_predict(np.arange(40.0).reshape(20, 2))  # _BaseKMeans.fit_predict
         np.random.rand()
     (finding,) = trace.findings
     assert "inside KMeans.fit" in finding.message and finding.fix.startswith("KMeans(..., random_state=0)")
+
+
+def test_a_dataloader_between_the_seed_and_the_model_built_says_to_seed_right_before_building_it():
+    torch = pytest.importorskip("torch")
+    from torch.utils.data import DataLoader
+
+    with rng_trace(print=False, streams="torch") as trace:
+        torch.manual_seed(0)
+        next(iter(DataLoader(list(range(8)), batch_size=4, shuffle=True)))
+        torch.nn.Linear(4, 2)
+    (finding,) = trace.findings
+    assert finding.kind == "interleaved" and "inside the DataLoader (" in finding.message
+    assert f"and the model you build at {ME}:" in finding.message
+    assert finding.fix.startswith("DataLoader(..., generator=torch.Generator().manual_seed(0))")
+    assert finding.fix.endswith(f"or torch.manual_seed(0) right before building the model at {ME}:"
+                                f"{next(f for f in trace.events[-1].stack if f.filename == HERE).lineno}")
 
 
 def test_a_helper_in_the_seeds_own_file_is_not_interleaved():

@@ -88,12 +88,25 @@ def call_of(stack: Sequence[Frame]) -> Call | None:
         return None
     if u == 0:
         return Call(stack[0], None, None)
-    callee = stack[u - 1]
-    for frame in reversed(stack[:u]):  # outermost first: the first frame that is not a generic wrapper
-        if frame.function.rsplit(".", 1)[-1] not in _WRAPPERS:
-            callee = frame
-            break
+    # Outermost first: the first frame that is not a generic wrapper; where that is a private base
+    # class's method (_BaseKMeans.fit_predict), the public class's method it calls names the call better.
+    frames = [f for f in reversed(stack[:u]) if f.function.rsplit(".", 1)[-1] not in _WRAPPERS] or [stack[u - 1]]
+    callee = frames[0]
+    if _private_owner(callee):
+        package = package_of(callee.filename)
+        callee = next((f for f in frames[1:] if "." in f.function and not _private_owner(f)
+                       and package_of(f.filename) == package), callee)
     return Call(stack[u], callee, package_of(callee.filename))
+
+
+def _private_owner(frame: Frame) -> bool:
+    """Whether ``frame`` is a method of a class the user does not name (``_BaseKMeans``, ``BaseShuffleSplit``)."""
+    parts = [p for p in frame.function.split(".") if p != "<locals>"]
+    return len(parts) > 1 and parts[-2].startswith(("_", "Base"))
+
+
+def _and(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
 
 def _line(frame: Frame) -> str:
@@ -106,6 +119,8 @@ def _where(event: Event) -> str:
     frame = event.frame
     if call is None or call.package is None or frame is None:
         return f"{_line(frame)} ({frame.function})" if frame else "code with no recorded stack"
+    if call.package == "torch" and _TORCH_DATA in call.callee.filename.replace("\\", "/"):  # type: ignore[union-attr]
+        return f"the DataLoader ({_line(call.line)})"  # its iterator's methods say less
     return f"{call.name} ({_line(call.line)})"
 
 
@@ -147,8 +162,6 @@ def library_fix(event: Event) -> str | None:
     if call.package == "torch":
         if _TORCH_DATA in path:
             return f"DataLoader(..., generator=torch.Generator().manual_seed(0)) for the loader at {_line(call.line)}"
-        if "torch/nn/modules/" in path and call.callee.function.endswith("__init__"):
-            return f"torch.manual_seed(seed) before building the model at {_line(call.line)}"
         if call.name.startswith("torch.nn.init") or "torch/nn/init.py" in path:
             return f"pass generator=g to {call.name} at {_line(call.line)}"
     return None
@@ -201,13 +214,25 @@ def _interleaved(events: list[Event]) -> list[Finding]:
         if e.kind != DRAW or seed is None or seed.frame is None or e.frame is None:
             continue
         key = (e.pid, e.stream)
-        mine = is_user_file(e.frame.filename) and e.frame.filename == _seed_file(seed)
+        home = _seed_file(seed)
+        built = _model_built(e)
+        mine = (is_user_file(e.frame.filename) and e.frame.filename == home) or (
+            built is not None and built.filename == home)
         if not mine:
             others.setdefault(key, []).append(e)
         elif others.get(key):
             found.append(_interleaved_finding(seed, others.pop(key), e))
             seeds.pop(library)  # one finding per seed: the rest of the run depends on it the same way
     return found
+
+
+def _model_built(event: Event) -> Frame | None:
+    """The user's line that built a torch module whose initial weights ``event`` drew, or None."""
+    call = call_of(event.stack)
+    if call is None or call.callee is None or call.package != "torch":
+        return None
+    path = call.callee.filename.replace("\\", "/")
+    return call.line if "torch/nn/modules/" in path and call.callee.function.endswith("__init__") else None
 
 
 def _seed_file(seed: Event) -> str:
@@ -217,16 +242,22 @@ def _seed_file(seed: Event) -> str:
 
 def _interleaved_finding(seed: Event, others: list[Event], draw: Event) -> Finding:
     places = list(dict.fromkeys(_where(e) for e in others))
-    where = " and ".join(places[:2]) + (f" and {len(places) - 2} more places" if len(places) > 2 else "")
+    more = len(places) - 2
+    where = _and(places[:2] + ([f"{more} more place{'s' * (more > 1)}"] if more > 0 else []))
     n = len(others)
     seed_line = _line(call_of(seed.stack).line)  # type: ignore[union-attr]
+    built = _model_built(draw)
+    yours = f"the model you build at {_line(built)}" if built else f"your draw at {_line(draw.frame)}"  # type: ignore[arg-type]
     message = (f"{n} {draw.stream} draw{'s' * (n > 1)} inside {where} come{'s' * (n == 1)} between your seed at "
-               f"{seed_line} and your draw at {_line(draw.frame)}: your numbers depend on "  # type: ignore[arg-type]
-               f"{'them' if n > 1 else 'it'}")
+               f"{seed_line} and {yours}: your numbers depend on {'them' if n > 1 else 'it'}")
     home = _seed_file(seed)
     fixes = list(dict.fromkeys(library_fix(e) or _isolate(e, home) for e in others))
-    first = " and ".join(fixes[:2]) + (" (and the others)" if len(fixes) > 2 else "")
-    fix = f"{first}, or draw your own at {_line(draw.frame)}: {own_generator(draw, seed.detail)}"  # type: ignore[arg-type]
+    first = _and(fixes[:3]) + (f" (and {len(fixes) - 3} more)" if len(fixes) > 3 else "")
+    if built is not None:
+        value = seed.detail if seed.detail not in (None, "None") else "seed"
+        fix = f"{first}, or torch.manual_seed({value}) right before building the model at {_line(built)}"
+    else:
+        fix = f"{first}, or draw your own at {_line(draw.frame)}: {own_generator(draw, seed.detail)}"  # type: ignore[arg-type]
     return Finding("interleaved", draw.stream, (draw.pid,), message, (seed.index, *(e.index for e in others),
                                                                       draw.index), fix)
 
