@@ -1,0 +1,387 @@
+"""The pytest plugin turned on: one trace for the run, each test's phases marked in it.
+
+A test that touches no stream costs two snapshots of the streams (for leaks) and
+a few list appends; only its events are ever turned into a record
+(``_pytest_record``), handed to pytest in the test's teardown report.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any, Iterator, Optional
+
+import pytest
+
+from . import _pytest_record as records
+
+#: frames kept per stack: a test's line may sit under a deep library call
+DEPTH = 24
+#: events kept one by one in the session trace; past ROTATE_AT, a new trace starts after the test
+MAX_EVENTS = 200_000
+ROTATE_AT = 50_000
+
+
+class Tracer:
+    """The plugin while turned on: one trace for the run, one record per test that touched a stream."""
+
+    def __init__(self, config: pytest.Config, mode: str) -> None:
+        self.config = config
+        self.strict = mode == "strict"
+        self.json_path: Optional[str] = config.getoption("rng_trace_json")
+        #: key -> record, from every test report seen here (the controller's, under xdist)
+        self.records: dict[str, dict[str, Any]] = {}
+        self.tests = 0
+        self.problems: list[str] = []
+        self._block: Any = None
+        self._trace: Any = None
+        self._sources: dict[str, Any] = {}
+        self._rec: Any = None
+        self._seen = 0  # the first event of the session trace not yet given to a record
+        self._window: Optional[records.Window] = None
+        self._before: dict[str, dict[str, Any]] = {}
+        self._made: dict[str, dict[str, Any]] = {}  # key -> record, for the running test
+        self._foreign: set[str] = set()  # streams pytest-randomly or Hypothesis reseeded in the running test
+        self._touched: set[str] = set()  # streams any event of the running test was on
+        self._seeded: set[str] = set()  # streams the running test reseeded itself
+        #: stream -> digests of its full state, as the last test left it: a fingerprint sees draws, not
+        #: every reseed, so a test that reseeds is checked against these. Read only after a test with events.
+        self._known: dict[str, dict[str, str]] = {}
+        self._stale = True  # events outside tests may have moved the streams since _known was read
+        self._fixture_code: dict[str, tuple[str, str, int, int]] = {}
+
+    # -- the session trace -------------------------------------------------------
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        # xdist's controller runs no test: its workers trace, and their reports bring the records.
+        if not self.config.pluginmanager.has_plugin("dsession"):
+            self._begin()
+
+    def _begin(self) -> None:
+        from ._hub import HUB
+        from .tracer import RngTrace
+
+        self._block = RngTrace(print=False, depth=DEPTH, max_events=MAX_EVENTS)
+        self._trace = self._block.__enter__()
+        self._rec = HUB.rec
+        self._sources = HUB.rec.sources  # the installed sources, kept by the hub while the trace lasts
+        self._seen = 0
+
+    def _end(self) -> None:
+        block, self._block = self._block, None
+        if block is not None:
+            try:
+                block.__exit__(None, None, None)
+            finally:
+                self._outside(len(self._trace._raw), live=False)
+                self._trace = None
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        self._end()
+        for record in self._made.values():
+            self._collect(record)
+        self._made = {}
+        if self.json_path and not hasattr(self.config, "workerinput"):
+            self._write_json()
+
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        self._end()  # a run stopped before its session finished (a usage error, Ctrl-C) leaves nothing behind
+
+    # -- one test ------------------------------------------------------------------
+    @pytest.hookimpl(hookwrapper=True, tryfirst=True)
+    def pytest_runtest_protocol(self, item: pytest.Item, nextitem: Optional[pytest.Item]) -> Iterator[None]:
+        if self._trace is None:
+            yield
+            return
+        self._outside(len(self._trace._raw))
+        self._window = records.Window(self._rec.state().key)  # how events name the thread running the test
+        self._foreign, self._touched, self._seeded = set(), set(), set()
+        if self._stale or len(self._known) < len(self._sources):
+            self._known.update(self._full(self._sources))
+            self._stale = False
+        self._before = self._snapshot()
+        try:
+            yield
+        finally:
+            self._window = None
+
+    def _phase(self, phase: Optional[str]) -> None:
+        window = self._window
+        if window is not None and self._trace is not None:
+            window.marks.append((len(self._trace._raw), self._trace.dropped, phase))
+
+    @pytest.hookimpl(hookwrapper=True, tryfirst=True)
+    def pytest_runtest_setup(self, item: pytest.Item) -> Iterator[None]:
+        self._phase("setup")
+        yield
+        self._phase(None)
+
+    @pytest.hookimpl(hookwrapper=True, tryfirst=True)
+    def pytest_runtest_call(self, item: pytest.Item) -> Iterator[None]:
+        self._phase("call")
+        yield
+        self._phase(None)
+
+    @pytest.hookimpl(hookwrapper=True, tryfirst=True)
+    def pytest_runtest_teardown(self, item: pytest.Item, nextitem: Optional[pytest.Item]) -> Iterator[None]:
+        self._phase("teardown")
+        yield
+        self._phase(None)
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_fixture_setup(self, fixturedef: Any, request: Any) -> Iterator[None]:
+        window, trace = self._window, self._trace
+        if window is None or trace is None or fixturedef.scope == "function":
+            yield
+            return
+        start = len(trace._raw)
+        yield
+        key = f"fixture:{fixturedef.baseid}::{fixturedef.argname}"
+        window.fixtures.append((start, len(trace._raw), key))
+        if key not in self._fixture_code:
+            self._fixture_code[key] = _code_of(fixturedef, self.config)
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: Any) -> Iterator[None]:
+        outcome = yield
+        if self._window is None or self._trace is None:
+            return
+        report = outcome.get_result()
+        try:
+            self._judge(item, report, call.when)
+        except Exception as error:  # noqa: BLE001 (the tracer must never break the run it watches)
+            self.problems.append(f"{item.nodeid}: {type(error).__name__}: {error}")
+
+    def _judge(self, item: pytest.Item, report: Any, when: str) -> None:
+        """Turn the phases so far into records; at teardown, add leaks and hand the records to the report."""
+        window = self._window
+        end = len(self._trace._raw)
+        phases = list(window.phases())  # type: ignore[union-attr]
+        phases, window.assigned = phases[window.assigned:], len(phases)  # type: ignore[union-attr]
+        test = self._made.get(item.nodeid)
+        if test is None:
+            test = self._made[item.nodeid] = records.new_record(item.nodeid, item.nodeid, "test")
+            test["exempt"] = _exempt(item)
+        self._assign(window, phases, test)  # type: ignore[arg-type]
+        if when == "teardown":
+            self._leaks(test)
+            self._seen = end
+        if when == "setup":
+            return  # judged at the call (or, where setup failed, at teardown), with the call's draws
+        if self.strict and test["exempt"] is None and test["failed_by"] is None and not records.is_empty(test):
+            self._fail(report, test, when)
+        if when == "teardown":
+            report.rngtrace = [r for r in self._made.values() if not records.is_empty(r)]
+            self._made = {}
+            if len(self._trace._raw) > ROTATE_AT:
+                self._end()
+                self._begin()
+
+    def _assign(self, window: records.Window, phases: list, test: dict[str, Any]) -> None:
+        """Give each event of ``phases`` to the test, a wider fixture, or "other threads"."""
+        raws = self._trace._raw
+        spans = [(s, e) for _phase, s, e, _d in phases]
+        picked = [raws[i] for s, e in spans for i in range(s, e)]
+        if not picked and not any(d for *_x, d in phases):
+            return
+        stacks = records.stacks_of(picked, self._trace._live[0], DEPTH)
+        for phase, start, end, dropped in phases:
+            records.add_dropped(test, phase, dropped)
+            for i in range(start, end):
+                raw = raws[i]
+                stack = stacks.get(raw[4], ())
+                base = raw[0].split(".", 1)[0]
+                self._touched.add(base)
+                if records.foreign_seed(raw[1], stack):
+                    self._foreign.add(base)
+                    continue
+                if raw[1] == "seed" and raw[5] == window.thread:
+                    self._seeded.add(base)
+                noticed = stacks.get(records._moved_parts(raw)[1], ()) if raw[1] == records.UNATTRIBUTED else ()
+                if raw[5] != window.thread:
+                    target = self._record("outside:threads", "other threads (not blamed on the test they ran beside)",
+                                          "outside")
+                else:
+                    target = self._fixture_for(window, i, stack, phase) or test
+                records.add_event(target, raw, stack, noticed, phase)
+
+    def _fixture_for(self, window: records.Window, index: int, stack: tuple, phase: str) -> Optional[dict]:
+        """The record of the wider-scoped fixture that made event ``index``, if one did."""
+        key = None
+        for start, end, name in window.fixtures:
+            if start <= index < end:
+                key = name  # the innermost: a fixture set up inside another comes later in the list
+        if key is None and phase == "teardown":
+            key = next((k for k, code in self._fixture_code.items() if _in_code(stack, code)), None)
+        if key is None:
+            return None
+        return self._record(key, self._fixture_code[key][0], "fixture")
+
+    def _record(self, key: str, label: str, kind: str) -> dict[str, Any]:
+        record = self._made.get(key)
+        if record is None:
+            record = self._made[key] = records.new_record(key, label, kind)
+        return record
+
+    def _snapshot(self) -> dict[str, dict[str, Any]]:
+        out = {}
+        for name, source in list(self._sources.items()):
+            try:
+                out[name] = source.snapshot()
+            except Exception:  # noqa: BLE001 (a state that cannot be read is no leak)
+                continue
+        return out
+
+    def _leaks(self, test: dict[str, Any]) -> None:
+        """Streams the test left in another state than it found them (not the ones a plugin reseeds anyway).
+
+        The quick snapshots see every draw; a stream the test reseeded is also compared in full,
+        against the state the previous test left (``_known``).
+        """
+        after = self._snapshot()
+        moved = set()
+        for name, states in self._before.items():
+            source = self._sources.get(name)
+            if source is None or name not in after:
+                continue
+            for stream, old in states.items():
+                new = after[name].get(stream)
+                if new is not None and not _same(source, old, new):
+                    moved.add(name)
+                    if name not in self._foreign:
+                        self._leak_owner(test, stream)["leaks"].append(stream)
+        refresh = self._touched | moved
+        if not refresh:
+            return
+        now = self._full(refresh)
+        for name in self._seeded - moved - self._foreign:
+            old_full, new_full = self._known.get(name, {}), now.get(name, {})
+            for stream, digest in new_full.items():
+                if old_full.get(stream, digest) != digest:
+                    self._leak_owner(test, stream)["leaks"].append(stream)
+        self._known.update(now)
+
+    def _full(self, names: Any) -> dict[str, dict[str, str]]:
+        """Digests of the full states of the streams ``names`` (dear: a test with events pays for them)."""
+        from ._processes import state_digests
+
+        out = {}
+        for name in list(names):
+            source = self._sources.get(name)
+            if source is None:
+                continue
+            try:
+                out[name] = state_digests(source)
+            except Exception:  # noqa: BLE001 (a state that cannot be read is no leak)
+                continue
+        return out
+
+    def _leak_owner(self, test: dict[str, Any], stream: str) -> dict[str, Any]:
+        """A wider fixture that alone moved ``stream`` owns its leak; otherwise the test does."""
+        moved_by = [r for r in self._made.values() if any(slot.startswith(stream + "|") for slot in r["counts"])]
+        fixtures = [r for r in moved_by if r["kind"] == "fixture"]
+        if fixtures and test not in moved_by:
+            return fixtures[0]
+        return test
+
+    def _fail(self, report: Any, test: dict[str, Any], when: str) -> None:
+        from ._pytest_report import draw_log, strict_message
+
+        test["failed_by"] = when
+        rootdir = str(self.config.rootpath)
+        if report.passed:
+            report.outcome = "failed"
+            report.longrepr = strict_message(test, rootdir)
+        report.sections.append(("rngtrace draw log", draw_log(test, rootdir)))
+
+    def _outside(self, end: int, live: bool = True) -> None:
+        """Events recorded outside any test (collection, between tests) up to ``end``."""
+        trace, start = self._trace, self._seen
+        self._seen = end
+        if trace is None or end <= start:
+            return
+        raws = trace._raw[start:end]
+        resolve = trace._live[0] if live and trace._live else None
+        stacks = records.stacks_of(raws, resolve, DEPTH) if resolve is not None else {}
+        if resolve is None:
+            stacks = {sid: frames for sid, frames in trace._resolved().items()}
+        self._stale = True
+        for raw in raws:
+            stack = stacks.get(raw[4], ())
+            if records.foreign_seed(raw[1], stack):
+                continue
+            noticed = stacks.get(records._moved_parts(raw)[1], ()) if raw[1] == records.UNATTRIBUTED else ()
+            target = self._record("outside:collection", "outside any test (collection, imports, between tests)",
+                                  "outside")
+            records.add_event(target, raw, stack, noticed, "outside")
+
+    # -- reports, summary, log ---------------------------------------------------------
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.when == "teardown":
+            self.tests += 1
+        for record in getattr(report, "rngtrace", None) or ():
+            self._collect(record)
+
+    def _collect(self, record: dict[str, Any]) -> None:
+        if records.is_empty(record):
+            return
+        old = self.records.get(record["key"])
+        if old is None:
+            self.records[record["key"]] = record
+        else:
+            records.merge(old, record)
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if hasattr(self.config, "workerinput"):
+            return
+        from ._pytest_report import summary
+
+        terminalreporter.section("rngtrace: global random streams")
+        for line in summary(list(self.records.values()), self.tests, str(self.config.rootpath), self.strict):
+            terminalreporter.line(line)
+        for problem in self.problems:
+            terminalreporter.line(f"rngtrace could not judge {problem}")
+
+    def _write_json(self) -> None:
+        from ._pytest_report import save_log
+
+        try:
+            save_log(list(self.records.values()), self.json_path)  # type: ignore[arg-type]
+        except OSError as error:
+            self.problems.append(f"--rng-trace-json: cannot write {self.json_path!r} ({error}); give a writable path")
+
+
+def _exempt(item: pytest.Item) -> Optional[str]:
+    marker = item.get_closest_marker("rng_global")
+    if marker is not None:
+        reason = marker.kwargs.get("reason") or (marker.args[0] if marker.args else "")
+        return f"marked rng_global{': ' + str(reason) if reason else ''}"
+    if "rng_trace" in getattr(item, "fixturenames", ()):
+        return "uses the rng_trace fixture"
+    return None
+
+
+def _code_of(fixturedef: Any, config: pytest.Config) -> tuple[str, str, int, int]:
+    """(label, file, first line, last line) of a wider fixture's function, to know its teardown's frames."""
+    where = fixturedef.baseid or "conftest"
+    label = f"fixture '{fixturedef.argname}' ({fixturedef.scope} scope, {where})"
+    func = inspect.unwrap(fixturedef.func)
+    code = getattr(func, "__code__", None)
+    if code is None:
+        return label, "", 0, 0
+    last = max((line for *_x, line in code.co_lines() if line is not None), default=code.co_firstlineno)
+    return label, code.co_filename, code.co_firstlineno, last
+
+
+def _in_code(stack: tuple, code: tuple[str, str, int, int]) -> bool:
+    _label, filename, first, last = code
+    return bool(filename) and any(f.filename == filename and first <= f.lineno <= last for f in stack)
+
+
+def _same(source: Any, old: Any, new: Any) -> bool:
+    if old.__class__ is bytes and new.__class__ is bytes:
+        return bool(old == new)
+    try:
+        return bool(source.same(old, new))
+    except Exception:  # noqa: BLE001
+        return True
