@@ -16,47 +16,30 @@ library's is ``_paths``' question. Kinds (``duplicate`` is ``_merge``'s):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
-from ._paths import is_user_file, package_of, short_path
+from ._fixes import (
+    ARGUMENT,
+    TORCH_DATA,
+    and_list,
+    call_of,
+    isolate,
+    library_fix,
+    line_of,
+    model_built,
+    own_generator,
+    place_of,
+)
+from ._paths import is_user_file
 from .trace import DRAW, SEED, Event, Finding, Frame, Trace
 
-#: how a library's generic call wrappers are named: the user-facing call is the frame below them
-_WRAPPERS = frozenset({"wrapper", "inner", "wrapped", "decorator", "_wrapper", "decorate_context",
-                       "_call_impl", "_wrapped_call_impl", "__call__"})
-#: the argument that makes a library call draw from its own generator, by package
-_ARGUMENT = {"sklearn": "random_state", "scipy": "random_state"}
-_TORCH_DATA = "torch/utils/data/"
 #: PyTorch seeds random, NumPy and torch in each DataLoader worker from its base seed: no finding
 _WORKER_SEEDING = "torch/utils/data/_utils/worker.py"
 #: torch draws from user code that take generator=, named by global-generator
 _TAKES_GENERATOR = ("torch.nn.init.", "torch.randperm")
 #: streams whose global generator starts from OS entropy; torch's starts from a fixed default seed
 _ENTROPY_STARTED = ("random", "numpy")
-#: np.random.* legacy names whose Generator method is called something else
-NUMPY_RENAMES = {"rand": "random", "random_sample": "random", "ranf": "random", "sample": "random",
-                 "randn": "standard_normal", "randint": "integers", "random_integers": "integers",
-                 "tomaxint": "integers"}
 _SEEDERS = {"random": "random.seed(0)", "numpy": "np.random.seed(0)", "torch": "torch.manual_seed(0)"}
-
-
-@dataclass(frozen=True)
-class Call:
-    """Where a draw entered other code: the user's line and the call it made there."""
-
-    line: Frame  # the user's line that made the call
-    callee: Frame | None  # the outermost library frame it called (None: the user's line drew itself)
-    package: str | None  # the installed package called, or None for another of the user's files
-
-    @property
-    def name(self) -> str:
-        """``train_test_split``, ``KMeans.fit``, ``Linear`` (a constructor), or the function drawn in."""
-        frame = self.callee or self.line
-        parts = [p for p in frame.function.split(".") if p != "<locals>"]
-        if parts[-1] == "__init__" and len(parts) > 1:
-            return parts[-2]
-        return ".".join(parts[-2:])
 
 
 def findings(trace: Trace) -> list[Finding]:
@@ -68,60 +51,6 @@ def findings(trace: Trace) -> list[Finding]:
     named = {i for f in found for i in f.events}
     found += _global_generator(events, named) + _settings(trace, events) + duplicates(trace)
     return found
-
-
-# -- who made an event ---------------------------------------------------------------------
-
-
-def user_index(stack: Sequence[Frame]) -> int | None:
-    """The position of the first (innermost) frame of ``stack`` in the user's own code, or None."""
-    for i, frame in enumerate(stack):
-        if is_user_file(frame.filename):
-            return i
-    return None
-
-
-def call_of(stack: Sequence[Frame]) -> Call | None:
-    """The user's line an event came from and the library call made there; None without a user frame."""
-    u = user_index(stack)
-    if u is None:
-        return None
-    if u == 0:
-        return Call(stack[0], None, None)
-    # Outermost first: the first frame that is not a generic wrapper; where that is a private base
-    # class's method (_BaseKMeans.fit_predict), the public class's method it calls names the call better.
-    frames = [f for f in reversed(stack[:u]) if f.function.rsplit(".", 1)[-1] not in _WRAPPERS] or [stack[u - 1]]
-    callee = frames[0]
-    if _private_owner(callee):
-        package = package_of(callee.filename)
-        callee = next((f for f in frames[1:] if "." in f.function and not _private_owner(f)
-                       and package_of(f.filename) == package), callee)
-    return Call(stack[u], callee, package_of(callee.filename))
-
-
-def _private_owner(frame: Frame) -> bool:
-    """Whether ``frame`` is a method of a class the user does not name (``_BaseKMeans``, ``BaseShuffleSplit``)."""
-    parts = [p for p in frame.function.split(".") if p != "<locals>"]
-    return len(parts) > 1 and parts[-2].startswith(("_", "Base"))
-
-
-def _and(items: list[str]) -> str:
-    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
-
-
-def _line(frame: Frame) -> str:
-    return f"{short_path(frame.filename)}:{frame.lineno}"
-
-
-def _where(event: Event) -> str:
-    """``acc/devinit.py:10 (init)`` or ``train_test_split (train.py:14)``: the code a draw was made in."""
-    call = call_of(event.stack)
-    frame = event.frame
-    if call is None or call.package is None or frame is None:
-        return f"{_line(frame)} ({frame.function})" if frame else "code with no recorded stack"
-    if call.package == "torch" and _TORCH_DATA in call.callee.filename.replace("\\", "/"):  # type: ignore[union-attr]
-        return f"the DataLoader ({_line(call.line)})"  # its iterator's methods say less
-    return f"{call.name} ({_line(call.line)})"
 
 
 def _is_users_seed(event: Event) -> bool:
@@ -144,52 +73,6 @@ def _entropy(event: Event) -> bool:
 
 def _base(stream: str) -> str:
     return stream.split(".", 1)[0]
-
-
-# -- fixes that fit the library ------------------------------------------------------------
-
-
-def library_fix(event: Event) -> str | None:
-    """The argument the user-facing call accepts, or where torch wants its seed; None if unknown."""
-    call = call_of(event.stack)
-    if call is None or call.callee is None:
-        return None
-    path = call.callee.filename.replace("\\", "/")
-    argument = _ARGUMENT.get(call.package or "")
-    if argument:
-        owner = call.name.split(".")[0]  # an estimator's method: the argument goes to its constructor
-        return f"{owner}(..., {argument}=0) at {_line(call.line)}"
-    if call.package == "torch":
-        if _TORCH_DATA in path:
-            return f"DataLoader(..., generator=torch.Generator().manual_seed(0)) for the loader at {_line(call.line)}"
-        if call.name.startswith("torch.nn.init") or "torch/nn/init.py" in path:
-            return f"pass generator=g to {call.name} at {_line(call.line)}"
-    return None
-
-
-def _isolate(event: Event, home: str = "") -> str:
-    """Wrap the call that led to ``event`` in rng_isolate(): made from ``home`` (the seed's file) where it can be."""
-    stack = event.stack
-    k = next((i for i, frame in enumerate(stack) if frame.filename == home), None)
-    if k:  # the line in the seed's file that called into the other file
-        name = Call(stack[k - 1], None, None).name
-        return f"wrap {name}() at {_line(stack[k])} in `with rngtrace.rng_isolate():`"
-    call = call_of(stack)
-    if call is None or call.callee is None:
-        return "wrap the call in `with rngtrace.rng_isolate():`"
-    return f"wrap {call.name}() at {_line(call.line)} in `with rngtrace.rng_isolate():`"
-
-
-def own_generator(event: Event, seed: str | None) -> str:
-    """``rng = np.random.default_rng(666); rng.random()``: the user's draw from a generator of their own."""
-    value = seed if seed not in (None, "None") else "seed"
-    method = event.api.rsplit(".", 1)[-1]
-    base = _base(event.stream)
-    if base == "numpy":
-        return f"rng = np.random.default_rng({value}); rng.{NUMPY_RENAMES.get(method, method)}(...)"
-    if base == "random":
-        return f"rng = random.Random({value}); rng.{method}(...)"
-    return f"g = torch.Generator().manual_seed({value}), passed as {event.api}(..., generator=g)"
 
 
 # -- interleaved ---------------------------------------------------------------------------
@@ -215,7 +98,7 @@ def _interleaved(events: list[Event]) -> list[Finding]:
             continue
         key = (e.pid, e.stream)
         home = _seed_file(seed)
-        built = _model_built(e)
+        built = model_built(e)
         mine = (is_user_file(e.frame.filename) and e.frame.filename == home) or (
             built is not None and built.filename == home)
         if not mine:
@@ -226,38 +109,29 @@ def _interleaved(events: list[Event]) -> list[Finding]:
     return found
 
 
-def _model_built(event: Event) -> Frame | None:
-    """The user's line that built a torch module whose initial weights ``event`` drew, or None."""
-    call = call_of(event.stack)
-    if call is None or call.callee is None or call.package != "torch":
-        return None
-    path = call.callee.filename.replace("\\", "/")
-    return call.line if "torch/nn/modules/" in path and call.callee.function.endswith("__init__") else None
-
-
 def _seed_file(seed: Event) -> str:
     call = call_of(seed.stack)
     return call.line.filename if call is not None else ""
 
 
 def _interleaved_finding(seed: Event, others: list[Event], draw: Event) -> Finding:
-    places = list(dict.fromkeys(_where(e) for e in others))
+    places = list(dict.fromkeys(place_of(e) for e in others))
     more = len(places) - 2
-    where = _and(places[:2] + ([f"{more} more place{'s' * (more > 1)}"] if more > 0 else []))
+    where = and_list(places[:2] + ([f"{more} more place{'s' * (more > 1)}"] if more > 0 else []))
     n = len(others)
-    seed_line = _line(call_of(seed.stack).line)  # type: ignore[union-attr]
-    built = _model_built(draw)
-    yours = f"the model you build at {_line(built)}" if built else f"your draw at {_line(draw.frame)}"  # type: ignore[arg-type]
+    seed_line = line_of(call_of(seed.stack).line)  # type: ignore[union-attr]
+    built = model_built(draw)
+    yours = f"the model you build at {line_of(built)}" if built else f"your draw at {line_of(draw.frame)}"  # type: ignore[arg-type]
     message = (f"{n} {draw.stream} draw{'s' * (n > 1)} inside {where} come{'s' * (n == 1)} between your seed at "
                f"{seed_line} and {yours}: your numbers depend on {'them' if n > 1 else 'it'}")
     home = _seed_file(seed)
-    fixes = list(dict.fromkeys(library_fix(e) or _isolate(e, home) for e in others))
-    first = _and(fixes[:3]) + (f" (and {len(fixes) - 3} more)" if len(fixes) > 3 else "")
+    fixes = list(dict.fromkeys(library_fix(e) or isolate(e, home) for e in others))
+    first = and_list(fixes[:3]) + (f" (and {len(fixes) - 3} more)" if len(fixes) > 3 else "")
     if built is not None:
         value = seed.detail if seed.detail not in (None, "None") else "seed"
-        fix = f"{first}, or torch.manual_seed({value}) right before building the model at {_line(built)}"
+        fix = f"{first}, or torch.manual_seed({value}) right before building the model at {line_of(built)}"
     else:
-        fix = f"{first}, or draw your own at {_line(draw.frame)}: {own_generator(draw, seed.detail)}"  # type: ignore[arg-type]
+        fix = f"{first}, or draw your own at {line_of(draw.frame)}: {own_generator(draw, seed.detail)}"  # type: ignore[arg-type]
     return Finding("interleaved", draw.stream, (draw.pid,), message, (seed.index, *(e.index for e in others),
                                                                       draw.index), fix)
 
@@ -291,30 +165,30 @@ def _reseeded(events: list[Event]) -> list[Finding]:
 def _reseeded_finding(mine: Event, theirs: Event) -> Finding:
     library = _base(theirs.stream)
     call = call_of(theirs.stack)
-    at = f" (called at {_line(call.line)})" if call is not None and call.callee is not None else ""
+    at = f" (called at {line_of(call.line)})" if call is not None and call.callee is not None else ""
     message = (f"{theirs.api}({theirs.detail}) {_where_seed(theirs)}{at} reseeds {library} after your seed at "
-               f"{_line(call_of(mine.stack).line)}: your seed no longer governs the draws after it")  # type: ignore[union-attr]
-    after = f"below {_line(call.line)}" if call is not None else "after it"
-    fix = f"seed again {after} (or seed once, after it), or {_isolate(theirs)}"
+               f"{line_of(call_of(mine.stack).line)}: your seed no longer governs the draws after it")  # type: ignore[union-attr]
+    after = f"below {line_of(call.line)}" if call is not None else "after it"
+    fix = f"seed again {after} (or seed once, after it), or {isolate(theirs)}"
     return Finding("reseeded", library, (theirs.pid,), message, (mine.index, theirs.index), fix)
 
 
 def _where_seed(event: Event) -> str:
     frame = event.frame
-    return f"inside {_line(frame)} ({frame.function})" if frame is not None else "in code with no recorded stack"
+    return f"inside {line_of(frame)} ({frame.function})" if frame is not None else "in code with no recorded stack"
 
 
 def _entropy_finding(event: Event) -> Finding:
     library = _base(event.stream)
     call = call_of(event.stack)
     if call is not None and call.callee is None:
-        message = (f"{event.api}() at {_line(call.line)} seeds {library} from OS entropy, so every run draws "
+        message = (f"{event.api}() at {line_of(call.line)} seeds {library} from OS entropy, so every run draws "
                    "differently after it")
-        fix = f"give it a value: {_SEEDERS.get(library, event.api + '(0)')} at {_line(call.line)}"
+        fix = f"give it a value: {_SEEDERS.get(library, event.api + '(0)')} at {line_of(call.line)}"
     else:
         message = (f"{event.api}() {_where_seed(event)} seeds {library} from OS entropy, so every run draws "
                    "differently after it")
-        fix = f"seed {library} again after it with a value, or {_isolate(event)}"
+        fix = f"seed {library} again after it with a value, or {isolate(event)}"
     return Finding("unseeded", library, (event.pid,), message, (event.index,), fix)
 
 
@@ -338,12 +212,12 @@ def _unseeded(trace: Trace, events: list[Event]) -> list[Finding]:
             first[base] = e
     for base, e in first.items():
         call = call_of(e.stack)
-        at = _line(e.frame) if e.frame is not None else "an unknown line"
+        at = line_of(e.frame) if e.frame is not None else "an unknown line"
         if call is not None and call.callee is not None:
-            at = f"{_line(call.line)} ({call.name})"
+            at = f"{line_of(call.line)} ({call.name})"
         message = f"{base} is drawn from at {at} before it is ever seeded, so every run draws differently"
         fix = library_fix(e) or (f"{_SEEDERS[base]} at the program's start, or "
-                                 f"{own_generator(e, '0')} at {_line(e.frame)}" if e.frame else _SEEDERS[base])
+                                 f"{own_generator(e, '0')} at {line_of(e.frame)}" if e.frame else _SEEDERS[base])
         found.append(Finding("unseeded", base, (e.pid,), message, (e.index,), fix))
     return found
 
@@ -378,9 +252,9 @@ def _generator_call(event: Event) -> tuple | None:
             return (event.api, call.line, event.stream)
         return None
     path = call.callee.filename.replace("\\", "/")
-    if call.package == "torch" and _TORCH_DATA in path:
+    if call.package == "torch" and TORCH_DATA in path:
         return ("loader", call.line, event.stream)
-    if call.package in _ARGUMENT:
+    if call.package in ARGUMENT:
         return (call.name, call.line, event.stream)
     return None
 
@@ -389,14 +263,14 @@ def _generator_finding(what: str, line: Frame, group: list[Event]) -> Finding:
     stream = group[0].stream
     indexes = tuple(e.index for e in group)
     if what == "loader":
-        message = (f"the DataLoader iterated at {_line(line)} shuffles with torch's global generator (no "
+        message = (f"the DataLoader iterated at {line_of(line)} shuffles with torch's global generator (no "
                    "generator=): its order depends on every torch draw before it")
         fix = "DataLoader(..., generator=torch.Generator().manual_seed(0))"
     elif what.startswith("torch."):
-        message = f"{what} at {_line(line)} draws from torch's global generator (no generator=)"
+        message = f"{what} at {line_of(line)} draws from torch's global generator (no generator=)"
         fix = f"g = torch.Generator().manual_seed(0); {what}(..., generator=g)"
     else:
-        message = (f"{what} at {_line(line)} draws from {'NumPy' if stream == 'numpy' else stream}'s global "
+        message = (f"{what} at {line_of(line)} draws from {'NumPy' if stream == 'numpy' else stream}'s global "
                    f"stream (no random_state=): its result changes with every draw before it")
         fix = library_fix(group[0]) or f"{what}(..., random_state=0)"
     return Finding("global-generator", stream, (group[0].pid,), message, indexes, fix)

@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
+from .._fixes import NUMPY_RENAMES
 from .._paths import is_user_file, short_path
 from ..trace import DRAW, SEED, UNATTRIBUTED, Event, Frame, Process, Statistic, Trace, Window
 
@@ -221,17 +222,6 @@ _GENERATORS = {
     "numpy": ("rng = np.random.default_rng(seed)", "rng"),
     "torch": ("g = torch.Generator().manual_seed(seed)", "g"),
 }
-# np.random.* legacy names whose Generator method is called something else.
-_NUMPY_RENAMES = {
-    "rand": "random",
-    "random_sample": "random",
-    "ranf": "random",
-    "sample": "random",
-    "randn": "standard_normal",
-    "randint": "integers",
-    "random_integers": "integers",
-    "tomaxint": "integers",
-}
 # torch APIs with no generator= parameter: only seeding the global stream fixes them.
 _NO_GENERATOR = frozenset({
     "dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout", "feature_alpha_dropout",
@@ -284,7 +274,7 @@ def _hint(base: str, stats: list[Statistic]) -> list[str]:
     uses = []
     for api in apis[:3]:
         called = api.rsplit(".", 1)[-1]
-        method = _NUMPY_RENAMES.get(called, called) if base == "numpy" else called
+        method = NUMPY_RENAMES.get(called, called) if base == "numpy" else called
         uses.append(f"{name}.{method} for {api}")
     return [f"{make}; " + ", ".join(uses) + (", …" if len(apis) > 3 else "")]
 
