@@ -147,7 +147,7 @@ def test_a_library_seeding_after_the_user_is_reseeded(package):
         lib.setup()
         np.random.rand()
     (finding,) = trace.findings
-    assert finding.kind == "reseeded" and "reseedlib.py:4 (setup)" in finding.message
+    assert finding.kind == "reseeded" and f"inside reseedlib.py:4 (setup, called at {ME}:" in finding.message
     assert f"after your seed at {ME}:" in finding.message
     assert f"wrap setup() at {ME}:" in finding.fix
 

@@ -165,17 +165,20 @@ def _reseeded(events: list[Event]) -> list[Finding]:
 def _reseeded_finding(mine: Event, theirs: Event) -> Finding:
     library = _base(theirs.stream)
     call = call_of(theirs.stack)
-    at = f" (called at {line_of(call.line)})" if call is not None and call.callee is not None else ""
-    message = (f"{theirs.api}({theirs.detail}) {_where_seed(theirs)}{at} reseeds {library} after your seed at "
+    message = (f"{theirs.api}({theirs.detail}) {_where_seed(theirs, call)} reseeds {library} after your seed at "
                f"{line_of(call_of(mine.stack).line)}: your seed no longer governs the draws after it")  # type: ignore[union-attr]
     after = f"below {line_of(call.line)}" if call is not None else "after it"
-    fix = f"seed again {after} (or seed once, after it), or {isolate(theirs)}"
+    fix = f"move your seed {after}, or {isolate(theirs)}"
     return Finding("reseeded", library, (theirs.pid,), message, (mine.index, theirs.index), fix)
 
 
-def _where_seed(event: Event) -> str:
+def _where_seed(event: Event, call: Any = None) -> str:
+    """``inside legacylib.py:5 (setup, called at main.py:7)``: where other code seeded."""
     frame = event.frame
-    return f"inside {line_of(frame)} ({frame.function})" if frame is not None else "in code with no recorded stack"
+    if frame is None:
+        return "in code with no recorded stack"
+    at = f", called at {line_of(call.line)}" if call is not None and call.callee is not None else ""
+    return f"inside {line_of(frame)} ({frame.function}{at})"
 
 
 def _entropy_finding(event: Event) -> Finding:
@@ -186,7 +189,7 @@ def _entropy_finding(event: Event) -> Finding:
                    "differently after it")
         fix = f"give it a value: {_SEEDERS.get(library, event.api + '(0)')} at {line_of(call.line)}"
     else:
-        message = (f"{event.api}() {_where_seed(event)} seeds {library} from OS entropy, so every run draws "
+        message = (f"{event.api}() {_where_seed(event, call)} seeds {library} from OS entropy, so every run draws "
                    "differently after it")
         fix = f"seed {library} again after it with a value, or {isolate(event)}"
     return Finding("unseeded", library, (event.pid,), message, (event.index,), fix)
