@@ -248,7 +248,10 @@ def hints(trace: Trace) -> list[str]:
     lines = ["Hint: draw from a generator you own, seeded once, so no other code shifts your numbers:"]
     width = max(len(base) for base in drawn)
     for base in sorted(drawn, key=stream_key):
-        first, *rest = _hint(base, drawn[base])
+        said = _hint(base, drawn[base])
+        if not said:
+            continue  # only libraries drew from it: the line below says what they take
+        first, *rest = said
         lines.append(printable(f"  {base:<{width}}  {first}"))  # first and rest name the apis drawn
         lines.extend(printable(f"  {'':<{width}}  {line}") for line in rest)
     if library:
@@ -270,7 +273,7 @@ def _hint(base: str, stats: list[Statistic]) -> list[str]:
     # Only the calls the user makes: a library's own draws take its argument (random_state=), not a method.
     apis = list(dict.fromkeys(stat.api for stat in stats if stat.frame and is_user_file(stat.frame.filename)))
     if not apis:
-        return [make]
+        return []
     uses = []
     for api in apis[:3]:
         called = api.rsplit(".", 1)[-1]
