@@ -11,6 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from rngtrace import cli, rng_trace
+from rngtrace.trace import Trace
+
 SRC = Path(__file__).resolve().parents[1] / "src"
 
 DRAWS = """\
@@ -391,3 +394,19 @@ def test_a_program_that_closes_its_stderr_and_is_interrupted_keeps_status_130(tm
     write(tmp_path / "closes.py", "import sys\nsys.stderr.close()\nraise KeyboardInterrupt\n")
     done = rngtrace("run", "closes.py", cwd=tmp_path)
     assert done.returncode == 130  # was 1: printing the program's traceback raised ValueError
+
+
+def test_run_reports_a_stream_drawn_before_any_seed_as_unseeded(tmp_path):
+    pytest.importorskip("numpy")
+    script = tmp_path / "prog.py"
+    script.write_text("import numpy as np\nnp.random.rand()\n")
+    assert cli.main(["run", "--quiet", "--json", str(tmp_path / "log.json"), str(script)]) == 0
+    (finding,) = Trace.load(tmp_path / "log.json").findings
+    assert finding.kind == "unseeded" and "prog.py:2" in finding.message
+
+
+def test_a_block_cannot_say_a_stream_is_unseeded():
+    np = pytest.importorskip("numpy")
+    with rng_trace(print=False) as trace:
+        np.random.rand()
+    assert not trace.from_start and not [f for f in trace.findings if f.kind == "unseeded"]

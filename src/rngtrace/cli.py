@@ -82,6 +82,9 @@ def run_command(args: argparse.Namespace) -> int:
     started_in = os.getpid()
     # Python children the program starts with subprocess trace too (from the environment, until it ends).
     with _as_main(argv, path0), tracer as trace, _subprocess.follow(HUB):
+        # Set inside the block, so the logs --log-dir writes as it ends carry it too: the trace
+        # saw the program start, so a draw before any seed is an unseeded stream.
+        trace.from_start = True
         status, error = _execute(run)
     if error is not None:
         _print_program_error(error)
