@@ -22,6 +22,9 @@ _WRAPPERS = frozenset({"wrapper", "inner", "wrapped", "decorator", "_wrapper", "
 #: the argument that makes a library call draw from its own generator, by package
 ARGUMENT = {"sklearn": "random_state", "scipy": "random_state"}
 TORCH_DATA = "torch/utils/data/"
+#: estimator methods: on Python 3.10 a frame names the method without its class
+_METHODS = frozenset({"fit", "fit_predict", "fit_transform", "partial_fit", "predict", "transform", "score",
+                      "split", "sample", "fit_resample"})
 #: np.random.* legacy names whose Generator method is called something else
 NUMPY_RENAMES = {"rand": "random", "random_sample": "random", "ranf": "random", "sample": "random",
                  "randn": "standard_normal", "randint": "integers", "random_integers": "integers",
@@ -105,6 +108,8 @@ def library_fix(event: Event) -> str | None:
     path = call.callee.filename.replace("\\", "/")
     argument = ARGUMENT.get(call.package or "")
     if argument:
+        if "." not in call.name and call.name in _METHODS:  # Python 3.10 names no class (no co_qualname)
+            return f"{argument}=0 for the estimator whose {call.name}() runs at {line_of(call.line)}"
         owner = call.name.split(".")[0]  # an estimator's method: the argument goes to its constructor
         return f"{owner}(..., {argument}=0) at {line_of(call.line)}"
     if call.package == "torch":
