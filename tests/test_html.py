@@ -376,3 +376,14 @@ def test_chromium_bins_thousands_of_draws_per_call_site_and_zooming_in_brings_th
     (mode, bars), (zoomed, marks) = json.loads(html.unescape(re.search(r'<pre id="probe">(.*?)</pre>', dom, re.S).group(1)))
     assert mode == "binned" and 2 < bars < 1000  # a bar per site and bin of pixels, the seed's own mark
     assert zoomed == "marks" and 0 < marks < 6001
+
+
+def test_the_report_opens_with_the_findings_before_the_timeline(here):
+    main = (here("train.py"), 12, "main")
+    page = render(build(ev("numpy", "seed", "numpy.random.seed", None, main, detail="0"),
+                        draw("numpy.random.choice", 3, SKLEARN, (here("train.py"), 13, "main")),
+                        draw("numpy.random.rand", 1, (here("train.py"), 14, "main"))))
+    sections = re.findall(r'<section class="card" id="([a-z]+)">', page)
+    assert sections[:2] == ["findings", "timeline"]
+    assert "interleaved" in re.search(r'<section class="card" id="findings">(.*?)</section>', page, re.S).group(1)
+    assert "<code>#event=N</code>" in page  # the timeline's help says how to link to one event

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from dataclasses import dataclass
 from typing import Any, Iterable, Iterator
 
@@ -329,8 +330,8 @@ class Trace:
         self._live = None
         self._events = None
         # torch's determinism flags, read once here and only where torch drew or was seeded.
-        if "torch" in self.streams and (any(r[0][:5] == "torch" for r in raw)
-                                        or any(k[0][:5] == "torch" for k in self._overflow)):
+        if "torch" in self.streams and "torch" in sys.modules and (
+                any(r[0][:5] == "torch" for r in raw) or any(k[0][:5] == "torch" for k in self._overflow)):
             from ._findings import read_settings
 
             self.settings = read_settings()
