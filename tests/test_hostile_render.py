@@ -255,3 +255,20 @@ def test_chromium_runs_no_script_from_a_hostile_log(here, tmp_path):
     assert cli.main(["show", str(log), "--html", str(report)]) == 0
     report.write_text(report.read_text(encoding="utf-8").replace("</body>", CONTROL), encoding="utf-8")
     assert ran(chromium(tmp_path / "profile", report)) == (set(), True)
+
+
+@pytest.mark.parametrize("payload", PAYLOADS, ids=list(PAYLOADS))
+def test_findings_built_from_a_crafted_logs_names_print_escaped(payload, here):
+    bad, shown = PAYLOADS[payload]
+    library = (os.path.join(SITE, "sklearn" + bad, "m.py"), 3, "Est" + bad + ".fit")
+    odd = (os.path.join(SITE, "pkg", "x.py"), 1, "<locals>")  # a function name with no name in it
+    user = (here("train.py"), 7, "main")
+    trace = build(ev("numpy", "seed", "numpy.random.seed", None, (here("train.py"), 6, "main"), detail="1"),
+                  ev("numpy", "draw", "numpy.random.rand", 3, library, user),
+                  ev("numpy", "draw", "numpy.random.rand", 3, odd, (here("train.py"), 8, "main")),
+                  ev("numpy", "draw", "numpy.random.rand", 1, (here("train.py"), 9, "main")),
+                  ev("random", "seed", "random.seed", None, library, user))
+    assert {f.kind for f in trace.findings} == {"interleaved", "unseeded"}
+    assert_safe(render(trace), shown)
+    page = html.render(trace)
+    assert bad not in page and "sklearn" in page

@@ -43,7 +43,7 @@ class Call:
     def name(self) -> str:
         """``train_test_split``, ``KMeans.fit``, ``Linear`` (a constructor), or the function drawn in."""
         frame = self.callee or self.line
-        parts = [p for p in frame.function.split(".") if p != "<locals>"]
+        parts = [p for p in frame.function.split(".") if p not in ("<locals>", "")] or [frame.function or "?"]
         if parts[-1] == "__init__" and len(parts) > 1:
             return parts[-2]
         return ".".join(parts[-2:])
