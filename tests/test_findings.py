@@ -319,3 +319,17 @@ def test_findings_print_first_in_two_lines_and_a_fix_in_two(monkeypatch):
     finding = blocks[1].splitlines()[1:]
     assert len(finding) == 5 and finding[2].startswith("    fix: train_test_split(..., random_state=0) at ")
     assert finding[3].startswith("         or draw your own at test_findings.py:")
+
+
+def test_a_package_drawing_as_it_is_imported_is_named_by_its_import(package):
+    with rng_trace(print=False, streams="numpy") as trace:
+        np.random.seed(0)
+        package("drawsonimport", """\
+            import numpy as np
+
+            JITTER = np.random.rand()
+            """)
+        np.random.rand()
+    (finding,) = trace.findings
+    assert "inside the import of drawsonimport (" in finding.message
+    assert finding.fix.startswith("wrap the import of drawsonimport at ")

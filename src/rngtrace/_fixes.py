@@ -19,6 +19,8 @@ from .trace import Event, Frame
 #: how a library's generic call wrappers are named: the user-facing call is the frame below them
 _WRAPPERS = frozenset({"wrapper", "inner", "wrapped", "decorator", "_wrapper", "decorate_context",
                        "_call_impl", "_wrapped_call_impl", "__call__"})
+#: the import system's own frames: a package drawing as it is imported is named by its import
+_IMPORT_MACHINERY = ("<frozen importlib._bootstrap", "<frozen importlib._bootstrap_external")
 #: the argument that makes a library call draw from its own generator, by package
 ARGUMENT = {"sklearn": "random_state", "scipy": "random_state"}
 TORCH_DATA = "torch/utils/data/"
@@ -43,6 +45,8 @@ class Call:
     def name(self) -> str:
         """``train_test_split``, ``KMeans.fit``, ``Linear`` (a constructor), or the function drawn in."""
         frame = self.callee or self.line
+        if self.callee is not None and self.callee.function == "<module>":  # a package drew as it was imported
+            return f"the import of {self.package or short_path(self.callee.filename)}"
         parts = [p for p in frame.function.split(".") if p not in ("<locals>", "")] or [frame.function or "?"]
         if parts[-1] == "__init__" and len(parts) > 1:
             return parts[-2]
@@ -64,15 +68,22 @@ def call_of(stack: Sequence[Frame]) -> Call | None:
         return None
     if u == 0:
         return Call(stack[0], None, None)
+    callee = _callee(stack[:u])
+    return Call(stack[u], callee, package_of(callee.filename))
+
+
+def _callee(inside: Sequence[Frame]) -> Frame:
+    """The user-facing call among the frames a user's line called into (innermost first, not empty)."""
     # Outermost first: the first frame that is not a generic wrapper; where that is a private base
     # class's method (_BaseKMeans.fit_predict), the public class's method it calls names the call better.
-    frames = [f for f in reversed(stack[:u]) if f.function.rsplit(".", 1)[-1] not in _WRAPPERS] or [stack[u - 1]]
+    frames = [f for f in reversed(inside) if f.function.rsplit(".", 1)[-1] not in _WRAPPERS
+              and not f.filename.startswith(_IMPORT_MACHINERY)] or [inside[-1]]
     callee = frames[0]
     if _private_owner(callee):
         package = package_of(callee.filename)
         callee = next((f for f in frames[1:] if "." in f.function and not _private_owner(f)
                        and package_of(f.filename) == package), callee)
-    return Call(stack[u], callee, package_of(callee.filename))
+    return callee
 
 
 def _private_owner(frame: Frame) -> bool:
@@ -103,7 +114,7 @@ def place_of(event: Event) -> str:
 def library_fix(event: Event) -> str | None:
     """The argument the user-facing call accepts, or where torch wants its seed; None if unknown."""
     call = call_of(event.stack)
-    if call is None or call.callee is None:
+    if call is None or call.callee is None or call.callee.function == "<module>":
         return None
     path = call.callee.filename.replace("\\", "/")
     argument = ARGUMENT.get(call.package or "")
@@ -124,13 +135,14 @@ def isolate(event: Event, home: str = "") -> str:
     """Wrap the call that led to ``event`` in rng_isolate(): made from ``home`` (the seed's file) where it can be."""
     stack = event.stack
     k = next((i for i, frame in enumerate(stack) if frame.filename == home), None)
-    if k:  # the line in the seed's file that called into the other file
-        name = Call(stack[k - 1], None, None).name
-        return f"wrap {name}() at {line_of(stack[k])} in `with rngtrace.rng_isolate():`"
     call = call_of(stack)
+    if k:  # the line in the seed's file that called into the other file
+        callee = _callee(stack[:k])
+        call = Call(stack[k], callee, package_of(callee.filename))
     if call is None or call.callee is None:
         return "wrap the call in `with rngtrace.rng_isolate():`"
-    return f"wrap {call.name}() at {line_of(call.line)} in `with rngtrace.rng_isolate():`"
+    what = call.name if call.callee.function == "<module>" else f"{call.name}()"  # "the import of x"
+    return f"wrap {what} at {line_of(call.line)} in `with rngtrace.rng_isolate():`"
 
 
 def own_generator(event: Event, seed: str | None) -> str:
