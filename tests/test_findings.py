@@ -333,3 +333,27 @@ def test_a_package_drawing_as_it_is_imported_is_named_by_its_import(package):
     (finding,) = trace.findings
     assert "inside the import of drawsonimport (" in finding.message
     assert finding.fix.startswith("wrap the import of drawsonimport at ")
+
+
+def test_a_loader_named_by_interleaved_is_not_named_again_by_global_generator_in_later_epochs():
+    torch = pytest.importorskip("torch")
+    from torch.utils.data import DataLoader
+
+    loader = DataLoader(list(range(8)), batch_size=4, shuffle=True)
+    with rng_trace(print=False, streams="torch") as trace:
+        torch.manual_seed(0)
+        for _epoch in range(3):
+            for _batch in loader:
+                torch.rand(1)
+    assert kinds(trace) == ["interleaved"]
+
+
+def test_one_library_call_left_without_random_state_at_many_lines_is_one_finding():
+    import sysconfig
+
+    resample = (os.path.join(sysconfig.get_paths()["purelib"], "sklearn", "utils", "_indexing.py"), 574, "resample")
+    trace = build(*[draw("numpy.random.choice", 3, resample, (HERE, line, "main")) for line in (20, 21, 22, 20)])
+    (finding,) = trace.findings
+    assert finding.kind == "global-generator" and finding.events == (0, 1, 2, 3)
+    assert finding.message.startswith(f"resample at {ME}:20, {ME}:21 and 1 more line draws from NumPy's global")
+    assert finding.fix == "resample(..., random_state=0) at each"

@@ -48,7 +48,9 @@ def findings(trace: Trace) -> list[Finding]:
 
     events = trace.events
     found = _interleaved(events) + _reseeded(events) + _unseeded(trace, events)
-    named = {i for f in found for i in f.events}
+    # A line another finding named already (a DataLoader between a seed and a draw) is not named again.
+    named = {(call.line.filename, call.line.lineno) for f in found for i in f.events
+             if (call := call_of(events[i].stack)) is not None}
     found += _global_generator(events, named) + _settings(trace, events) + duplicates(trace)
     return found
 
@@ -228,21 +230,23 @@ def _unseeded(trace: Trace, events: list[Event]) -> list[Finding]:
 # -- global-generator ----------------------------------------------------------------------
 
 
-def _global_generator(events: list[Event], named: set[int]) -> list[Finding]:
+def _global_generator(events: list[Event], named: set[tuple[str, int]]) -> list[Finding]:
     """Calls that take a generator but drew from the global stream: once per user line."""
     groups: dict[tuple, list[Event]] = {}
     for e in events:
-        if e.kind != DRAW or e.index in named:
+        if e.kind != DRAW:
             continue
         what = _generator_call(e)
-        if what is not None:
+        if what is not None and (what[1].filename, what[1].lineno) not in named:
             groups.setdefault(what, []).append(e)
-    found = []
-    for (what, line, _stream), group in groups.items():
+    # One finding per call and stream, naming every line it was made at: 50 lines calling resample()
+    # are one thing to change, said once.
+    calls: dict[tuple, dict[Frame, list[Event]]] = {}
+    for (what, line, stream), group in groups.items():
         if what == "loader" and not any("sampler.py" in f.filename for e in group for f in e.stack):
             continue  # no shuffle: only the workers' base seed was drawn (interleaved's business, if any)
-        found.append(_generator_finding(what, line, group))
-    return found
+        calls.setdefault((what, stream), {})[line] = group
+    return [_generator_finding(what, lines) for (what, _stream), lines in calls.items()]
 
 
 def _generator_call(event: Event) -> tuple | None:
@@ -262,21 +266,27 @@ def _generator_call(event: Event) -> tuple | None:
     return None
 
 
-def _generator_finding(what: str, line: Frame, group: list[Event]) -> Finding:
+def _generator_finding(what: str, lines: dict[Frame, list[Event]]) -> Finding:
+    group = [e for events in lines.values() for e in events]
+    group.sort(key=lambda e: e.index)
     stream = group[0].stream
-    indexes = tuple(e.index for e in group)
+    shown = [line_of(line) for line in list(lines)[:2]]
+    more = len(lines) - len(shown)
+    at = and_list(shown + ([f"{more} more line{'s' * (more > 1)}"] if more else []))
     if what == "loader":
-        message = (f"the DataLoader iterated at {line_of(line)} shuffles with torch's global generator (no "
+        message = (f"the DataLoader iterated at {at} shuffles with torch's global generator (no "
                    "generator=): its order depends on every torch draw before it")
         fix = "DataLoader(..., generator=torch.Generator().manual_seed(0))"
     elif what.startswith("torch."):
-        message = f"{what} at {line_of(line)} draws from torch's global generator (no generator=)"
+        message = f"{what} at {at} draws from torch's global generator (no generator=)"
         fix = f"g = torch.Generator().manual_seed(0); {what}(..., generator=g)"
     else:
-        message = (f"{what} at {line_of(line)} draws from {'NumPy' if stream == 'numpy' else stream}'s global "
+        message = (f"{what} at {at} draws from {'NumPy' if stream == 'numpy' else stream}'s global "
                    f"stream (no random_state=): its result changes with every draw before it")
         fix = library_fix(group[0]) or f"{what}(..., random_state=0)"
-    return Finding("global-generator", stream, (group[0].pid,), message, indexes, fix)
+        if len(lines) > 1:
+            fix = fix.rsplit(" at ", 1)[0] + " at each"
+    return Finding("global-generator", stream, (group[0].pid,), message, tuple(e.index for e in group), fix)
 
 
 # -- settings ------------------------------------------------------------------------------
