@@ -11,6 +11,7 @@ import random
 import subprocess
 import sys
 import textwrap
+import threading
 from typing import Callable
 import weakref
 
@@ -217,6 +218,103 @@ def test_an_in_place_view_refuses_regions_it_cannot_read():
         _base._speedups.InPlace((), None)
     with pytest.raises(ValueError, match="positive size"):
         _base._speedups.InPlace(((1024, 0),), None)
+
+
+@accelerated
+def test_draws_through_new_frames_are_walked_in_c_with_no_python_path():
+    # A forward() or a per-sample helper: frames the stack cache has never seen, at every draw.
+    def helper(k):
+        return random.random() if k <= 1 else helper(k - 1)
+
+    def draws():
+        helper(6)
+        np.random.rand()
+
+    with rng_trace(print=False) as trace:
+        wrapper_calls = python_path_calls(draws, 400)
+    assert len(trace.events) == 800 and wrapper_calls == []
+    here = [f.function.rsplit(".", 1)[-1] for f in trace.events[-2].stack]  # 3.10 names no class
+    assert here[:7] == ["helper"] * 6 + ["draws"]
+
+
+# The dropout family's conditions, called every way the C Recorder reads them: positionally, by
+# keyword, defaults, floats, ints, a tensor p, and arguments the function rejects.
+DROPOUT_PROGRAM = textwrap.dedent(
+    """
+    import json, sys, torch
+    import torch.nn.functional as F
+    from rngtrace import rng_trace
+
+    x = torch.ones(4, 3, 2, 2)
+    calls = [
+        lambda: F.dropout(x, 0.5, True), lambda: F.dropout(x, 0.5, False), lambda: F.dropout(x),
+        lambda: F.dropout(x, training=True), lambda: F.dropout(x, p=0.0, training=True),
+        lambda: F.dropout(x, p=1.0, training=True), lambda: F.dropout(x, 1, True), lambda: F.dropout(x, 0, True),
+        lambda: F.dropout(x, torch.tensor(0.3), True), lambda: F.dropout(x, training=1, p=0.2),
+        lambda: F.dropout(x, 1.5, True), lambda: F.dropout(x, float("nan"), True),
+        lambda: F.dropout2d(x, 0.5, True), lambda: F.dropout3d(x, 0.5, False),
+        lambda: F.alpha_dropout(x, 0.5, True), lambda: F.feature_alpha_dropout(x, 0.2, training=True),
+        lambda: torch.dropout(x, 0.5, True), lambda: torch.dropout(x, 0.5, False), lambda: torch.dropout(x, 0.5, train=True),
+        lambda: torch.nn.Dropout(0.5).train()(x), lambda: torch.nn.Dropout(0.5).eval()(x),
+        lambda: F.rrelu(x, training=True), lambda: F.rrelu(x),
+        lambda: F.scaled_dot_product_attention(x, x, x, dropout_p=0.5), lambda: F.scaled_dot_product_attention(x, x, x),
+    ]
+    values, errors = [], []
+    with rng_trace(print=False, streams="torch") as trace:
+        torch.manual_seed(5)
+        for _ in range(3):
+            for call in calls:
+                try:
+                    values.append(call().sum().item())
+                except Exception as error:
+                    errors.append(type(error).__name__)
+    events = [(e.kind, e.api, e.count, [f.lineno for f in e.stack]) for e in trace.events]
+    json.dump({"values": values, "errors": errors, "events": events}, sys.stdout, default=float)
+    """
+)
+
+
+@accelerated
+def test_the_dropout_conditions_in_c_decide_as_the_python_ones_do():
+    pytest.importorskip("torch")
+    outs = []
+    for pure in (False, True):
+        env = dict(os.environ)
+        env.pop("RNGTRACE_PURE", None)
+        if pure:
+            env["RNGTRACE_PURE"] = "1"
+        out = subprocess.run([sys.executable, "-c", DROPOUT_PROGRAM], env=env, capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, out.stderr
+        outs.append(json.loads(out.stdout))
+    fast, pure = outs
+    assert fast == pure
+    assert len(fast["events"]) > 20 and fast["errors"]  # p=1.5 is refused by dropout itself, and still a draw here
+    assert any(kind == "draw" and api == "torch.nn.functional.dropout" for kind, api, *_ in fast["events"])
+
+
+def test_a_condition_reads_positions_keywords_and_defaults_and_counts_what_it_cannot_judge_as_a_draw():
+    dropout = _base.Condition("dropout", ((2, "training", False), (1, "p", 0.5)))
+    assert dropout((None, 0.5, True), {}) and not dropout((None, 0.5, False), {}) and not dropout((None,), {})
+    assert dropout((None,), {"training": True}) and not dropout((None, 1.0, True), {})
+    assert not dropout((None, 0, True), {}) and dropout((None, object(), True), {})  # 0 < object() raises
+    assert _base.Condition("positive", ((4, "dropout_p", 0.0),))((), {"dropout_p": 0.1})
+    assert not _base.Condition("not_false", ((2, "train", None),))((None, 0.5, False), {})
+    with pytest.raises(KeyError):
+        _base.Condition("sometimes", ())
+
+
+@accelerated
+def test_a_recorder_refuses_a_condition_it_does_not_know():
+    from rngtrace._hub import HUB
+    from rngtrace._threads import Fingerprint
+
+    made = dict(hot=HUB.rec.hot, fingerprint=Fingerprint(), lock=threading.RLock())
+    with pytest.raises(ValueError, match="unknown condition"):
+        _base._speedups.Recorder(print, print, None, **made, stream="s", kind="draw", api="api", moved="moved",
+                                 count_of=None, condition=("sometimes", ()))
+    recorder = _base._speedups.Recorder(print, len, None, **made, stream="s", kind="draw", api="api", moved="moved",
+                                        count_of=None, condition=("truthy", ((0, "x", None),)))
+    assert recorder("abc") == 3  # no trace active: straight through
 
 
 @accelerated

@@ -30,13 +30,18 @@ class FrameMode(enum.Enum):
 class Cache:
     """A stack table in one frame mode: a thread's frame cache is valid only for the Cache it was made under."""
 
-    __slots__ = ("ids", "table", "mode")
+    __slots__ = ("ids", "table", "mode", "walk", "pin")
 
     def __init__(self, table: Any, mode: FrameMode) -> None:
         #: the table's interning dict, (parent node, id(code), f_lasti) -> node
         self.ids: dict = table.ids
         self.table = table
         self.mode = mode
+        #: what the C walk reads and writes (``StackTable._walk_state``): a draw whose stack the
+        #: thread's cache does not know is walked and interned there, with no Python call
+        self.walk: tuple = table._walk_state
+        #: the cache holds its frames (no hook reports their exits)
+        self.pin = mode is FrameMode.PINNED
 
 
 class Snapshot:

@@ -25,13 +25,13 @@
 /* Offsets of the __slots__ the hot path reads (rngtrace/_hotpath.py, _threads.py), found from
  * their member descriptors by configure(): a renamed slot fails there, not silently here. */
 static Py_ssize_t hp_now = -1, hp_states, hp_record, hp_unattributed, hp_raised;
-static Py_ssize_t sn_active, sn_sink, sn_strict, sn_profile_hook, sn_cache, ca_ids;
+static Py_ssize_t sn_active, sn_sink, sn_strict, sn_profile_hook, sn_cache, ca_ids, ca_table, ca_walk, ca_pin;
 static Py_ssize_t st_busy = -1, st_pending, st_frames, st_epoch, st_key, st_hooked;
 static Py_ssize_t fp_view = -1, fp_last;
 static PyTypeObject *hot_path_type, *snapshot_type, *cache_type, *thread_state_type, *fingerprint_type;
 
-static PyObject *s_value, *s_add, *s_is_cpu, *s_numel;
-static PyObject *one;
+static PyObject *s_value, *s_add, *s_is_cpu, *s_numel, *s_depth, *s_watch_code;
+static PyObject *one, *zero;
 static PyObject *root; /* ROOT in _stack.py: the parent of an outermost frame */
 
 #define SLOT(obj, offset) (*(PyObject **)((char *)(obj) + (offset)))
@@ -69,22 +69,6 @@ PyLong_AsVoidPtr_converter(PyObject *obj, void *out)
         return 0;
     *(void **)out = address;
     return 1;
-}
-
-static int
-frame_lasti(PyFrameObject *frame, long *out)
-{
-#if PY_VERSION_HEX >= 0x030B0000
-    *out = PyFrame_GetLasti(frame);
-    return 0;
-#else
-    PyObject *lasti = PyObject_GetAttrString((PyObject *)frame, "f_lasti");
-    if (lasti == NULL)
-        return -1;
-    *out = PyLong_AsLong(lasti);
-    Py_DECREF(lasti);
-    return (*out == -1 && PyErr_Occurred()) ? -1 : 0;
-#endif
 }
 
 /* -- InPlace: a fingerprint read where the stream keeps its state ------------------ */
@@ -235,74 +219,89 @@ typedef struct {
     PyObject *place;        /* torch: result -> (stream or None, count) */
     PyObject *slow_keyword; /* a keyword that sends the call to the Python wrapper */
     PyObject *takes;        /* (args, kwargs) -> whether this call draws (dropout in training), or None */
+    PyObject *condition;    /* the same, declared: _base.Condition.spec, or None */
+    int test;               /* the condition's test (TEST_*), and where its arguments are found */
+    int params;
+    Py_ssize_t index[2];
+    PyObject *name[2], *fallback[2];
 } Recorder;
 
-/* The event's stack from the thread's cache, as Recording.record() does it first, with the
- * Snapshot ``now`` read once when the call began (its sink and stack table belong together);
- * 1 when appended, 0 when the Python record() must do it, -1 on error. */
+static PyObject *capture_walk(PyObject *frame, long depth, PyObject *known, int pin, PyObject *state, PyObject *watch);
+static PyObject *known_stack(PyFrameObject *frame, PyObject *known, PyObject *ids, PyObject *state);
+
+/* The raw event, as the Python record() makes it. Untracked by the collector when it holds only
+ * strings, ints and None (what a collection would find and do anyway): a long loop of draws then
+ * leaves the collector nothing to traverse. */
+static PyObject *
+raw_event(Recorder *self, PyObject *stream, PyObject *count, PyObject *sid, PyObject *thread)
+{
+    PyObject *raw = PyTuple_Pack(7, stream, self->kind, self->api, count, sid, thread, Py_None);
+    if (raw != NULL && PyUnicode_CheckExact(stream) && (count == Py_None || PyLong_CheckExact(count)) &&
+        PyLong_CheckExact(sid) && PyLong_CheckExact(thread) && PyUnicode_CheckExact(self->kind) &&
+        PyUnicode_CheckExact(self->api))
+        PyObject_GC_UnTrack(raw);
+    return raw;
+}
+
+/* The event's stack and its append, as Recording.record() does them while exactly one trace
+ * records (``sink``), with the Snapshot ``now`` read once when the call began (its sink and stack
+ * table belong together): from the thread's cache where it knows the caller's caller, else by the
+ * C walk (StackTable.capture). 1 when appended, 0 when the Python record() must do it (the
+ * thread's cache is not kept under this Cache, several traces record, the walk met something it
+ * does not expect), -1 on error. */
 static int
 fast_record(Recorder *self, PyObject *now, PyObject *st, PyFrameObject *frame, PyObject *stream, PyObject *count)
 {
     PyObject *sink = SLOT(now, sn_sink), *known = SLOT(st, st_frames), *cache = SLOT(now, sn_cache);
     if (sink == NULL || cache == NULL || known == NULL || Py_TYPE(cache) != cache_type)
         return 0;
-    PyObject *interned = SLOT(cache, ca_ids);
+    PyObject *interned = SLOT(cache, ca_ids), *walk = SLOT(cache, ca_walk), *pin = SLOT(cache, ca_pin);
     /* The thread's cache was made under this Cache (same table, same frame mode), or not at all. */
-    if (interned == NULL || SLOT(st, st_epoch) != cache)
+    if (interned == NULL || walk == NULL || pin == NULL || SLOT(st, st_epoch) != cache)
         return 0;
     if (!PyTuple_CheckExact(sink) || PyTuple_GET_SIZE(sink) < 4 || !PyDict_CheckExact(known) ||
-        !PyDict_CheckExact(interned))
+        !PyDict_CheckExact(interned) || !PyTuple_CheckExact(walk) || !PyBool_Check(pin))
         return 0;
     /* Held while we work: an allocation below may run the collector, and with it any code. */
     Py_INCREF(sink);
     Py_INCREF(known);
     Py_INCREF(interned);
+    Py_INCREF(cache);
     int done = -1;
-    PyFrameObject *parent = NULL;
-    PyCodeObject *code = NULL;
-    PyObject *key = NULL, *lookup = NULL, *hit = NULL, *sid = NULL;
-    long parent_lasti, lasti;
+    PyObject *sid = NULL, *watch = NULL, *raw = NULL;
     int contained = PySequence_Contains(PyTuple_GET_ITEM(sink, 2), stream);
     if (contained <= 0) {
         done = contained;
         goto out;
     }
-    parent = PyFrame_GetBack(frame);
-    if (parent == NULL)
-        goto miss;
-    key = PyLong_FromVoidPtr(parent);
-    if (key == NULL)
-        goto out;
-    hit = Py_XNewRef(PyDict_GetItemWithError(known, key));
-    if (hit == NULL || !PyTuple_CheckExact(hit) || PyTuple_GET_SIZE(hit) < 2 || frame_lasti(parent, &parent_lasti) < 0)
-        goto miss;
-    long cached = PyLong_AsLong(PyTuple_GET_ITEM(hit, 0));
-    if (cached == -1 && PyErr_Occurred())
-        goto out;
-    if (cached != parent_lasti)
-        goto miss;
-    code = PyFrame_GetCode(frame);
-    if (frame_lasti(frame, &lasti) < 0)
-        goto out;
-    PyObject *code_id = PyLong_FromVoidPtr(code), *offset = PyLong_FromLong(lasti);
-    if (code_id && offset)
-        lookup = PyTuple_Pack(3, PyTuple_GET_ITEM(hit, 1), code_id, offset);
-    Py_XDECREF(code_id);
-    Py_XDECREF(offset);
-    if (lookup == NULL)
-        goto out;
-    sid = Py_XNewRef(PyDict_GetItemWithError(interned, lookup));
-    if (sid == NULL)
-        goto miss;
-    PyObject *raw = PyTuple_Pack(7, stream, self->kind, self->api, count, sid, SLOT(st, st_key), Py_None);
+    sid = known_stack(frame, known, interned, SLOT(cache, ca_walk));
+    if (sid == NULL) {
+        if (PyErr_Occurred())
+            goto out;
+        /* A caller the cache does not know (fresh frames: a helper, a forward()): walked here. */
+        PyObject *depth_obj = PyObject_GetAttr(PyTuple_GET_ITEM(sink, 3), s_depth);
+        long depth = depth_obj == NULL ? -1 : PyLong_AsLong(depth_obj);
+        Py_XDECREF(depth_obj);
+        if (depth == -1 && PyErr_Occurred())
+            goto walk_failed;
+        if (pin == Py_False && (watch = PyObject_GetAttr(SLOT(cache, ca_table), s_watch_code)) == NULL)
+            goto walk_failed;
+        sid = capture_walk((PyObject *)frame, depth, known, pin == Py_True, SLOT(cache, ca_walk),
+                           watch != NULL ? watch : Py_None);
+        if (sid == NULL)
+            goto walk_failed;
+        if (!PyLong_CheckExact(sid)) { /* NotImplemented: the Python walk decides */
+            done = 0;
+            goto out;
+        }
+    }
+    raw = raw_event(self, stream, count, sid, SLOT(st, st_key));
     if (raw == NULL)
         goto out;
     PyObject *events = PyTuple_GET_ITEM(sink, 0);
     Py_ssize_t limit = PyLong_AsSsize_t(PyTuple_GET_ITEM(sink, 1));
-    if (limit == -1 && PyErr_Occurred()) {
-        Py_DECREF(raw);
+    if (limit == -1 && PyErr_Occurred())
         goto out;
-    }
     if (PyList_CheckExact(events) && PyList_GET_SIZE(events) < limit) {
         done = PyList_Append(events, raw) < 0 ? -1 : 1;
     }
@@ -311,17 +310,19 @@ fast_record(Recorder *self, PyObject *now, PyObject *st, PyFrameObject *frame, P
         done = r == NULL ? -1 : 1;
         Py_XDECREF(r);
     }
-    Py_DECREF(raw);
     goto out;
-miss:
-    done = PyErr_Occurred() ? -1 : 0;
+walk_failed:
+    /* StackTable.capture falls back to its Python walk on an Exception from the C one: so does
+     * the Python record() this hands the event to. Anything else (an interrupt) propagates. */
+    if (PyErr_ExceptionMatches(PyExc_Exception)) {
+        PyErr_Clear();
+        done = 0;
+    }
 out:
+    Py_XDECREF(raw);
+    Py_XDECREF(watch);
     Py_XDECREF(sid);
-    Py_XDECREF(lookup);
-    Py_XDECREF((PyObject *)code);
-    Py_XDECREF(hit);
-    Py_XDECREF(key);
-    Py_XDECREF((PyObject *)parent);
+    Py_DECREF(cache);
     Py_DECREF(interned);
     Py_DECREF(known);
     Py_DECREF(sink);
@@ -487,6 +488,106 @@ release:
     return result;
 }
 
+/* -- a declared condition: whether a call draws, from its arguments (_base.Condition) --- */
+enum { TEST_NONE, TEST_DROPOUT, TEST_TRUTHY, TEST_POSITIVE, TEST_NOT_FALSE };
+static const char *test_names[] = {"", "dropout", "truthy", "positive", "not_false", NULL};
+
+/* Read the condition's spec, (test, ((position, keyword, default), ...)), into the Recorder. */
+static int
+condition_init(Recorder *self, PyObject *spec)
+{
+    self->test = TEST_NONE;
+    if (spec == Py_None)
+        return 0;
+    PyObject *test, *params;
+    if (!PyTuple_Check(spec) || !PyArg_ParseTuple(spec, "UO!:condition", &test, &PyTuple_Type, &params))
+        return -1;
+    for (int i = 1; test_names[i] != NULL; i++)
+        if (PyUnicode_CompareWithASCIIString(test, test_names[i]) == 0)
+            self->test = i;
+    Py_ssize_t wanted = self->test == TEST_DROPOUT ? 2 : 1;
+    if (self->test == TEST_NONE || PyTuple_GET_SIZE(params) != wanted) {
+        PyErr_Format(PyExc_ValueError, "unknown condition %R", spec);
+        self->test = TEST_NONE;
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < wanted; i++) {
+        PyObject *name, *fallback;
+        Py_ssize_t index;
+        PyObject *param = PyTuple_GET_ITEM(params, i);
+        if (!PyTuple_Check(param) || !PyArg_ParseTuple(param, "nUO:condition", &index, &name, &fallback))
+            return -1;
+        self->index[i] = index;
+        self->name[i] = Py_NewRef(name);
+        self->fallback[i] = Py_NewRef(fallback);
+        self->params = (int)i + 1;
+    }
+    return 0;
+}
+
+/* args[index] if there, else the keyword's value, else the default (borrowed). */
+static PyObject *
+condition_argument(Recorder *self, int i, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    if (self->index[i] >= 0 && nargs > self->index[i])
+        return args[self->index[i]];
+    Py_ssize_t nkw = kwnames != NULL ? PyTuple_GET_SIZE(kwnames) : 0;
+    for (Py_ssize_t k = 0; k < nkw; k++) {
+        PyObject *key = PyTuple_GET_ITEM(kwnames, k);
+        if (key == self->name[i] || PyUnicode_Compare(key, self->name[i]) == 0)
+            return args[nargs + k];
+    }
+    return self->fallback[i];
+}
+
+/* bool(a OP b) as Python says it; a float against one of our int bounds (0, 1) compared here. */
+static int
+compare(PyObject *a, PyObject *b, int op)
+{
+    if (PyFloat_CheckExact(a) && (b == zero || b == one)) {
+        double x = PyFloat_AS_DOUBLE(a), bound = b == one;
+        return op == Py_LT ? x < bound : x > bound;
+    }
+    if (PyFloat_CheckExact(b) && (a == zero || a == one)) {
+        double x = PyFloat_AS_DOUBLE(b), bound = a == one;
+        return op == Py_LT ? bound < x : bound > x;
+    }
+    return PyObject_RichCompareBool(a, b, op);
+}
+
+/* 1 when the call draws, 0 when not, -1 on an interrupt. Condition.__call__ one-to-one: an
+ * argument the test cannot judge (the function will reject it and say why) counts as a draw. */
+static int
+condition_holds(Recorder *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    PyObject *first = condition_argument(self, 0, args, nargs, kwnames);
+    int yes;
+    switch (self->test) {
+    case TEST_DROPOUT: { /* bool(training) and 0 < p < 1 */
+        PyObject *p = condition_argument(self, 1, args, nargs, kwnames);
+        yes = PyObject_IsTrue(first);
+        if (yes > 0)
+            yes = compare(zero, p, Py_LT);
+        if (yes > 0)
+            yes = compare(p, one, Py_LT);
+        break;
+    }
+    case TEST_TRUTHY:
+        yes = PyObject_IsTrue(first);
+        break;
+    case TEST_POSITIVE: /* p > 0 */
+        yes = compare(first, zero, Py_GT);
+        break;
+    default: /* TEST_NOT_FALSE */
+        yes = first != Py_False;
+    }
+    if (yes < 0 && PyErr_ExceptionMatches(PyExc_Exception)) {
+        PyErr_Clear();
+        return 1;
+    }
+    return yes;
+}
+
 static int
 has_keyword(PyObject *kwnames, PyObject *name)
 {
@@ -559,8 +660,15 @@ recorder_vectorcall(Recorder *self, PyObject *const *args, size_t nargsf, PyObje
             return NULL;
         goto slow;
     }
-    if (self->takes != Py_None) {
+    if (self->test != TEST_NONE) {
         /* A call that draws only for some arguments (dropout: in training, 0 < p < 1). */
+        int yes = condition_holds(self, args, nargs, kwnames);
+        if (yes < 0)
+            return NULL;
+        if (!yes)
+            return PyObject_Vectorcall(self->original, args, nargsf, kwnames);
+    }
+    else if (self->takes != Py_None) {
         PyObject *taken = call_with_arguments(self->takes, NULL, args, nargs, kwnames);
         if (taken == NULL)
             return NULL;
@@ -590,12 +698,13 @@ static PyObject *
 recorder_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
     static char *names[] = {"slow", "original", "owner", "hot", "fingerprint", "lock", "stream", "kind", "api",
-                            "moved", "count_of", "tensor_type", "place", "slow_keyword", "takes", NULL};
+                            "moved", "count_of", "tensor_type", "place", "slow_keyword", "takes", "condition", NULL};
     PyObject *slow, *original, *owner, *hot, *fingerprint, *lock, *stream, *kind, *api, *moved, *count_of;
     PyObject *tensor_type = Py_None, *place = Py_None, *slow_keyword = Py_None, *takes = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOOOOOOO|OOOO:Recorder", names, &slow, &original, &owner,
+    PyObject *condition = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOOOOOOO|OOOOO:Recorder", names, &slow, &original, &owner,
                                      &hot, &fingerprint, &lock, &stream, &kind, &api, &moved, &count_of,
-                                     &tensor_type, &place, &slow_keyword, &takes))
+                                     &tensor_type, &place, &slow_keyword, &takes, &condition))
         return NULL;
     if (fp_view < 0 || st_busy < 0 || hp_now < 0) {
         PyErr_SetString(PyExc_RuntimeError, "call configure() first");
@@ -632,6 +741,11 @@ recorder_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     self->place = Py_NewRef(place);
     self->slow_keyword = Py_NewRef(slow_keyword);
     self->takes = Py_NewRef(takes);
+    self->condition = Py_NewRef(condition);
+    if (condition_init(self, condition) < 0) {
+        Py_DECREF(self);
+        return NULL;
+    }
     return (PyObject *)self;
 }
 
@@ -648,6 +762,9 @@ recorder_traverse(Recorder *self, visitproc visit, void *arg)
     Py_VISIT(self->release);
     Py_VISIT(self->count_of);
     Py_VISIT(self->takes);
+    Py_VISIT(self->condition);
+    for (int i = 0; i < self->params; i++)
+        Py_VISIT(self->fallback[i]);
     Py_VISIT(self->tensor_type);
     Py_VISIT(self->place);
     return 0;
@@ -670,6 +787,13 @@ recorder_clear(Recorder *self)
     Py_CLEAR(self->moved);
     Py_CLEAR(self->count_of);
     Py_CLEAR(self->takes);
+    Py_CLEAR(self->condition);
+    for (int i = 0; i < self->params; i++) {
+        Py_CLEAR(self->name[i]);
+        Py_CLEAR(self->fallback[i]);
+    }
+    self->params = 0;
+    self->test = TEST_NONE;
     Py_CLEAR(self->tensor_type);
     Py_CLEAR(self->place);
     Py_CLEAR(self->slow_keyword);
@@ -752,14 +876,15 @@ configure(PyObject *module, PyObject *args)
     if (!PyArg_ParseTuple(args, "O!O!O!O!O!:configure", &PyType_Type, &hp_type, &PyType_Type, &sn_type,
                           &PyType_Type, &ca_type, &PyType_Type, &state_type, &PyType_Type, &fp_type))
         return NULL;
-    Py_ssize_t offsets[20] = {
+    Py_ssize_t offsets[22] = {
         slot_offset(hp_type, "now"),          slot_offset(hp_type, "states"),  slot_offset(hp_type, "record"),
         slot_offset(hp_type, "unattributed"), slot_offset(hp_type, "raised"),  slot_offset(sn_type, "active"),
         slot_offset(sn_type, "sink"),         slot_offset(sn_type, "strict"),  slot_offset(sn_type, "profile_hook"),
         slot_offset(sn_type, "cache"),        slot_offset(ca_type, "ids"),     slot_offset(state_type, "busy"),
         slot_offset(state_type, "pending"),   slot_offset(state_type, "frames"), slot_offset(state_type, "epoch"),
         slot_offset(state_type, "key"),       slot_offset(state_type, "hooked"), slot_offset(fp_type, "view"),
-        slot_offset(fp_type, "last"),         0,
+        slot_offset(fp_type, "last"),         slot_offset(ca_type, "table"),   slot_offset(ca_type, "walk"),
+        slot_offset(ca_type, "pin"),
     };
     if (PyErr_Occurred())
         return NULL;
@@ -768,6 +893,7 @@ configure(PyObject *module, PyObject *args)
     sn_profile_hook = offsets[8], sn_cache = offsets[9], ca_ids = offsets[10];
     st_busy = offsets[11], st_pending = offsets[12], st_frames = offsets[13], st_epoch = offsets[14];
     st_key = offsets[15], st_hooked = offsets[16], fp_view = offsets[17], fp_last = offsets[18];
+    ca_table = offsets[19], ca_walk = offsets[20], ca_pin = offsets[21];
     Py_XSETREF(hot_path_type, (PyTypeObject *)Py_NewRef(hp_type));
     Py_XSETREF(snapshot_type, (PyTypeObject *)Py_NewRef(sn_type));
     Py_XSETREF(cache_type, (PyTypeObject *)Py_NewRef(ca_type));
@@ -1393,21 +1519,86 @@ out:
     return done;
 }
 
-/* capture(frame, depth, known, pin, state, watch): StackTable.capture with a ``known`` cache,
- * state = (ids, nodes, codes, counter, watched, kind, max_pinned, memo). The same nodes, the same
- * ``known`` entries, the same calls to kind() and watch(); NotImplemented where anything read
- * is not what the Python path expects (it then runs, and is the reference). ``memo`` (a
- * walk_memo() capsule, or None) lets frames already interned be walked without allocating. */
-static PyObject *
-capture(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+/* The walk memo in a table's walk state, or NULL where it holds none. */
+static WalkMemo *
+memo_of(PyObject *state)
 {
-    if (nargs != 6) {
-        PyErr_SetString(PyExc_TypeError, "capture(frame, depth, known, pin, state, watch)");
+    PyObject *memo = PyTuple_GET_SIZE(state) == 8 ? PyTuple_GET_ITEM(state, 7) : Py_None;
+    if (!PyCapsule_CheckExact(memo))
         return NULL;
+    WalkMemo *found = PyCapsule_GetPointer(memo, MEMO_NAME);
+    if (found == NULL)
+        PyErr_Clear();
+    return found;
+}
+
+/* Recording.record()'s first step: the caller on top of a frame the thread's cache knows (a draw
+ * from a loop), at a node interned at an earlier draw. The node (new), or NULL: with an error
+ * set, or without one where the cache does not know the stack. */
+static PyObject *
+known_stack(PyFrameObject *frame, PyObject *known, PyObject *ids, PyObject *state)
+{
+    PyFrameObject *parent = PyFrame_GetBack(frame);
+    if (parent == NULL)
+        return NULL;
+    WalkMemo *memo = memo_of(state);
+    PyCodeObject *code = NULL;
+    PyObject *node = NULL, *hit = NULL, *code_id = NULL, *offset = NULL, *lookup = NULL;
+    PyObject *key = PyLong_FromVoidPtr(parent);
+    if (key == NULL)
+        goto out;
+    hit = Py_XNewRef(PyDict_GetItemWithError(known, key));
+    if (hit == NULL || !PyTuple_CheckExact(hit) || PyTuple_GET_SIZE(hit) < 2 ||
+        !PyLong_CheckExact(PyTuple_GET_ITEM(hit, 0)) || !PyLong_CheckExact(PyTuple_GET_ITEM(hit, 1)))
+        goto out;
+    long cached = PyLong_AsLong(PyTuple_GET_ITEM(hit, 0));
+    long parent_node = PyLong_AsLong(PyTuple_GET_ITEM(hit, 1));
+    if ((cached == -1 || parent_node == -1) && PyErr_Occurred()) {
+        PyErr_Clear(); /* not what the Python path stores: it decides */
+        goto out;
     }
-    PyObject *frame_arg = args[0], *known = args[2], *state = args[4], *watch = args[5];
-    if ((frame_arg != Py_None && !PyFrame_Check(frame_arg)) || !PyLong_CheckExact(args[1]) ||
-        !PyDict_CheckExact(known) || !PyTuple_CheckExact(state) || PyTuple_GET_SIZE(state) != 8)
+    if (cached != walk_lasti(parent))
+        goto out;
+    code = PyFrame_GetCode(frame);
+    long lasti = walk_lasti(frame);
+    long found = memo_node_get(memo, parent_node, code, lasti);
+    if (found >= 0) {
+        node = PyLong_FromLong(found);
+        goto out;
+    }
+    if ((code_id = PyLong_FromVoidPtr(code)) == NULL || (offset = PyLong_FromLong(lasti)) == NULL ||
+        (lookup = PyTuple_Pack(3, PyTuple_GET_ITEM(hit, 1), code_id, offset)) == NULL)
+        goto out;
+    node = Py_XNewRef(PyDict_GetItemWithError(ids, lookup));
+    /* Memoized only for a code the table's ``codes`` holds: that is what keeps its pointer unique. */
+    if (node != NULL && PyLong_CheckExact(node) && memo_kind_get(memo, code) >= 0) {
+        long value = PyLong_AsLong(node);
+        if (value >= 0)
+            memo_node_put(memo, parent_node, code, lasti, value);
+        else if (PyErr_Occurred())
+            Py_CLEAR(node);
+    }
+out:
+    Py_XDECREF(lookup);
+    Py_XDECREF(offset);
+    Py_XDECREF(code_id);
+    Py_XDECREF((PyObject *)code);
+    Py_XDECREF(hit);
+    Py_XDECREF(key);
+    Py_DECREF(parent);
+    return node;
+}
+
+/* StackTable.capture with a ``known`` cache, state = (ids, nodes, codes, counter, watched, kind,
+ * max_pinned, memo): the node (new), NotImplemented where anything read is not what the Python
+ * path expects (it then runs, and is the reference), NULL on error. The same nodes, the same
+ * ``known`` entries, the same calls to kind() and watch(). ``memo`` (a walk_memo() capsule, or
+ * None) lets frames already interned be walked without allocating. */
+static PyObject *
+capture_walk(PyObject *frame_arg, long depth, PyObject *known, int pin, PyObject *state, PyObject *watch)
+{
+    if ((frame_arg != Py_None && !PyFrame_Check(frame_arg)) || !PyDict_CheckExact(known) ||
+        !PyTuple_CheckExact(state) || PyTuple_GET_SIZE(state) != 8)
         Py_RETURN_NOTIMPLEMENTED;
     PyObject *ids = PyTuple_GET_ITEM(state, 0), *nodes = PyTuple_GET_ITEM(state, 1);
     PyObject *codes = PyTuple_GET_ITEM(state, 2), *counter = PyTuple_GET_ITEM(state, 3);
@@ -1423,10 +1614,8 @@ capture(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             Py_RETURN_NOTIMPLEMENTED;
         }
     }
-    long depth = PyLong_AsLong(args[1]);
     Py_ssize_t max_pinned = PyLong_AsSsize_t(PyTuple_GET_ITEM(state, 6));
-    int pin = PyObject_IsTrue(args[3]);
-    if (pin < 0 || (depth == -1 && PyErr_Occurred()) || (max_pinned == -1 && PyErr_Occurred())) {
+    if (max_pinned == -1 && PyErr_Occurred()) {
         PyErr_Clear();
         Py_RETURN_NOTIMPLEMENTED;
     }
@@ -1654,6 +1843,25 @@ finish:
     return node;
 }
 
+/* capture(frame, depth, known, pin, state, watch): capture_walk() for StackTable.capture. */
+static PyObject *
+capture(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 6) {
+        PyErr_SetString(PyExc_TypeError, "capture(frame, depth, known, pin, state, watch)");
+        return NULL;
+    }
+    if (!PyLong_CheckExact(args[1]))
+        Py_RETURN_NOTIMPLEMENTED;
+    long depth = PyLong_AsLong(args[1]);
+    int pin = PyObject_IsTrue(args[3]);
+    if (pin < 0 || (depth == -1 && PyErr_Occurred())) {
+        PyErr_Clear();
+        Py_RETURN_NOTIMPLEMENTED;
+    }
+    return capture_walk(args[0], depth, args[2], pin, args[4], args[5]);
+}
+
 static PyMethodDef module_methods[] = {
     {"configure", configure, METH_VARARGS,
      "configure(HotPath, Snapshot, Cache, ThreadState, Fingerprint): the types whose slots are read."},
@@ -1682,8 +1890,11 @@ PyInit__speedups(void)
     INTERN(s_add, "_add");
     INTERN(s_is_cpu, "is_cpu");
     INTERN(s_numel, "numel");
+    INTERN(s_depth, "depth");
+    INTERN(s_watch_code, "watch_code");
 #undef INTERN
-    if ((one = PyLong_FromLong(1)) == NULL || (root = PyLong_FromLong(-1)) == NULL)
+    if ((one = PyLong_FromLong(1)) == NULL || (root = PyLong_FromLong(-1)) == NULL ||
+        (zero = PyLong_FromLong(0)) == NULL)
         return NULL;
     if (PyType_Ready(&RecorderType) < 0 || PyType_Ready(&InPlaceType) < 0)
         return NULL;

@@ -115,6 +115,46 @@ class Source(ABC):
         """Drop any reference kept while tracing (called when hooks come off)."""
 
 
+def _dropout_test(training: Any, p: Any) -> bool:
+    return bool(training) and 0 < p < 1  # p == 1 zeroes the input without drawing
+
+
+class Condition:
+    """Whether a call draws, from its arguments: a named test of a few parameters' values.
+
+    Each parameter is ``(position, keyword, default)``: its value is the positional
+    argument there, else the keyword argument, else the default. Declared rather than
+    written as code so that the C Recorder evaluates the same test without calling
+    back into Python (``spec``); calling the Condition evaluates it here. An argument
+    the test cannot judge counts as a draw: the function will reject it and say why.
+    """
+
+    #: test name -> the test; _speedups.c implements each one-to-one
+    TESTS: ClassVar[dict[str, Callable[..., bool]]] = {
+        "dropout": _dropout_test,  # (training, p): draws in training with 0 < p < 1
+        "truthy": bool,  # (training,): rrelu draws in training
+        "positive": lambda p: p > 0,  # (dropout_p,): attention drops out
+        "not_false": lambda train: train is not False,  # (train,): native_dropout's None means training
+    }
+    __slots__ = ("spec", "_test", "_params")
+
+    def __init__(self, test: str, params: tuple[tuple[int, str, Any], ...]) -> None:
+        self._test = self.TESTS[test]
+        self._params = tuple(params)
+        #: what the C Recorder reads: (test name, ((position, keyword, default), ...))
+        self.spec = (test, self._params)
+
+    def __call__(self, args: tuple, kwargs: dict) -> bool:
+        try:
+            return bool(self._test(*[args[i] if len(args) > i else kwargs.get(name, default)
+                                     for i, name, default in self._params]))
+        except Exception:  # arguments the function itself will reject: let it say so
+            return True
+
+    def __repr__(self) -> str:
+        return f"Condition{self.spec!r}"
+
+
 def recorder(
     rec: Any,
     stream: str,
@@ -196,10 +236,12 @@ def recorder(
     if not accelerate or _speedups is None or not is_draw:
         return Wrapper.make(wrapper, original)
     placing = {} if place is None else {"tensor_type": _tensor_type(), "place": place, "slow_keyword": "generator"}
-    # ``draws_if``: the part of ``takes`` the C Recorder asks itself (dropout only draws in training).
+    # ``draws_if``: the part of ``takes`` the C Recorder asks itself (dropout only draws in training),
+    # in C where it is a declared Condition.
+    declared = isinstance(draws_if, Condition)
     recorder = _speedups.Recorder(
         wrapper, original, owner, hot, fingerprint, lock, stream, kind, api, moved, count_of, **placing,
-        takes=draws_if,
+        takes=None if declared else draws_if, condition=draws_if.spec if declared else None,
     )
     _named(recorder, original)
     # Looked up on the instance first: the same rule as the Python wrapper's.

@@ -30,7 +30,7 @@ import torch.utils._device as _device
 from .._errors import GlobalRNGError
 from ..trace import DRAW, SEED
 from . import _torch_state
-from ._base import INTERNAL, Hit, Patch, Source, recorder, seed_wrapper
+from ._base import INTERNAL, Condition, Hit, Patch, Source, recorder, seed_wrapper
 
 _Generator = torch.Generator
 _Tensor = torch.Tensor
@@ -115,42 +115,36 @@ def _arg(fn: Any, name: str, index: int, default: Any) -> tuple[int, str, Any]:
     return index, name, default
 
 
-def _get(args: tuple, kwargs: dict, spec: tuple[int, str, Any]) -> Any:
-    index, name, default = spec
-    return args[index] if len(args) > index else kwargs.get(name, default)
-
-
-def _when(test: Callable[..., bool], fn: Any, *params: tuple[str, int, Any]) -> Callable[[tuple, dict], bool]:
-    """A predicate on a call's arguments: ``test`` of the values of ``params`` (name, position, default)."""
-    specs = [_arg(fn, *param) for param in params]
-    return lambda args, kwargs: test(*[_get(args, kwargs, spec) for spec in specs])
+def _when(test: str, fn: Any, *params: tuple[str, int, Any]) -> Condition:
+    """A Condition: ``test`` (a Condition.TESTS name) of ``params`` (name, position, default) of ``fn``."""
+    return Condition(test, tuple(_arg(fn, *param) for param in params))
 
 
 def _dropout_draws(train: Any, p: Any) -> bool:
-    return bool(train) and 0 < p < 1  # p == 1 zeroes the input without drawing
+    return Condition.TESTS["dropout"](train, p)
 
 
-def _conditions() -> dict[str, Callable[[tuple, dict], bool]]:
+def _conditions() -> dict[str, Condition]:
     """Functions that draw only for some arguments, keyed by api name."""
-    when: dict[str, Callable[[tuple, dict], bool]] = {}
+    when: dict[str, Condition] = {}
     for name in ("dropout", "alpha_dropout", "feature_dropout", "feature_alpha_dropout"):
         for n in (name, name + "_"):
             if hasattr(torch, n):
-                when[f"torch.{n}"] = _when(_dropout_draws, getattr(torch, n), ("train", 2, True), ("p", 1, 0.5))
+                when[f"torch.{n}"] = _when("dropout", getattr(torch, n), ("train", 2, True), ("p", 1, 0.5))
     if hasattr(torch, "native_dropout"):  # train=None means training, and p=0 still draws
-        when["torch.native_dropout"] = _when(lambda train: train is not False, None, ("train", 2, None))
+        when["torch.native_dropout"] = _when("not_false", None, ("train", 2, None))
     for n in ("rrelu", "rrelu_"):
         if hasattr(torch, n):
-            when[f"torch.{n}"] = _when(bool, getattr(torch, n), ("training", 3, False))
+            when[f"torch.{n}"] = _when("truthy", getattr(torch, n), ("training", 3, False))
     for n in ("dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout", "feature_alpha_dropout"):
         if hasattr(_F, n):
             fn = getattr(_F, n)
-            when[f"torch.nn.functional.{n}"] = _when(_dropout_draws, fn, ("training", 2, False), ("p", 1, 0.5))
+            when[f"torch.nn.functional.{n}"] = _when("dropout", fn, ("training", 2, False), ("p", 1, 0.5))
     if hasattr(_F, "rrelu"):
-        when["torch.nn.functional.rrelu"] = _when(bool, _F.rrelu, ("training", 3, False))
+        when["torch.nn.functional.rrelu"] = _when("truthy", _F.rrelu, ("training", 3, False))
     if hasattr(_F, "scaled_dot_product_attention"):
         when["torch.nn.functional.scaled_dot_product_attention"] = _when(
-            lambda p: p > 0, _F.scaled_dot_product_attention, ("dropout_p", 4, 0.0)
+            "positive", _F.scaled_dot_product_attention, ("dropout_p", 4, 0.0)
         )
     return when
 
@@ -261,7 +255,7 @@ def _draw_wrapper(
     return recorder(
         rec, "torch", DRAW, api, original, count_of=count_of, takes=takes,
         place=place, strict_check=strict_check, accelerate=simple,
-        draws_if=None if when is None else (lambda args, kwargs: _draws(when, args, kwargs)),
+        draws_if=when if when is None or isinstance(when, Condition) else functools.partial(_draws, when),
     )
 
 
