@@ -277,12 +277,11 @@ class Tracer:
         return out
 
     def _leak_owner(self, test: dict[str, Any], stream: str) -> dict[str, Any]:
-        """A wider fixture that alone moved ``stream`` owns its leak; otherwise the test does."""
+        """Whoever alone moved ``stream`` (a wider fixture, another thread) owns its leak; else the test."""
         moved_by = [r for r in self._made.values() if any(slot.startswith(stream + "|") for slot in r["counts"])]
-        fixtures = [r for r in moved_by if r["kind"] == "fixture"]
-        if fixtures and test not in moved_by:
-            return fixtures[0]
-        return test
+        if test in moved_by or not moved_by:
+            return test
+        return min(moved_by, key=lambda r: r["kind"] != "fixture")
 
     def _fail(self, report: Any, test: dict[str, Any], when: str) -> None:
         from ._pytest_report import draw_log, strict_message

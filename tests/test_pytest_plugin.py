@@ -1,0 +1,259 @@
+"""The pytest plugin (issue 13), run on small suites through pytest's own pytester."""
+
+from __future__ import annotations
+
+import json
+import re
+import textwrap
+
+import hypothesis  # noqa: F401  (imported once, here: an in-process inner run unloads what it imported,
+import numpy  # noqa: F401  and numpy's extension cannot be loaded twice in one process)
+import pytest
+
+import rngtrace._pytest_report  # noqa: F401  (likewise the modules a traced inner run loads: the hub keeps
+import rngtrace._pytest_tracer  # noqa: F401  sources made from them, which a second copy would not match)
+import rngtrace.sources.numpy  # noqa: F401
+import rngtrace.sources.random  # noqa: F401
+from rngtrace import Trace
+
+pytest_plugins = ["pytester"]
+
+# pytest-randomly is installed with the test extras: each inner run says whether it wants it.
+NO_RANDOMLY = ("-p", "no:randomly")
+
+SUITE = """
+    import random
+    import threading
+
+    import numpy as np
+    import pytest
+
+
+    @pytest.fixture(scope="module")
+    def table():
+        return np.random.rand(4)  # line 10: drawn once for the module
+
+
+    def test_draws():
+        np.random.rand(3)  # line 14
+
+
+    def test_reseeds():
+        np.random.seed(0)  # line 18
+
+
+    def test_leaks():
+        random.random()  # line 22
+
+
+    def test_restores():
+        state = random.getstate()
+        random.random()
+        random.setstate(state)
+
+
+    def test_clean():
+        assert np.random.default_rng(0).random() < 1
+
+
+    def test_uses_table(table):
+        assert len(table) == 4
+
+
+    def test_uses_table_again(table):
+        assert len(table) == 4
+
+
+    def test_other_thread():
+        worker = threading.Thread(target=random.random)
+        worker.start()
+        worker.join()
+
+
+    @pytest.mark.rng_global(reason="draws on purpose")
+    def test_marked():
+        random.random()
+
+
+    def test_takes_charge(rng_trace):
+        np.random.rand()
+        assert len(rng_trace.draws) == 1
+"""
+
+
+def entries(output: str) -> dict[str, str]:
+    """The summary's entries: first line (test id or fixture) -> the entry's whole text."""
+    section = output.split("rngtrace: global random streams", 1)[1]
+    blocks = re.split(r"\n\s*\n", section.split("\n", 2)[2].strip("\n"))
+    out = {}
+    for block in blocks:
+        if block.strip() and not block.startswith(" ") and not re.match(r"=+ \d+ passed", block):
+            out[block.split("\n", 1)[0].split("  [", 1)[0]] = block
+    return out
+
+
+def run(pytester: pytest.Pytester, *args: str, source: str = SUITE, name: str = "test_suite") -> pytest.RunResult:
+    pytester.makepyfile(**{name: textwrap.dedent(source)})
+    return pytester.runpytest(*args)
+
+
+def test_report_names_exactly_the_drawing_reseeding_and_leaking_tests_with_their_lines(pytester):
+    result = run(pytester, "--rng-trace", *NO_RANDOMLY)
+    result.assert_outcomes(passed=10)
+    found = entries(result.stdout.str())
+    tests = {k.split("::")[1] for k in found if "::" in k}
+    assert tests == {"test_draws", "test_reseeds", "test_leaks", "test_restores", "test_marked", "test_takes_charge"}
+    assert "test_suite.py:14 in test_draws  numpy.random.rand ×3" in found["test_suite.py::test_draws"]
+    assert "test_suite.py:18 in test_reseeds  numpy.random.seed(0)" in found["test_suite.py::test_reseeds"]
+    assert "LEAKS numpy" in found["test_suite.py::test_reseeds"]
+    assert "LEAKS random" in found["test_suite.py::test_leaks"]
+    assert "test_suite.py:22 in test_leaks" in found["test_suite.py::test_leaks"]
+    # Put back with setstate: it drew, and reseeded, but later tests see the state it found.
+    assert "LEAKS" not in found["test_suite.py::test_restores"]
+    assert "marked rng_global: draws on purpose" in found["test_suite.py::test_marked"]
+    assert "uses the rng_trace fixture" in found["test_suite.py::test_takes_charge"]
+
+
+def test_a_module_fixture_is_reported_once_under_its_name_and_owns_its_leak(pytester):
+    found = entries(run(pytester, "--rng-trace", *NO_RANDOMLY).stdout.str())
+    fixture = [k for k in found if k.startswith("fixture 'table'")]
+    assert fixture == ["fixture 'table' (module scope, test_suite.py)"]
+    assert "numpy  1 draw in setup" in found[fixture[0]]
+    assert "test_suite.py:10 in table  numpy.random.rand ×4" in found[fixture[0]]
+    assert "LEAKS numpy" in found[fixture[0]]
+    assert not [k for k in found if "test_uses_table" in k]
+
+
+def test_another_threads_draw_is_not_blamed_on_the_test_it_ran_beside(pytester):
+    found = entries(run(pytester, "--rng-trace", *NO_RANDOMLY).stdout.str())
+    assert not [k for k in found if "test_other_thread" in k]
+    assert "random  1 draw in call" in found["other threads (not blamed on the test they ran beside)"]
+
+
+def test_strict_fails_exactly_the_unmarked_tests_that_draw_reseed_or_leak(pytester):
+    result = run(pytester, "--rng-trace=strict", *NO_RANDOMLY)
+    result.assert_outcomes(passed=6, failed=4)
+    failed = {line.split("::")[1].split(" ")[0] for line in result.stdout.lines if line.startswith("FAILED")}
+    # Not the fixture's users, the other thread's neighbour, the marked test or the fixture's taker.
+    assert failed == {"test_draws", "test_reseeds", "test_leaks", "test_restores"}
+    result.stdout.fnmatch_lines(["*rngtrace draw log*", "*numpy*draw*numpy.random.rand ×3*test_suite.py:14 in test_draws*"])
+
+
+def test_strict_from_the_ini_file(pytester):
+    pytester.makeini("[pytest]\nrng_trace = strict\n")
+    result = run(pytester, *NO_RANDOMLY, source="import random\n\ndef test_a():\n    random.random()\n\ndef test_b():\n    pass\n")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*rngtrace --rng-trace=strict: this test drew from or reseeded*"])
+
+
+def test_an_ini_mode_that_is_not_one_says_which_are(pytester):
+    pytester.makeini("[pytest]\nrng_trace = loud\n")
+    result = run(pytester, *NO_RANDOMLY, source="def test_a():\n    pass\n")
+    result.stderr.fnmatch_lines(["*rng_trace = 'loud' is not a mode; choose from report, strict, off*"])
+
+
+def test_the_rng_trace_fixture_holds_the_running_tests_trace_without_the_flag(pytester):
+    source = """
+        import random
+
+        def test_counts(rng_trace):
+            random.random()
+            random.seed(3)
+            assert [(e.kind, e.api) for e in rng_trace.events] == [("draw", "random.random"), ("seed", "random.seed")]
+    """
+    result = run(pytester, *NO_RANDOMLY, source=source)
+    result.assert_outcomes(passed=1)
+    assert "global random streams" not in result.stdout.str()
+
+
+def test_pytest_randomly_reseeding_before_each_test_is_not_blamed_on_the_tests(pytester):
+    source = """
+        import random
+        import numpy as np
+
+        def test_clean():
+            pass
+
+        def test_draws():
+            np.random.rand()
+
+        def test_also_clean():
+            assert random.Random(0).random() < 1
+    """
+    result = run(pytester, "-p", "randomly", "--rng-trace", source=source)
+    result.assert_outcomes(passed=3)
+    found = entries(result.stdout.str())
+    assert set(found) == {"test_suite.py::test_draws"}
+    # pytest-randomly reseeds numpy before the next test: no leak reaches it.
+    assert "LEAKS" not in found["test_suite.py::test_draws"]
+
+
+def test_a_hypothesis_test_is_one_test_and_its_seeds_are_not_blamed(pytester):
+    source = """
+        import random
+        import numpy as np
+        from hypothesis import given, settings, strategies as st
+
+        @settings(max_examples=20, database=None)
+        @given(st.integers())
+        def test_draws_in_every_example(n):
+            random.random()
+
+        @settings(max_examples=20, database=None)
+        @given(st.integers())
+        def test_draws_nothing(n):
+            assert n == n
+    """
+    result = run(pytester, "--rng-trace", *NO_RANDOMLY, source=source)
+    result.assert_outcomes(passed=2)
+    found = entries(result.stdout.str())
+    assert set(found) == {"test_suite.py::test_draws_in_every_example"}
+    entry = found["test_suite.py::test_draws_in_every_example"]
+    assert re.search(r"random  \d+ draws in call", entry) and "seed" not in entry
+    assert "LEAKS" not in entry  # Hypothesis puts the state back after the examples
+
+
+def test_xdist_workers_results_reach_the_controller(pytester):
+    result = run(pytester, "-n", "2", "--rng-trace", *NO_RANDOMLY)
+    result.assert_outcomes(passed=10)
+    found = entries(result.stdout.str())
+    assert {"test_suite.py::test_draws", "test_suite.py::test_reseeds", "test_suite.py::test_leaks"} <= set(found)
+    assert "test_suite.py:14 in test_draws  numpy.random.rand ×3" in found["test_suite.py::test_draws"]
+
+
+def test_json_log_holds_every_reported_test_and_rngtrace_show_reads_it(pytester):
+    path = pytester.path / "rng.json"
+    run(pytester, f"--rng-trace-json={path}", *NO_RANDOMLY).assert_outcomes(passed=10)
+    trace = Trace.load(path)
+    by_test = {(e.thread, e.api) for e in trace.events}
+    assert ("test_suite.py::test_draws", "numpy.random.rand") in by_test
+    assert ("test_suite.py::test_reseeds", "numpy.random.seed") in by_test
+    assert json.loads(path.read_text())["format"] == "rngtrace"
+    from rngtrace.cli import main
+
+    assert main(["show", str(path)]) == 0
+
+
+def test_inert_without_the_flag_imports_nothing_patches_nothing_prints_nothing(pytester):
+    source = """
+        import random
+        import sys
+
+        def test_inert():
+            assert "numpy" not in sys.modules and "torch" not in sys.modules
+            assert "rngtrace.pytest_plugin" in sys.modules
+            assert not [m for m in sys.modules if m.startswith("rngtrace.") and m != "rngtrace.pytest_plugin"]
+            assert random.random == random._inst.random  # the original bound method: no patch
+    """
+    # A fresh interpreter: this one has imported numpy and rngtrace already.
+    pytester.makepyfile(test_inert=textwrap.dedent(source))
+    result = pytester.runpytest_subprocess(*NO_RANDOMLY)
+    result.assert_outcomes(passed=1)
+    assert "global random streams" not in result.stdout.str()
+
+
+def test_a_bare_flag_before_a_path_says_how_to_write_it(pytester):
+    pytester.makepyfile(test_a="def test_a():\n    pass\n")
+    result = pytester.runpytest(*NO_RANDOMLY, "--rng-trace", "test_a.py")
+    assert result.ret != 0
+    result.stderr.fnmatch_lines(["*unknown mode 'test_a.py'*write it after the test paths, or as --rng-trace=report*"])
