@@ -116,3 +116,12 @@ def test_a_move_recorded_with_the_noticing_stack_as_its_own_reads_as_one_with_a_
 def test_statistics_reject_unknown_keys():
     with pytest.raises(ValueError, match="choose from 'lineno', 'traceback'"):
         literal_trace().statistics("filename")
+
+
+def test_setting_from_start_works_the_findings_out_again():
+    from literal_traces import build, draw
+
+    trace = build(draw("numpy.random.rand", 1, ("/p/prog.py", 2, "<module>")))
+    assert trace.findings == []
+    trace.from_start = True
+    assert [f.kind for f in trace.findings] == ["unseeded"]

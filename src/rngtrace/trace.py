@@ -287,9 +287,7 @@ class Trace:
         self._child_stacks: dict[int, tuple[Frame, ...]] = {}
         self._children: list[Process] = []
         self._origins: list[tuple[int, str, str, str, int]] = []
-        #: whether the trace saw the program from its start (``rngtrace run``): only then is a
-        #: stream drawn from before any seed known to be unseeded
-        self.from_start = False
+        self._from_start = False
         #: torch's determinism flags when the trace ended (``_findings.read_settings``); {} without torch
         self.settings: dict[str, bool] = {}
         self._findings: list[Finding] | None = None
@@ -379,6 +377,17 @@ class Trace:
         mine = len(self) - sum(child.events for child in self._children)
         here = Process(self.pid, self.ppid, "traced", None, None, mine)
         return [here, *self._children]
+
+    @property
+    def from_start(self) -> bool:
+        """Whether the trace saw the program from its start (``rngtrace run``): only then is a stream
+        drawn from before any seed known to be unseeded."""
+        return self._from_start
+
+    @from_start.setter
+    def from_start(self, value: bool) -> None:
+        self._from_start = bool(value)
+        self._findings = None  # worked out again when next read
 
     @property
     def findings(self) -> list[Finding]:
