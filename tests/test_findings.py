@@ -357,3 +357,15 @@ def test_one_library_call_left_without_random_state_at_many_lines_is_one_finding
     assert finding.kind == "global-generator" and finding.events == (0, 1, 2, 3)
     assert finding.message.startswith(f"resample at {ME}:20, {ME}:21 and 1 more line draws from NumPy's global")
     assert finding.fix == "resample(..., random_state=0) at each"
+
+
+def test_a_notebooks_cells_are_one_file_for_interleaved():
+    import sysconfig
+
+    cell = lambda n, line: (f"<ipython-input-{n}-0123456789ab>", line, "<module>")  # noqa: E731
+    resample = (os.path.join(sysconfig.get_paths()["purelib"], "sklearn", "utils", "_indexing.py"), 574, "resample")
+    trace = build(seed("numpy.random.seed", "0", cell(1, 1)), draw("numpy.random.choice", 3, resample, cell(2, 1)),
+                  draw("numpy.random.rand", 1, cell(3, 1)))
+    (finding,) = trace.findings
+    assert finding.kind == "interleaved" and "your seed at In[1]:1 and your draw at In[3]:1" in finding.message
+    assert build(seed("numpy.random.seed", "0", cell(1, 1)), draw("numpy.random.rand", 1, cell(2, 1))).findings == []

@@ -30,7 +30,7 @@ from ._fixes import (
     own_generator,
     place_of,
 )
-from ._paths import is_user_file
+from ._paths import cell_label, is_user_file
 from .trace import DRAW, SEED, Event, Finding, Frame, Trace
 
 #: PyTorch seeds random, NumPy and torch in each DataLoader worker from its base seed: no finding
@@ -101,14 +101,19 @@ def _interleaved(events: list[Event]) -> list[Finding]:
         key = (e.pid, e.stream)
         home = _seed_file(seed)
         built = model_built(e)
-        mine = (is_user_file(e.frame.filename) and e.frame.filename == home) or (
-            built is not None and built.filename == home)
+        mine = (is_user_file(e.frame.filename) and _same_file(e.frame.filename, home)) or (
+            built is not None and _same_file(built.filename, home))
         if not mine:
             others.setdefault(key, []).append(e)
         elif others.get(key):
             found.append(_interleaved_finding(seed, others.pop(key), e))
             seeds.pop(library)  # one finding per seed: the rest of the run depends on it the same way
     return found
+
+
+def _same_file(filename: str, home: str) -> bool:
+    """Whether ``filename`` is the seed's file; a notebook's cells are all one file."""
+    return filename == home or (cell_label(filename) is not None and cell_label(home) is not None)
 
 
 def _seed_file(seed: Event) -> str:
