@@ -28,6 +28,7 @@ import hashlib
 import json
 import os
 import shutil
+import sys
 import tempfile
 import threading
 import time
@@ -98,8 +99,6 @@ COMMAND: Optional[str] = None
 
 def role() -> Optional[str]:
     """What this process is, where a library says so: a DataLoader worker, a pool worker, a command."""
-    import sys
-
     data = sys.modules.get("torch.utils.data")
     if data is not None:
         try:
@@ -517,7 +516,10 @@ class SpawnWatch:
 
     Where ``multiprocessing`` is not imported yet when the trace starts (``rngtrace run``,
     a block around code that imports it), a post-import hook wraps it the moment it is;
-    the hook goes with the trace.
+    the hook goes with the trace. ``set`` runs under the hub's lock; the hook, in whichever
+    thread imports ``multiprocessing``, takes that lock only if it is free (taken in C:
+    a Ctrl-C cannot leave it held); where it is busy, the hub is reconciling, and its
+    ``set`` at the end of that finds the module imported and wraps it.
     """
 
     _MODULE = "multiprocessing.process"
@@ -527,45 +529,43 @@ class SpawnWatch:
         self._made: Optional[tuple[Any, Any]] = None  # (original, its wrapper), made once
         self._hook: Optional[Any] = None  # the post-import hook waiting for multiprocessing
         self._wanted = False
-        # The import hook runs in whichever thread imports multiprocessing; this keeps it
-        # from installing after (or while) the last trace's set(False) takes the wrapper off.
-        self._lock = threading.Lock()
 
     def set(self, wanted: bool, hub: Any) -> None:
-        """Install or remove the wrapper of ``BaseProcess.start`` (idempotent)."""
-        import sys
-
-        with self._lock:
-            self._wanted = wanted
-            if wanted and self.installed is None:
+        """Install or remove the wrapper of ``BaseProcess.start`` (idempotent; under the hub's lock)."""
+        self._wanted = wanted
+        if wanted:
+            if self.installed is None:
                 module = sys.modules.get(self._MODULE)
                 if module is None:
                     self._watch(hub)
                 else:
                     self._install(module, hub)
-            elif not wanted:
-                self._unwatch()
-                if self.installed is not None:
-                    cls, original = self.installed
-                    if getattr(cls.__dict__.get("start"), "__wrapped__", None) is original:
-                        cls.start = original  # never someone else's patch over ours
-                    self.installed = None
+            return
+        if self._hook is not None:
+            self._unwatch()
+        if self.installed is not None:
+            cls, original = self.installed
+            if getattr(cls.__dict__.get("start"), "__wrapped__", None) is original:
+                cls.start = original  # never someone else's patch over ours
+            self.installed = None
 
     def _install(self, module: Any, hub: Any) -> None:
         cls = module.BaseProcess
         original = cls.__dict__["start"]
-        if getattr(original, "__wrapped__", None) is not None:
-            return  # someone else's patch (or ours, left by an interrupted undo): never stacked
-        if self._made is None or self._made[0] is not original:
+        made = self._made
+        if made is None or made[0] is not original:
+            if getattr(original, "__wrapped__", None) is not None:
+                return  # someone else's patch (or ours, left by an interrupted undo): never stacked
+
             def start(process: Any, _original: Any = original) -> None:
                 return hub._spawning(process, _original)
 
             start.__wrapped__ = original  # type: ignore[attr-defined]
             start.__name__, start.__qualname__ = original.__name__, original.__qualname__
             start.__doc__ = original.__doc__
-            self._made = (original, start)
+            self._made = made = (original, start)
         self.installed = (cls, original)  # first: an undo completes whatever part is in place
-        cls.start = self._made[1]
+        cls.start = made[1]
 
     def _watch(self, hub: Any) -> None:
         if self._hook is not None:
@@ -573,18 +573,21 @@ class SpawnWatch:
         import wrapt
 
         def imported(module: Any) -> None:
-            with self._lock:
+            def install() -> None:
                 if self._hook is imported and self._wanted and self.installed is None:
                     self._install(module, hub)
-                self._hook = None
+                if self._hook is imported:
+                    self._hook = None
+
+            from ._hub import _call_if_free
+
+            _call_if_free(hub._lock, install)
 
         self._hook = imported
         wrapt.register_post_import_hook(imported, self._MODULE)
 
     def _unwatch(self) -> None:
-        hook, self._hook = self._hook, None
-        if hook is None:
-            return
+        hook = self._hook
         # wrapt has no public unregister; its hook list is the documented registry.
         import wrapt.importer as importer
 
@@ -594,6 +597,7 @@ class SpawnWatch:
                 hooks.remove(hook)
                 if not hooks:
                     del importer._post_import_hooks[self._MODULE]
+        self._hook = None  # only now: an unwatch cut short by a Ctrl-C is finished by the hub's retry
 
     def describe(self) -> list[str]:
         if self.installed is not None:
