@@ -50,7 +50,7 @@ class Window:
 
     def __init__(self, thread: int) -> None:
         self.thread = thread
-        #: (event index, dropped count, phase or None between phases), in order
+        #: (event index, dropped count, the phase that ended there; None at the start), in order
         self.marks: list[tuple[int, int, Optional[str]]] = []
         #: (start, end, fixture key) for each wider-scoped fixture set up in this test
         self.fixtures: list[tuple[int, int, str]] = []
@@ -59,9 +59,8 @@ class Window:
 
     def phases(self) -> Iterable[tuple[str, int, int, int]]:
         """(phase, first event, end event, events dropped in it) for each phase."""
-        for (start, dropped, phase), (end, dropped_end, _) in zip(self.marks, self.marks[1:]):
-            if phase is not None:
-                yield phase, start, end, dropped_end - dropped
+        for (start, dropped, _), (end, dropped_end, phase) in zip(self.marks, self.marks[1:]):
+            yield phase, start, end, dropped_end - dropped
 
 
 def new_record(key: str, label: str, kind: str) -> dict[str, Any]:

@@ -100,33 +100,17 @@ class Tracer:
             self._known.update(self._full(self._sources))
             self._stale = False
         self._before = self._snapshot()
+        self._window.marks.append((len(self._trace._raw), self._trace.dropped, None))  # setup begins
         try:
             yield
         finally:
             self._window = None
 
-    def _phase(self, phase: Optional[str]) -> None:
+    def _phase_ended(self, when: str) -> None:
+        # A phase ends where its report is made: one hook, not three wrappers, per phase.
         window = self._window
         if window is not None and self._trace is not None:
-            window.marks.append((len(self._trace._raw), self._trace.dropped, phase))
-
-    @pytest.hookimpl(hookwrapper=True, tryfirst=True)
-    def pytest_runtest_setup(self, item: pytest.Item) -> Iterator[None]:
-        self._phase("setup")
-        yield
-        self._phase(None)
-
-    @pytest.hookimpl(hookwrapper=True, tryfirst=True)
-    def pytest_runtest_call(self, item: pytest.Item) -> Iterator[None]:
-        self._phase("call")
-        yield
-        self._phase(None)
-
-    @pytest.hookimpl(hookwrapper=True, tryfirst=True)
-    def pytest_runtest_teardown(self, item: pytest.Item, nextitem: Optional[pytest.Item]) -> Iterator[None]:
-        self._phase("teardown")
-        yield
-        self._phase(None)
+            window.marks.append((len(self._trace._raw), self._trace.dropped, when))
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_fixture_setup(self, fixturedef: Any, request: Any) -> Iterator[None]:
@@ -143,6 +127,7 @@ class Tracer:
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: Any) -> Iterator[None]:
+        self._phase_ended(call.when)
         outcome = yield
         if self._window is None or self._trace is None:
             return
@@ -156,6 +141,10 @@ class Tracer:
         """Turn the phases so far into records; at teardown, add leaks and hand the records to the report."""
         window = self._window
         end = len(self._trace._raw)
+        if self._quiet(window, when):  # type: ignore[arg-type]
+            if when == "teardown":
+                self._seen = end
+            return
         phases = list(window.phases())  # type: ignore[union-attr]
         phases, window.assigned = phases[window.assigned:], len(phases)  # type: ignore[union-attr]
         test = self._made.get(item.nodeid)
@@ -176,6 +165,23 @@ class Tracer:
             if len(self._trace._raw) > ROTATE_AT:
                 self._end()
                 self._begin()
+
+    def _quiet(self, window: records.Window, when: str) -> bool:
+        """Whether the test so far recorded nothing and (at teardown) moved no stream: most tests, at little cost."""
+        marks = window.marks
+        if self._made or not marks or marks[-1][0] != marks[0][0] or marks[-1][1] != marks[0][1]:
+            return False
+        if when != "teardown":
+            return True
+        after = self._snapshot()
+        for name, states in self._before.items():
+            now = after.get(name)
+            if now is None or now.keys() != states.keys():
+                return False
+            source = self._sources.get(name)
+            if not all(_same(source, old, now[stream]) for stream, old in states.items()):
+                return False
+        return True
 
     def _assign(self, window: records.Window, phases: list, test: dict[str, Any]) -> None:
         """Give each event of ``phases`` to the test, a wider fixture, or "other threads"."""
