@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import struct
+import subprocess
 import sys
 import threading
 
@@ -286,10 +287,19 @@ def test_reference_bound_before_tracing_is_attributed():
 
 @pytest.mark.skipif(sys.version_info >= (3, 12), reason="3.10/3.11 without the profile hook armed")
 def test_reference_bound_before_tracing_is_noticed_when_the_block_ends():
-    with torch_trace() as trace:
-        prebound_randn(2)
-    assert [(e.kind, e.stream) for e in trace.events] == [("unattributed", "torch")]
-    assert "block ended" in trace.events[0].detail
+    # In a process of its own: once an earlier move armed the profile hook, later traces in the
+    # process start with it, and it attributes the call instead (what the test above shows on 3.12+).
+    code = (
+        "import torch\n"
+        "from torch import randn as prebound_randn\n"
+        "from rngtrace import rng_trace\n"
+        "with rng_trace(streams='torch', print=False) as trace:\n"
+        "    prebound_randn(2)\n"
+        "print([(e.kind, e.stream, 'block ended' in (e.detail or '')) for e in trace.events])\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[('unattributed', 'torch', True)]"
 
 
 # -- seeds -------------------------------------------------------------------------------
@@ -325,9 +335,13 @@ def test_default_generator_method_is_a_seed():
 
 @pytest.mark.skipif(sys.version_info >= (3, 12), reason="3.10/3.11: no hook sees a C method call")
 def test_default_generator_method_reseeding_is_never_silent():
+    torch.manual_seed(0)  # so that seeding with 1 moves the generator
     with torch_trace() as trace:
         torch.default_generator.manual_seed(1)
-    assert [(e.stream, e.kind) for e in trace.events] == [("torch", "unattributed")]
+    # Noticed at the block's end, or seen by the profile hook where an earlier move armed it.
+    assert [(e.stream, e.kind) for e in trace.events] in (
+        [("torch", "unattributed")], [("torch", "seed")]
+    )
 
 
 def test_cuda_seed_is_recorded_without_initialising_cuda():
@@ -428,6 +442,7 @@ def test_the_cpu_generator_is_read_in_place_and_agrees_with_get_state():
 
 
 def test_a_draw_that_only_takes_the_cached_normal_sample_is_noticed():
+    torch.manual_seed(0)  # no normal sample cached by an earlier test
     with torch_trace() as trace:
         torch.randn(1, dtype=torch.float64)  # draws a pair, keeps the second
         engine, cached = engine_and_cached_normal(torch.get_rng_state())
@@ -497,7 +512,6 @@ def test_rng_isolate_restores_cuda_state():
 
 
 def test_torch_overrides_tables_first_built_inside_a_trace_keep_the_real_functions():
-    import subprocess
 
     # A fresh process: torch.overrides' cached tables are still empty, so the first
     # call inside the trace would build them from whatever torch.rand is right then.
