@@ -512,7 +512,6 @@ def test_rng_isolate_restores_cuda_state():
 
 
 def test_torch_overrides_tables_first_built_inside_a_trace_keep_the_real_functions():
-
     # A fresh process: torch.overrides' cached tables are still empty, so the first
     # call inside the trace would build them from whatever torch.rand is right then.
     code = """
