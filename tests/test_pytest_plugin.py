@@ -6,8 +6,8 @@ import json
 import re
 import textwrap
 
-import hypothesis  # noqa: F401  (imported once, here: an in-process inner run unloads what it imported,
-import numpy  # noqa: F401  and numpy's extension cannot be loaded twice in one process)
+import numpy  # noqa: F401  (imported once, here: an in-process inner run unloads what it imported,
+#               and numpy's extension cannot be loaded twice in one process)
 import pytest
 
 import rngtrace._pytest_report  # noqa: F401  (likewise the modules a traced inner run loads: the hub keeps
@@ -15,6 +15,15 @@ import rngtrace._pytest_tracer  # noqa: F401  sources made from them, which a se
 import rngtrace.sources.numpy  # noqa: F401
 import rngtrace.sources.random  # noqa: F401
 from rngtrace import Trace
+
+try:
+    import torch  # noqa: F401  (imported here, once, for the same reason as numpy)
+except ImportError:
+    torch = None
+try:
+    import hypothesis  # noqa: F401  (likewise)
+except ImportError:
+    hypothesis = None
 
 pytest_plugins = ["pytester"]
 
@@ -167,6 +176,7 @@ def test_the_rng_trace_fixture_holds_the_running_tests_trace_without_the_flag(py
 
 
 def test_pytest_randomly_reseeding_before_each_test_is_not_blamed_on_the_tests(pytester):
+    pytest.importorskip("pytest_randomly", reason="pytest-randomly is in the test extra; not installed here")
     source = """
         import random
         import numpy as np
@@ -189,6 +199,7 @@ def test_pytest_randomly_reseeding_before_each_test_is_not_blamed_on_the_tests(p
 
 
 def test_a_hypothesis_test_is_one_test_and_its_seeds_are_not_blamed(pytester):
+    pytest.importorskip("hypothesis", reason="Hypothesis is in the test extra; not installed here")
     source = """
         import random
         import numpy as np
@@ -214,6 +225,7 @@ def test_a_hypothesis_test_is_one_test_and_its_seeds_are_not_blamed(pytester):
 
 
 def test_xdist_workers_results_reach_the_controller(pytester):
+    pytest.importorskip("xdist", reason="pytest-xdist is in the test extra; not installed here")
     result = run(pytester, "-n", "2", "--rng-trace", *NO_RANDOMLY)
     result.assert_outcomes(passed=10)
     found = entries(result.stdout.str())
@@ -257,3 +269,43 @@ def test_a_bare_flag_before_a_path_says_how_to_write_it(pytester):
     result = pytester.runpytest(*NO_RANDOMLY, "--rng-trace", "test_a.py")
     assert result.ret != 0
     result.stderr.fnmatch_lines(["*unknown mode 'test_a.py'*write it after the test paths, or as --rng-trace=report*"])
+
+
+def test_a_session_fixtures_teardown_draw_is_reported_under_its_name(pytester):
+    source = """
+        import random
+        import pytest
+
+        @pytest.fixture(scope="session")
+        def pool():
+            yield [1, 2, 3]
+            random.shuffle([1, 2, 3])  # line 7: at the end of the session, in the last test's teardown
+
+        def test_one(pool):
+            pass
+
+        def test_two(pool):
+            pass
+    """
+    found = entries(run(pytester, "--rng-trace", *NO_RANDOMLY, source=source).stdout.str())
+    assert list(found) == ["fixture 'pool' (session scope, test_suite.py)"]
+    entry = found["fixture 'pool' (session scope, test_suite.py)"]
+    assert "random  1 draw in teardown" in entry and "test_suite.py:7 in pool  random.shuffle ×3" in entry
+
+
+@pytest.mark.skipif(torch is None, reason="torch is not installed")
+def test_a_torch_draw_is_reported_with_the_tests_line(pytester):
+    source = """
+        import torch
+
+        def test_weights():
+            torch.nn.Linear(2, 2)
+
+        def test_owns_a_generator():
+            torch.rand(2, generator=torch.Generator().manual_seed(0))
+    """
+    found = entries(run(pytester, "--rng-trace", *NO_RANDOMLY, source=source).stdout.str())
+    assert list(found) == ["test_suite.py::test_weights"]
+    entry = found["test_suite.py::test_weights"]
+    assert "torch  2 draws in call" in entry and "LEAKS torch" in entry
+    assert "test_suite.py:4 in test_weights  torch.nn.init.kaiming_uniform_ ×4" in entry

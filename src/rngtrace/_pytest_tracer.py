@@ -34,7 +34,6 @@ class Tracer:
         self.problems: list[str] = []
         self._block: Any = None
         self._trace: Any = None
-        self._sources: dict[str, Any] = {}
         self._rec: Any = None
         self._seen = 0  # the first event of the session trace not yet given to a record
         self._window: Optional[records.Window] = None
@@ -63,7 +62,6 @@ class Tracer:
         self._block = RngTrace(print=False, depth=DEPTH, max_events=MAX_EVENTS)
         self._trace = self._block.__enter__()
         self._rec = HUB.rec
-        self._sources = HUB.rec.sources  # the installed sources, kept by the hub while the trace lasts
         self._seen = 0
 
     def _end(self) -> None:
@@ -105,6 +103,11 @@ class Tracer:
             yield
         finally:
             self._window = None
+
+    @property
+    def _sources(self) -> dict[str, Any]:
+        """The installed sources (stream -> Source): the hub's own table, read afresh, never kept."""
+        return self._rec.sources if self._rec is not None else {}
 
     def _phase_ended(self, when: str) -> None:
         # A phase ends where its report is made: one hook, not three wrappers, per phase.
