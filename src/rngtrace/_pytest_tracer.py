@@ -75,7 +75,10 @@ class Tracer:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
-        self._end()
+        try:
+            self._end()
+        except Exception as error:  # noqa: BLE001 (the hub has taken its hooks off whatever the error)
+            self.problems.append(f"the end of the session: {type(error).__name__}: {error}")
         for record in self._made.values():
             self._collect(record)
         self._made = {}
@@ -88,21 +91,28 @@ class Tracer:
     # -- one test ------------------------------------------------------------------
     @pytest.hookimpl(hookwrapper=True, tryfirst=True)
     def pytest_runtest_protocol(self, item: pytest.Item, nextitem: Optional[pytest.Item]) -> Iterator[None]:
-        if self._trace is None:
+        if self._trace is not None:
+            try:
+                self._open(item)
+            except Exception as error:  # noqa: BLE001 (the tracer must never break the run it watches)
+                self._window = None
+                self.problems.append(f"{item.nodeid}: {type(error).__name__}: {error}")
+        try:
             yield
-            return
+        finally:
+            self._window = None
+
+    def _open(self, item: pytest.Item) -> None:
+        """A test begins: what came before is outside any test; note the streams' states and where setup starts."""
         self._outside(len(self._trace._raw))
-        self._window = records.Window(self._rec.state().key)  # how events name the thread running the test
+        window = records.Window(self._rec.state().key)  # how events name the thread running the test
         self._foreign, self._touched, self._seeded = set(), set(), set()
         if self._stale or len(self._known) < len(self._sources):
             self._known.update(self._full(self._sources))
             self._stale = False
         self._before = self._snapshot()
-        self._window.marks.append((len(self._trace._raw), self._trace.dropped, None))  # setup begins
-        try:
-            yield
-        finally:
-            self._window = None
+        window.marks.append((len(self._trace._raw), self._trace.dropped, None))  # setup begins
+        self._window = window
 
     @property
     def _sources(self) -> dict[str, Any]:
