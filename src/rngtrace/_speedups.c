@@ -36,6 +36,26 @@ static PyObject *root; /* ROOT in _stack.py: the parent of an outermost frame */
 
 #define SLOT(obj, offset) (*(PyObject **)((char *)(obj) + (offset)))
 
+/* A dict's version tag changes with every write to it (CPython 3.10-3.13; the field is gone
+ * in 3.14): equal tags mean nobody wrote to the dict in between. */
+#if PY_VERSION_HEX < 0x030E0000
+#define HAVE_VERSION_TAG 1
+#if defined(__GNUC__)
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+#endif
+static inline uint64_t
+version_tag(PyObject *dict)
+{
+    return ((PyDictObject *)dict)->ma_version_tag;
+}
+
+static PyObject *
+version_of(PyObject *dict)
+{
+    return PyLong_FromUnsignedLongLong((unsigned long long)version_tag(dict));
+}
+#endif
+
 static void
 set_slot(PyObject *obj, Py_ssize_t offset, PyObject *value)
 {
@@ -601,6 +621,40 @@ has_keyword(PyObject *kwnames, PyObject *name)
     return 0;
 }
 
+/* The last thread state found, and where: ``states`` unwritten since (its version tag) and the
+ * same thread asking hold the same answer, with no int made and no lookup. */
+static struct {
+    PyObject *states, *state;
+    unsigned long ident;
+    uint64_t version;
+} last_state;
+
+/* HotPath.states[get_ident()], borrowed; NULL when absent (or with an error set). */
+static PyObject *
+thread_state(PyObject *states)
+{
+    unsigned long me = PyThread_get_thread_ident();
+#ifdef HAVE_VERSION_TAG
+    if (last_state.state != NULL && last_state.ident == me && last_state.states == states &&
+        last_state.version == version_tag(states))
+        return last_state.state;
+#endif
+    PyObject *ident = PyLong_FromUnsignedLong(me);
+    if (ident == NULL)
+        return NULL;
+    PyObject *st = PyDict_GetItemWithError(states, ident);
+    Py_DECREF(ident);
+#ifdef HAVE_VERSION_TAG
+    if (st != NULL) {
+        Py_XSETREF(last_state.state, Py_NewRef(st));
+        last_state.states = states; /* compared, never read: held by the HotPath that holds the Recorder */
+        last_state.ident = me;
+        last_state.version = version_tag(states);
+    }
+#endif
+    return st;
+}
+
 static PyObject *
 recorder_vectorcall(Recorder *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
@@ -615,11 +669,7 @@ recorder_vectorcall(Recorder *self, PyObject *const *args, size_t nargsf, PyObje
         goto slow;
     if (PyTuple_GET_SIZE(active) == 0)
         return PyObject_Vectorcall(self->original, args, nargsf, kwnames);
-    PyObject *ident = PyLong_FromUnsignedLong(PyThread_get_thread_ident());
-    if (ident == NULL)
-        return NULL;
-    PyObject *st = PyDict_GetItemWithError(states, ident);
-    Py_DECREF(ident);
+    PyObject *st = thread_state(states);
     if (st == NULL) {
         if (PyErr_Occurred())
             return NULL;
@@ -904,20 +954,6 @@ configure(PyObject *module, PyObject *args)
 
 /* -- swap: a patch set applied or undone in one pass -------------------------------- */
 
-/* A dict's version tag changes with every write to it (CPython 3.10-3.13; the field is gone
- * in 3.14): equal tags mean nobody wrote to the dict in between. */
-#if PY_VERSION_HEX < 0x030E0000
-#define HAVE_VERSION_TAG 1
-#if defined(__GNUC__)
-#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
-#endif
-static PyObject *
-version_of(PyObject *dict)
-{
-    return PyLong_FromUnsignedLongLong((unsigned long long)((PyDictObject *)dict)->ma_version_tag);
-}
-#endif
-
 /* 1 when every namespace in ``entries`` still has the version ``stamps`` recorded for it
  * (nobody wrote to it since our last pass), 0 when not, -1 on error. */
 static int
@@ -943,7 +979,7 @@ unchanged_since(PyObject *entries, PyObject *stamps)
         unsigned long long was = PyLong_AsUnsignedLongLong(stamp);
         if (was == (unsigned long long)-1 && PyErr_Occurred())
             return -1;
-        if (was != (unsigned long long)((PyDictObject *)ns)->ma_version_tag)
+        if (was != (unsigned long long)version_tag(ns))
             return 0;
     }
     return 1;
@@ -1532,6 +1568,16 @@ memo_of(PyObject *state)
     return found;
 }
 
+/* The last entry of a thread's ``known`` found for a draw's caller's caller, and where: the same
+ * dict unwritten since (its version tag) holds the same entry for the same frame. Pointers are
+ * compared, never followed. */
+static struct {
+    PyObject *known;
+    PyFrameObject *parent;
+    uint64_t version;
+    long lasti, node;
+} last_parent;
+
 /* Recording.record()'s first step: the caller on top of a frame the thread's cache knows (a draw
  * from a loop), at a node interned at an earlier draw. The node (new), or NULL: with an error
  * set, or without one where the cache does not know the stack. */
@@ -1543,20 +1589,36 @@ known_stack(PyFrameObject *frame, PyObject *known, PyObject *ids, PyObject *stat
         return NULL;
     WalkMemo *memo = memo_of(state);
     PyCodeObject *code = NULL;
-    PyObject *node = NULL, *hit = NULL, *code_id = NULL, *offset = NULL, *lookup = NULL;
-    PyObject *key = PyLong_FromVoidPtr(parent);
-    if (key == NULL)
+    PyObject *node = NULL, *hit = NULL, *code_id = NULL, *offset = NULL, *lookup = NULL, *key = NULL;
+    long cached, parent_node;
+#ifdef HAVE_VERSION_TAG
+    /* The loop's frame, asked about again with ``known`` unwritten since: the same entry. */
+    if (last_parent.known == known && last_parent.parent == parent && last_parent.version == version_tag(known)) {
+        cached = last_parent.lasti;
+        parent_node = last_parent.node;
+        goto found;
+    }
+#endif
+    if ((key = PyLong_FromVoidPtr(parent)) == NULL)
         goto out;
     hit = Py_XNewRef(PyDict_GetItemWithError(known, key));
     if (hit == NULL || !PyTuple_CheckExact(hit) || PyTuple_GET_SIZE(hit) < 2 ||
         !PyLong_CheckExact(PyTuple_GET_ITEM(hit, 0)) || !PyLong_CheckExact(PyTuple_GET_ITEM(hit, 1)))
         goto out;
-    long cached = PyLong_AsLong(PyTuple_GET_ITEM(hit, 0));
-    long parent_node = PyLong_AsLong(PyTuple_GET_ITEM(hit, 1));
+    cached = PyLong_AsLong(PyTuple_GET_ITEM(hit, 0));
+    parent_node = PyLong_AsLong(PyTuple_GET_ITEM(hit, 1));
     if ((cached == -1 || parent_node == -1) && PyErr_Occurred()) {
         PyErr_Clear(); /* not what the Python path stores: it decides */
         goto out;
     }
+#ifdef HAVE_VERSION_TAG
+    last_parent.known = known;
+    last_parent.parent = parent;
+    last_parent.version = version_tag(known);
+    last_parent.lasti = cached;
+    last_parent.node = parent_node;
+found:
+#endif
     if (cached != walk_lasti(parent))
         goto out;
     code = PyFrame_GetCode(frame);
@@ -1566,9 +1628,13 @@ known_stack(PyFrameObject *frame, PyObject *known, PyObject *ids, PyObject *stat
         node = PyLong_FromLong(found);
         goto out;
     }
-    if ((code_id = PyLong_FromVoidPtr(code)) == NULL || (offset = PyLong_FromLong(lasti)) == NULL ||
-        (lookup = PyTuple_Pack(3, PyTuple_GET_ITEM(hit, 1), code_id, offset)) == NULL)
+    PyObject *parent_id = PyLong_FromLong(parent_node);
+    if (parent_id == NULL || (code_id = PyLong_FromVoidPtr(code)) == NULL || (offset = PyLong_FromLong(lasti)) == NULL ||
+        (lookup = PyTuple_Pack(3, parent_id, code_id, offset)) == NULL) {
+        Py_XDECREF(parent_id);
         goto out;
+    }
+    Py_DECREF(parent_id);
     node = Py_XNewRef(PyDict_GetItemWithError(ids, lookup));
     /* Memoized only for a code the table's ``codes`` holds: that is what keeps its pointer unique. */
     if (node != NULL && PyLong_CheckExact(node) && memo_kind_get(memo, code) >= 0) {
