@@ -29,6 +29,9 @@ pytest_plugins = ["pytester"]
 
 # pytest-randomly is installed with the test extras: each inner run says whether it wants it.
 NO_RANDOMLY = ("-p", "no:randomly")
+# np.random.rand as the log names it: an earlier move in this process (another test's) arms the profile
+# hook, which sees the C function rand calls. The line is the claim here, not the label.
+RAND = r"numpy\.random\.(rand|random_sample)"
 
 SUITE = """
     import random
@@ -112,7 +115,7 @@ def test_report_names_exactly_the_drawing_reseeding_and_leaking_tests_with_their
     found = entries(result.stdout.str())
     tests = {k.split("::")[1] for k in found if "::" in k}
     assert tests == {"test_draws", "test_reseeds", "test_leaks", "test_restores", "test_marked", "test_takes_charge"}
-    assert "test_suite.py:14 in test_draws  numpy.random.rand ×3" in found["test_suite.py::test_draws"]
+    assert re.search(f"test_suite.py:14 in test_draws  {RAND} ×3", found["test_suite.py::test_draws"])
     assert "test_suite.py:18 in test_reseeds  numpy.random.seed(0)" in found["test_suite.py::test_reseeds"]
     assert "LEAKS numpy" in found["test_suite.py::test_reseeds"]
     assert "LEAKS random" in found["test_suite.py::test_leaks"]
@@ -128,7 +131,7 @@ def test_a_module_fixture_is_reported_once_under_its_name_and_owns_its_leak(pyte
     fixture = [k for k in found if k.startswith("fixture 'table'")]
     assert fixture == ["fixture 'table' (module scope, test_suite.py)"]
     assert "numpy  1 draw in setup" in found[fixture[0]]
-    assert "test_suite.py:10 in table  numpy.random.rand ×4" in found[fixture[0]]
+    assert re.search(f"test_suite.py:10 in table  {RAND} ×4", found[fixture[0]])
     assert "LEAKS numpy" in found[fixture[0]]
     assert not [k for k in found if "test_uses_table" in k]
 
@@ -145,7 +148,7 @@ def test_strict_fails_exactly_the_unmarked_tests_that_draw_reseed_or_leak(pytest
     failed = {line.split("::")[1].split(" ")[0] for line in result.stdout.lines if line.startswith("FAILED")}
     # Not the fixture's users, the other thread's neighbour, the marked test or the fixture's taker.
     assert failed == {"test_draws", "test_reseeds", "test_leaks", "test_restores"}
-    result.stdout.fnmatch_lines(["*rngtrace draw log*", "*numpy*draw*numpy.random.rand ×3*test_suite.py:14 in test_draws*"])
+    result.stdout.re_match_lines([".*rngtrace draw log.*", f".*numpy +draw +{RAND} ×3 +test_suite.py:14 in test_draws.*"])
 
 
 def test_strict_from_the_ini_file(pytester):
@@ -238,7 +241,7 @@ def test_json_log_holds_every_reported_test_and_rngtrace_show_reads_it(pytester)
     run(pytester, f"--rng-trace-json={path}", *NO_RANDOMLY).assert_outcomes(passed=10)
     trace = Trace.load(path)
     by_test = {(e.thread, e.api) for e in trace.events}
-    assert ("test_suite.py::test_draws", "numpy.random.rand") in by_test
+    assert [api for test, api in by_test if test == "test_suite.py::test_draws" and re.fullmatch(RAND, api)]
     assert ("test_suite.py::test_reseeds", "numpy.random.seed") in by_test
     assert json.loads(path.read_text())["format"] == "rngtrace"
     from rngtrace.cli import main
