@@ -41,6 +41,8 @@ class CatchAll:
     """Common part: classify a callee and record it through the hub."""
 
     note: Optional[str] = None
+    #: whether a hook sees calls, and so needs the table ``lookup`` reads
+    SEES_CALLS = True
 
     def __init__(self, hub: Any) -> None:
         self.hub = hub
@@ -52,6 +54,8 @@ class CatchAll:
     def refresh(self) -> None:
         """Re-read the installed sources' singletons and functions, where they changed."""
         global _LAST
+        if not self.SEES_CALLS:
+            return  # no hook: nothing looks a callee up (an armed one builds its own when it arms)
         sources = self.hub.rec.sources
         # The sources and their wrappers are made once per process: the table only changes
         # with the set of sources or a singleton (a CUDA generator appears).
@@ -314,6 +318,7 @@ class PinningCatchAll(CatchAll):
     """
 
     PIN_AFTER = 64
+    SEES_CALLS = False
 
     def __init__(self, hub: Any) -> None:
         super().__init__(hub)

@@ -219,24 +219,36 @@ class Hub:
             order = sorted(wanted)
         installed = rec.sources
         if installed:
-            for name in [n for n in installed if n not in wanted]:
-                source = installed[name]
-                patches.undo(name)  # raises before anything below if interrupted
-                del installed[name]
-                rec.fingerprint(name).clear()
-                source.forget()
+            leaving = [n for n in installed if n not in wanted]
+            if leaving:
+                patches.undo_many(leaving)  # raises before anything below if interrupted
+                for name in leaving:
+                    installed.pop(name).forget()
+                    rec.fingerprint(name).clear()
         if self.imports.hooks:
             for name in self.imports.watching():
                 if name not in wanted:
                     self.imports.unwatch(name)
-        for name in order:
-            if name in installed:
-                continue
-            if sys.modules.get(SOURCES[name]) is not None:
-                installed[name] = patches.apply(name, load_source, rec).source
-                rec.reseeded(name)
-            else:
-                self.imports.watch(name, SOURCES[name], self._imported)
+        if len(installed) < len(wanted):
+            arriving = []
+            for name in order:
+                if name in installed:
+                    continue
+                if sys.modules.get(SOURCES[name]) is not None:
+                    arriving.append(name)
+                else:
+                    self.imports.watch(name, SOURCES[name], self._imported)
+            if arriving:
+                applied = patches.apply_many(arriving)
+                if applied is None:  # one at a time: each set installed is at once known as installed
+                    for name in arriving:
+                        installed[name] = patches.apply(name, load_source, rec).source
+                        rec.reseeded(name)
+                else:
+                    for name, patch_set in zip(arriving, applied):
+                        installed[name] = patch_set.source
+                    for name in arriving:
+                        rec.reseeded(name)
         catchall = self._catchall
         if installed and catchall is None:
             # 3.10/3.11: the last trace found moves through references the patches miss, so
@@ -349,8 +361,7 @@ class Hub:
     def _check_moved(self, session: _Session, frame: Optional[FrameType]) -> None:
         """Record an unattributed event for each stream that moved with no recorded cause."""
         rec = self.rec
-        raws = session.trace._raw
-        explained = {raw[0] for raw in raws} | {key[0] for key in session.trace._overflow}
+        explained: Optional[set] = None
         sources, fingerprints = rec.sources, rec.fingerprints
         for name, before in session.start_states.items():
             source = sources.get(name)
@@ -360,6 +371,9 @@ class Hub:
                 # Where nothing moved there is nothing to report, whatever another thread is
                 # doing: only a stream that moved needs its lock to tell who moved it.
                 continue
+            if explained is None:  # the streams with an event: made only once one moved
+                trace = session.trace
+                explained = {raw[0] for raw in trace._raw} | {key[0] for key in trace._overflow}
             # Another thread inside a recorded call holds the stream's lock: its draw has moved
             # the stream and is about to be recorded. Comparing now would report that move as
             # unattributed, and waiting could deadlock (a wrapper may want the hub's lock), so

@@ -120,6 +120,10 @@ class Patches:
         self._learned: dict[str, PatchSet] = {}
         self.strays: list[Entry] = []
         self._swap = _swapper()
+        #: changes whenever a set is made or its entries change: a joined list is reused while it holds
+        self.version = 0
+        #: ids of the sets joined -> (version, those sets, their entries in one list, its stamps)
+        self._joined: dict[tuple[int, ...], tuple[int, tuple[PatchSet, ...], list[Entry], dict]] = {}
 
     def apply(self, name: str, make_source: Callable[[str], Any], recorder: Any) -> PatchSet:
         """Put stream ``name``'s wrappers in place, reusing its set unless someone patched over it."""
@@ -140,6 +144,7 @@ class Patches:
         source = make_source(name)
         patch_set = PatchSet(source)
         self._sets[name] = patch_set
+        self.version += 1
         try:
             source.prepare()
             patch_set.build(source.patches(recorder))
@@ -157,6 +162,68 @@ class Patches:
         patch_set = self._sets.get(name)
         if patch_set is not None and patch_set.applied:
             self._undo(patch_set)
+
+    # -- several streams in one pass -----------------------------------------------
+    def apply_many(self, names: list[str]) -> Optional[list[PatchSet]]:
+        """Put the wrappers of ``names`` in place in one swap, where each set was made before and still fits.
+
+        None where it cannot (a set to build, or someone patched over one): ``apply`` each
+        then, which finds out why.
+        """
+        sets = self._sets
+        parts: list[PatchSet] = []
+        for name in names:
+            patch_set = sets.get(name)
+            if patch_set is None or patch_set.applied:
+                break  # a first install builds its set, a retry finishes one: one at a time
+            patch_set.source.prepare()  # before each install: a cache filled now holds no wrapper
+            parts.append(patch_set)
+            learned = self._learned.get(name)
+            if learned is not None and learned.entries and not learned.applied:
+                parts.append(learned)
+        else:
+            if parts:
+                for patch_set in parts:
+                    patch_set.applied = True  # first: a pure-Python pass cut short is undone by the next call
+                entries, stamps = self._joined_list(parts)
+                if self._swap(entries, True, INHERITED, stamps):
+                    return [sets[name] for name in names]
+                for patch_set in parts:  # the swap changed nothing
+                    patch_set.applied = False
+        return None
+
+    def undo_many(self, names: list[str]) -> None:
+        """``undo`` for each of ``names``, in one swap."""
+        parts: list[PatchSet] = []
+        for name in names:
+            for patch_set in (self._learned.get(name), self._sets.get(name)):
+                if patch_set is not None and patch_set.applied:
+                    parts.append(patch_set)
+        if not parts:
+            return
+        entries, stamps = self._joined_list(parts)
+        strays = self._swap(entries, False, INHERITED, stamps)
+        if strays:
+            self.strays.extend(entries[i] for i in strays)
+        for patch_set in parts:
+            patch_set.applied = False  # only now: an interrupted undo is completed by the next call
+
+    def _joined_list(self, parts: list[PatchSet]) -> tuple[list[Entry], dict]:
+        """The entries of ``parts`` in one list, made once while no set changes, with stamps of its own.
+
+        Its own stamps stay right whichever list was swapped last: a stamp is a namespace's
+        version after this list's pass, and any write since, by anyone, changes the version.
+        """
+        if len(parts) == 1:
+            return parts[0].entries, parts[0].stamps
+        key = tuple(map(id, parts))
+        joined = self._joined.get(key)  # holds the sets: their ids cannot name others meanwhile
+        if joined is None or joined[0] != self.version:
+            if len(self._joined) >= 32:
+                self._joined.clear()
+            joined = (self.version, tuple(parts), [e for ps in parts for e in ps.entries], {})
+            self._joined[key] = joined
+        return joined[2], joined[3]
 
     # -- references bound before a trace ----------------------------------------
     #: learned references kept per stream: each holds its namespace (a module's globals)
@@ -192,6 +259,7 @@ class Patches:
             return 0
         learned.applied = True  # first: an undo completes whatever part of this is in place
         learned.stamps.clear()
+        self.version += 1
         for entry in found:
             learned.entries.append(entry)
             namespace[entry[1]] = entry[3]  # applied now, as the rest of the set is
@@ -207,6 +275,7 @@ class Patches:
         # A module rebound one of the names since: keep those still holding the original.
         learned.entries[:] = [e for e in learned.entries if e[0].get(e[1], INHERITED) is e[2]]
         learned.stamps.clear()
+        self.version += 1
         if not self._swap(learned.entries, True, INHERITED, learned.stamps):
             learned.applied = False
 

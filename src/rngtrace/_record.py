@@ -79,8 +79,10 @@ class Recording:
             self._depth = only.trace.depth
             if not strict:
                 sink = (only.trace._raw, only.trace.max_events, only.streams, only.trace)
+        elif sessions:
+            self._depth = max(s.trace.depth for s in sessions)
         else:
-            self._depth = max((s.trace.depth for s in sessions), default=0)
+            self._depth = 0
         self._policy = policy
         now = self.hot.now
         self.hot.now = Snapshot(sessions, sink, strict, now.profile_hook, now.cache)
@@ -101,9 +103,12 @@ class Recording:
         at every call. Replaced, never cleared: whoever still reads the old one (a
         thread finishing a draw, a trace resolving its stacks) finds it whole.
         """
-        live = {st.key for st in list(self.states.values())}
-        for key in [k for k in self.thread_names if k not in live]:
-            self.thread_names.pop(key, None)
+        # Every live thread's state was named when it was made: more names than states means
+        # some thread has ended (or a child forked) since, and only then is there one to drop.
+        if len(self.thread_names) > len(self.states):
+            live = {st.key for st in list(self.states.values())}
+            for key in [k for k in self.thread_names if k not in live]:
+                self.thread_names.pop(key, None)
         if self.stacks.size() < TABLE_LIMIT:
             return
         watch = self.stacks.watch_code
@@ -164,7 +169,7 @@ class Recording:
     def reseeded(self, stream: str) -> None:
         """A seed may have swapped what the fingerprint reads: read it afresh, and rebase."""
         source = self.sources.get(stream)
-        fingerprint = self.fingerprint(stream)
+        fingerprint = self.fingerprints.get(stream) or self.fingerprint(stream)
         fingerprint.view = view = source.fingerprint() if source is not None else None
         fingerprint.last = view.value if view is not None else None
 
