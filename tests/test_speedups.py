@@ -331,3 +331,57 @@ def test_dropout_in_training_takes_the_fast_path_and_eval_draws_nothing():
         wrapper_calls = python_path_calls(draws, 200)
     assert [e.api for e in trace.events] == ["torch.nn.functional.dropout"] * 200
     assert wrapper_calls == []
+
+
+@accelerated
+def test_a_stream_lock_is_reentrant_and_held_by_one_thread_at_a_time():
+    lock = _base._speedups.StreamLock()
+    with lock:
+        assert lock.acquire() and lock._is_owned()  # again, on the same thread: a finalizer drawing
+        lock.release()
+        other = []
+        thread = threading.Thread(target=lambda: other.append((lock.acquire(False), lock.acquire(timeout=0.01))))
+        thread.start()
+        thread.join()
+        assert other == [(False, False)]
+    assert not lock._is_owned()
+    with pytest.raises(RuntimeError, match="un-acquired"):
+        lock.release()
+    lock.acquire()
+    lock._at_fork_reinit()  # in a forked child, nobody holds it
+    assert lock.acquire(False) and lock._is_owned()
+    lock.release()
+
+
+@accelerated
+def test_a_wait_for_a_stream_lock_is_interrupted_by_a_signal_handler_that_raises():
+    import signal
+
+    if not hasattr(signal, "setitimer"):
+        pytest.skip("needs setitimer")
+    lock = _base._speedups.StreamLock()
+    holding, done = threading.Event(), threading.Event()
+
+    def hold():
+        with lock:
+            holding.set()
+            done.wait(5)
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    thread = threading.Thread(target=hold)
+    thread.start()
+    holding.wait(5)
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.05)
+        with pytest.raises(KeyboardInterrupt):
+            lock.acquire()
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+        done.set()
+        thread.join()
+    assert lock.acquire(False)
+    lock.release()

@@ -220,6 +220,192 @@ static PyTypeObject InPlaceType = {
     .tp_getset = inplace_getset,
 };
 
+/* -- StreamLock: a stream's reentrant lock, taken by the Recorder without a method call -- */
+
+/* What threading.RLock does, for the lock a recording wrapper holds around one call: reentrant
+ * (a finalizer drawing on the same thread must not deadlock), waiting with the GIL released, and
+ * a wait a signal handler interrupts (Ctrl-C) raises what the handler raised. The Recorder takes
+ * and releases it in C; Python code uses it as an RLock. */
+typedef struct {
+    PyObject_HEAD
+    PyThread_type_lock lock;
+    unsigned long owner, count;
+    PyObject *weakrefs;
+} StreamLock;
+
+static PyTypeObject StreamLockType;
+
+static PyObject *
+stream_lock_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    if (PyTuple_GET_SIZE(args) != 0 || (kwargs != NULL && PyDict_GET_SIZE(kwargs) != 0)) {
+        PyErr_SetString(PyExc_TypeError, "StreamLock() takes no arguments");
+        return NULL;
+    }
+    StreamLock *self = (StreamLock *)type->tp_alloc(type, 0);
+    if (self == NULL)
+        return NULL;
+    if ((self->lock = PyThread_allocate_lock()) == NULL) {
+        Py_DECREF(self);
+        PyErr_SetString(PyExc_MemoryError, "cannot allocate a lock");
+        return NULL;
+    }
+    return (PyObject *)self;
+}
+
+static void
+stream_lock_dealloc(StreamLock *self)
+{
+    if (self->weakrefs != NULL)
+        PyObject_ClearWeakRefs((PyObject *)self);
+    if (self->lock != NULL) {
+        if (self->count > 0)
+            PyThread_release_lock(self->lock);
+        PyThread_free_lock(self->lock);
+    }
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* 1 when taken, 0 when not (not blocking, or timed out), -1 with an error (an interrupted wait). */
+static int
+stream_lock_take(StreamLock *self, int blocking, PY_TIMEOUT_T microseconds)
+{
+    unsigned long me = PyThread_get_thread_ident();
+    if (self->count > 0 && self->owner == me) {
+        if (self->count == ULONG_MAX) {
+            PyErr_SetString(PyExc_OverflowError, "lock taken too many times");
+            return -1;
+        }
+        self->count++;
+        return 1;
+    }
+    PyLockStatus got = PyThread_acquire_lock_timed(self->lock, 0, 0);
+    while (got != PY_LOCK_ACQUIRED && blocking) {
+        Py_BEGIN_ALLOW_THREADS
+        got = PyThread_acquire_lock_timed(self->lock, microseconds, 1);
+        Py_END_ALLOW_THREADS
+        if (got == PY_LOCK_INTR) {
+            if (Py_MakePendingCalls() < 0)
+                return -1;
+            continue; /* a timed wait starts over: signals make it longer, never shorter */
+        }
+        if (got == PY_LOCK_FAILURE)
+            return 0;
+    }
+    if (got != PY_LOCK_ACQUIRED)
+        return 0;
+    self->owner = me;
+    self->count = 1;
+    return 1;
+}
+
+static int
+stream_lock_give(StreamLock *self)
+{
+    if (self->count == 0 || self->owner != PyThread_get_thread_ident()) {
+        PyErr_SetString(PyExc_RuntimeError, "cannot release un-acquired lock");
+        return -1;
+    }
+    if (--self->count == 0) {
+        self->owner = 0;
+        PyThread_release_lock(self->lock);
+    }
+    return 0;
+}
+
+static PyObject *
+stream_lock_acquire(StreamLock *self, PyObject *args, PyObject *kwargs)
+{
+    static char *names[] = {"blocking", "timeout", NULL};
+    int blocking = 1;
+    double timeout = -1;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|pd:acquire", names, &blocking, &timeout))
+        return NULL;
+    if (!blocking && timeout != -1) {
+        PyErr_SetString(PyExc_ValueError, "can't specify a timeout for a non-blocking call");
+        return NULL;
+    }
+    if (timeout < 0 && timeout != -1) {
+        PyErr_SetString(PyExc_ValueError, "timeout value must be a non-negative number");
+        return NULL;
+    }
+    PY_TIMEOUT_T microseconds = -1;
+    if (timeout >= 0) {
+        if (timeout * 1e6 > (double)PY_TIMEOUT_MAX) {
+            PyErr_SetString(PyExc_OverflowError, "timeout value is too large");
+            return NULL;
+        }
+        microseconds = (PY_TIMEOUT_T)(timeout * 1e6);
+    }
+    int taken = stream_lock_take(self, blocking, microseconds);
+    return taken < 0 ? NULL : PyBool_FromLong(taken);
+}
+
+static PyObject *
+stream_lock_release(StreamLock *self, PyObject *unused)
+{
+    if (stream_lock_give(self) < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+stream_lock_exit(StreamLock *self, PyObject *args)
+{
+    return stream_lock_release(self, NULL);
+}
+
+/* In a forked child: whoever held the lock in the parent is gone. The old lock is left as it is
+ * (freeing a lock another thread held is undefined), as CPython's own _at_fork_reinit does. */
+static PyObject *
+stream_lock_at_fork_reinit(StreamLock *self, PyObject *unused)
+{
+    PyThread_type_lock fresh = PyThread_allocate_lock();
+    if (fresh == NULL) {
+        PyErr_SetString(PyExc_MemoryError, "cannot allocate a lock");
+        return NULL;
+    }
+    self->lock = fresh;
+    self->owner = self->count = 0;
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+stream_lock_is_owned(StreamLock *self, PyObject *unused)
+{
+    return PyBool_FromLong(self->count > 0 && self->owner == PyThread_get_thread_ident());
+}
+
+static PyObject *
+stream_lock_repr(StreamLock *self)
+{
+    return PyUnicode_FromFormat("<rngtrace StreamLock %s count=%lu>", self->count ? "locked" : "unlocked", self->count);
+}
+
+static PyMethodDef stream_lock_methods[] = {
+    {"acquire", (PyCFunction)(void (*)(void))stream_lock_acquire, METH_VARARGS | METH_KEYWORDS,
+     "acquire(blocking=True, timeout=-1): take the lock (again, on the thread holding it)."},
+    {"release", (PyCFunction)stream_lock_release, METH_NOARGS, "release(): give one hold back."},
+    {"__enter__", (PyCFunction)(void (*)(void))stream_lock_acquire, METH_VARARGS | METH_KEYWORDS, NULL},
+    {"__exit__", (PyCFunction)stream_lock_exit, METH_VARARGS, NULL},
+    {"_at_fork_reinit", (PyCFunction)stream_lock_at_fork_reinit, METH_NOARGS, "In a forked child: unlocked."},
+    {"_is_owned", (PyCFunction)stream_lock_is_owned, METH_NOARGS, "Whether this thread holds the lock."},
+    {NULL},
+};
+
+static PyTypeObject StreamLockType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "rngtrace._speedups.StreamLock",
+    .tp_basicsize = sizeof(StreamLock),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "A stream's reentrant lock (an RLock the Recorder takes without a method call).",
+    .tp_new = stream_lock_new,
+    .tp_dealloc = (destructor)stream_lock_dealloc,
+    .tp_repr = (reprfunc)stream_lock_repr,
+    .tp_methods = stream_lock_methods,
+    .tp_weaklistoffset = offsetof(StreamLock, weakrefs),
+};
+
 /* -- Recorder ------------------------------------------------------------------------ */
 
 typedef struct {
@@ -232,7 +418,7 @@ typedef struct {
     PyObject *owner;        /* the singleton whose calls are recorded, or None */
     PyObject *hot;          /* the HotPath: everything read from Python, by slot */
     PyObject *fingerprint;
-    PyObject *acquire, *release;
+    PyObject *lock, *acquire, *release; /* a StreamLock is taken in C, any other lock by its methods */
     PyObject *stream, *kind, *api, *moved;
     PyObject *count_of;     /* None: one value, unless the result places itself */
     PyObject *tensor_type;  /* torch: a result of this type is placed by device */
@@ -417,12 +603,28 @@ call_ignoring_result(PyObject *callable)
     return r == NULL ? -1 : 0;
 }
 
+static int
+take_lock(Recorder *self)
+{
+    if (Py_TYPE(self->lock) == &StreamLockType)
+        return stream_lock_take((StreamLock *)self->lock, 1, -1) < 0 ? -1 : 0;
+    return call_ignoring_result(self->acquire);
+}
+
+static int
+give_lock(Recorder *self)
+{
+    if (Py_TYPE(self->lock) == &StreamLockType)
+        return stream_lock_give((StreamLock *)self->lock);
+    return call_ignoring_result(self->release);
+}
+
 /* The recorded call, under the stream's lock. */
 static PyObject *
 record_call(Recorder *self, PyObject *now, PyObject *st, PyObject *frame, PyObject *const *args, size_t nargsf,
             PyObject *kwnames)
 {
-    if (call_ignoring_result(self->acquire) < 0)
+    if (take_lock(self) < 0)
         return NULL;
     PyObject *result = NULL, *view = SLOT(self->fingerprint, fp_view);
     PyObject *stream = NULL, *count = NULL;
@@ -498,12 +700,12 @@ release:
     if (result == NULL) {
         PyObject *type, *value, *traceback;
         PyErr_Fetch(&type, &value, &traceback);
-        if (call_ignoring_result(self->release) < 0)
+        if (give_lock(self) < 0)
             PyErr_Clear();
         PyErr_Restore(type, value, traceback);
         return NULL;
     }
-    if (call_ignoring_result(self->release) < 0)
+    if (give_lock(self) < 0)
         Py_CLEAR(result);
     return result;
 }
@@ -780,6 +982,7 @@ recorder_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     self->owner = Py_NewRef(owner);
     self->hot = Py_NewRef(hot);
     self->fingerprint = Py_NewRef(fingerprint);
+    self->lock = Py_NewRef(lock);
     self->acquire = acquire;
     self->release = release;
     self->stream = Py_NewRef(stream);
@@ -808,6 +1011,7 @@ recorder_traverse(Recorder *self, visitproc visit, void *arg)
     Py_VISIT(self->owner);
     Py_VISIT(self->hot);
     Py_VISIT(self->fingerprint);
+    Py_VISIT(self->lock);
     Py_VISIT(self->acquire);
     Py_VISIT(self->release);
     Py_VISIT(self->count_of);
@@ -829,6 +1033,7 @@ recorder_clear(Recorder *self)
     Py_CLEAR(self->owner);
     Py_CLEAR(self->hot);
     Py_CLEAR(self->fingerprint);
+    Py_CLEAR(self->lock);
     Py_CLEAR(self->acquire);
     Py_CLEAR(self->release);
     Py_CLEAR(self->stream);
@@ -1962,13 +2167,14 @@ PyInit__speedups(void)
     if ((one = PyLong_FromLong(1)) == NULL || (root = PyLong_FromLong(-1)) == NULL ||
         (zero = PyLong_FromLong(0)) == NULL)
         return NULL;
-    if (PyType_Ready(&RecorderType) < 0 || PyType_Ready(&InPlaceType) < 0)
+    if (PyType_Ready(&RecorderType) < 0 || PyType_Ready(&InPlaceType) < 0 || PyType_Ready(&StreamLockType) < 0)
         return NULL;
     PyObject *module = PyModule_Create(&module_def);
     if (module == NULL)
         return NULL;
     if (PyModule_AddObjectRef(module, "Recorder", (PyObject *)&RecorderType) < 0 ||
-        PyModule_AddObjectRef(module, "InPlace", (PyObject *)&InPlaceType) < 0) {
+        PyModule_AddObjectRef(module, "InPlace", (PyObject *)&InPlaceType) < 0 ||
+        PyModule_AddObjectRef(module, "StreamLock", (PyObject *)&StreamLockType) < 0) {
         Py_DECREF(module);
         return NULL;
     }
