@@ -23,7 +23,8 @@ def capture(
     """``StackTable.capture`` with a frame cache, walked in C: the node, or NotImplemented to use Python's walk.
 
     ``state`` is the table's ``(ids, nodes, codes, counter, watched, kind, max_pinned, memo)``,
-    ``memo`` a ``walk_memo()`` of that table's own, or None.
+    ``memo`` a ``walk_memo()`` of that table's own, or None. A Recorder walks the same way, with
+    no Python call, where a draw's caller is not in the thread's cache (``Cache.walk``, ``Cache.pin``).
     """
 
 def walk_memo() -> Any:
@@ -38,6 +39,16 @@ class InPlace:
     def __init__(self, regions: Sequence[tuple[int, int]], owners: Any = None) -> None: ...
     @property
     def value(self) -> bytes: ...
+
+class StreamLock:
+    """A stream's reentrant lock: a ``threading.RLock`` the Recorder takes without a method call."""
+
+    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool: ...
+    def release(self) -> None: ...
+    def __enter__(self) -> bool: ...
+    def __exit__(self, *exc: Any) -> None: ...
+    def _at_fork_reinit(self) -> None: ...
+    def _is_owned(self) -> bool: ...
 
 class Recorder:
     """A recording wrapper's common case; every other call goes to ``slow``, the Python wrapper."""
@@ -60,6 +71,9 @@ class Recorder:
         place: Optional[Callable[[Any], tuple[Optional[str], Optional[int]]]] = None,
         slow_keyword: Optional[str] = None,
         takes: Optional[Callable[[tuple, dict], bool]] = None,
-    ) -> None: ...
+        condition: Optional[tuple[str, tuple[tuple[int, str, Any], ...]]] = None,
+    ) -> None:
+        """``condition``: a ``_base.Condition.spec``, the test ``takes`` would make, evaluated in C."""
+
     def __call__(self, *args: Any, **kwargs: Any) -> Any: ...
     def __get__(self, instance: Any, owner: Any = None) -> Any: ...
