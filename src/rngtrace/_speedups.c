@@ -824,7 +824,8 @@ has_keyword(PyObject *kwnames, PyObject *name)
 }
 
 /* The last thread state found, and where: ``states`` unwritten since (its version tag) and the
- * same thread asking hold the same answer, with no int made and no lookup. */
+ * same thread asking hold the same answer, with no int made and no lookup. Borrowed: while the
+ * dict is unwritten it holds the state, and a version tag is never given to two dicts. */
 static struct {
     PyObject *states, *state;
     unsigned long ident;
@@ -848,8 +849,8 @@ thread_state(PyObject *states)
     Py_DECREF(ident);
 #ifdef HAVE_VERSION_TAG
     if (st != NULL) {
-        Py_XSETREF(last_state.state, Py_NewRef(st));
-        last_state.states = states; /* compared, never read: held by the HotPath that holds the Recorder */
+        last_state.state = st;
+        last_state.states = states;
         last_state.ident = me;
         last_state.version = version_tag(states);
     }
