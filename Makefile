@@ -40,6 +40,7 @@ test-versions:
 
 bench: $(VENV)/.installed
 	$(PY) benchmarks/run.py
+	$(PY) benchmarks/pytest_suite.py
 
 clean:
 	rm -rf $(VENV) .venv-* build src/*.egg-info
