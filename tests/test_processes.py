@@ -387,3 +387,24 @@ def test_a_spool_file_cut_short_mid_line_keeps_every_row_before_the_cut(tmp_path
     assert len(ChildLog.read(str(whole)).events) == 2
     log = ChildLog.read(str(cut))
     assert log.pid == 4242 and log.tags == {7} and len(log.events) == 2 and log.stacks[0] == (("w.py", 3, "work"),)
+
+
+def test_a_forked_child_that_draws_often_uses_the_stack_cache_as_its_parent_would():
+    from rngtrace._hotpath import FrameMode
+
+    def child() -> int:
+        for _ in range(200):
+            np.random.rand()
+        return 0 if HUB.rec.mode is not FrameMode.WALK else 3  # WALK: every stack walked in full, for good
+
+    with rng_trace(print=False) as trace:
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                code = child()
+            finally:
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert sum(e.pid == pid for e in trace.events) == 200

@@ -131,6 +131,9 @@ class CatchAll:
     def describe(self) -> str:
         return type(self).__name__
 
+    def after_fork(self) -> None:
+        """In a forked child that records: what a thread of the parent's held is set right."""
+
     def uninstall(self) -> None:
         """Take the hook off."""
 
@@ -332,6 +335,18 @@ class PinningCatchAll(CatchAll):
             self._sweeper = Sweeper(rec.states)
             rec.set_mode(FrameMode.PINNED)
         rec.pinnable = None
+
+    def after_fork(self) -> None:
+        """In a forked child that records: the sweeper's thread did not survive the fork; pin afresh.
+
+        Without this a child (a DataLoader worker) walked every stack in Python for good:
+        the parent's pins would never be swept, and pinning was never offered again.
+        """
+        rec = self.hub.rec
+        if self._sweeper is not None:
+            self._sweeper = None  # its thread is the parent's
+            rec.set_mode(FrameMode.WALK)  # drops the inherited pins, which nothing here would sweep
+        rec.offer_pinning(self)
 
     def uninstall(self) -> None:
         rec = self.hub.rec

@@ -118,8 +118,9 @@ class Hub:
             out["import_hooks"] = self.imports.watching()
         if self._catchall is not None:
             out["catchall"] = self._catchall.describe()
-        if self._spawns.installed is not None:
-            out["spawn"] = self._spawns.describe()
+        spawn = self._spawns.describe()  # its wrapper, or the import hook waiting for multiprocessing
+        if spawn:
+            out["spawn"] = spawn
         if self.active:
             out["active"] = len(self.active)
         return out
@@ -471,6 +472,8 @@ class Hub:
                     pass
         if child is None:
             self._spool.forget()
+        elif self._catchall is not None:
+            self._catchall.after_fork()  # a sweeper of the parent's is gone: the child pins afresh
         self.rec.publish((child,) if child is not None else ())
         try:
             self._settle(self.active)
