@@ -410,3 +410,31 @@ def test_a_block_cannot_say_a_stream_is_unseeded():
     with rng_trace(print=False) as trace:
         np.random.rand()
     assert not trace.from_start and not [f for f in trace.findings if f.kind == "unseeded"]
+
+
+def test_diff_of_two_unseeded_runs_says_the_states_differ_and_exits_1(tmp_path):
+    pytest.importorskip("numpy")
+    write(tmp_path / "unseeded.py", "import numpy as np\nprint(np.random.rand())\n")
+    write(tmp_path / "seeded.py", "import numpy as np\nnp.random.seed(0)\nprint(np.random.rand())\n")
+    for name in ("unseeded", "seeded"):
+        for run in ("a", "b"):
+            done = rngtrace("run", "--quiet", "--json", f"{name}-{run}.json", f"{name}.py", cwd=tmp_path)
+            assert done.returncode == 0, done.stderr
+    done = rngtrace("diff", "unseeded-a.json", "unseeded-b.json", cwd=tmp_path)
+    assert done.returncode == 1, done.stderr
+    assert "numpy started from a different state in A and B (never seeded in either run)" in done.stdout
+    done = rngtrace("diff", "seeded-a.json", "seeded-b.json", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_a_plain_block_reads_no_full_state_and_a_compared_one_does(tmp_path):
+    np = pytest.importorskip("numpy")
+    with rng_trace(print=False) as plain:
+        np.random.seed(1)
+        np.random.rand()
+    assert plain._origins == []  # nothing to compare it with: no full-state read, at its start or its seed
+    with rng_trace(print=False, log_dir=tmp_path) as compared:
+        np.random.seed(1)
+        np.random.rand()
+    whys = [origin[3] for origin in compared._origins if origin[1] == "numpy"]
+    assert whys == ["start", "seed"]

@@ -57,7 +57,7 @@ _TOKENS = itertools.count(1)
 class _Session:
     """One active trace and what the hub needs to know about it."""
 
-    __slots__ = ("trace", "streams", "order", "on_draw", "start_states", "token", "tags", "origins")
+    __slots__ = ("trace", "streams", "order", "on_draw", "start_states", "token", "tags", "origins", "compared")
 
     def __init__(self, trace: Trace, streams: frozenset, on_draw: str, tags: tuple = ()) -> None:
         self.trace = trace
@@ -74,6 +74,9 @@ class _Session:
         self.on_draw = on_draw
         #: stream -> the quick states (``Source.snapshot()``) of its sub-streams at the start
         self.start_states: dict[str, dict[str, Any]] = {}
+        #: its log is meant to be compared with other runs' (rngtrace run, log_dir=): the full state
+        #: each stream starts from is noted, and after each seed (see ``compare_states``)
+        self.compared = False
 
 
 class Hub:
@@ -293,6 +296,8 @@ class Hub:
                 states = source.snapshot()
                 for s in wanting:
                     s.start_states[name] = states
+                    if s.compared:
+                        _note_start(s, source)  # e.g. numpy imported by the program rngtrace run runs
 
     def _after_unlock(self) -> None:
         # A hook that found the lock taken queued its stream: take it now (see _imported).
@@ -437,10 +442,28 @@ class Hub:
             at = len(session.trace._raw)
             session.origins.extend((stream, digest, "fork", at) for stream, digest in digests)
 
+    def compare_states(self, trace: Trace) -> None:
+        """``trace``'s log will be compared with other runs': note the full state each stream starts from.
+
+        One full-state read per stream where the trace first sees it, and one per seed
+        (``_seeded``): never per draw, and only for traces that ask (``rngtrace run``,
+        ``log_dir=``), since a read costs tens of microseconds.
+        """
+        _call_locked(self._lock, self._compare_states, trace)
+
+    def _compare_states(self, trace: Trace) -> None:
+        for session in self.active:
+            if session.trace is trace and not session.compared:
+                session.compared = True
+                for name in session.order:
+                    source = self.rec.sources.get(name)
+                    if source is not None:
+                        _note_start(session, source)
+
     def _seeded(self, stream: str) -> None:
-        """A recorded seed: where processes are traced, note the state each process starts from anew."""
-        if self._spool.path is None and self._child is None:
-            return  # no other process to compare with: no full-state read per seed
+        """A recorded seed: where processes are traced or runs compared, note the state each starts from anew."""
+        if self._spool.path is None and self._child is None and not any(s.compared for s in self.active):
+            return  # nothing to compare with: no full-state read per seed
         source = self.rec.sources.get(self.rec.base_of(stream))
         if source is None:
             return
@@ -541,6 +564,16 @@ class Hub:
 def _child_session(streams: tuple[str, ...], depth: int, max_events: int, tags: tuple[int, ...]) -> _Session:
     """A child process's own session (``_processes.child_spec``): it only logs, whatever its parents asked."""
     return _Session(Trace(streams, depth, max_events), frozenset(streams), "log", tags)
+
+
+def _note_start(session: _Session, source: Any) -> None:
+    """Note the digest of each of ``source``'s sub-streams as the state ``session`` first sees."""
+    try:
+        digests = _processes.state_digests(source)
+    except Exception:  # noqa: BLE001 (a state that cannot be read is no finding, never an error)
+        return
+    at = len(session.trace._raw)
+    session.origins.extend((sub, digest, "start", at) for sub, digest in digests.items())
 
 
 def _moved_since_recorded(fingerprint: Any) -> bool:

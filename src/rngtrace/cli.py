@@ -85,6 +85,7 @@ def run_command(args: argparse.Namespace) -> int:
         # Set inside the block, so the logs --log-dir writes as it ends carry it too: the trace
         # saw the program start, so a draw before any seed is an unseeded stream.
         trace.from_start = True
+        HUB.compare_states(trace)  # two runs' logs are diffed: note the state each stream starts from
         status, error = _execute(run)
     if error is not None:
         _print_program_error(error)

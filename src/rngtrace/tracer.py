@@ -100,6 +100,8 @@ class RngTrace(Options):
         self._note_rank()
         trace = self._new_trace()
         session = HUB.start(trace, self.streams, self.on_draw)  # type: ignore[arg-type]
+        if self.log_dir is not None:
+            HUB.compare_states(trace)  # the ranks' logs are compared: note the states they start from
         self._open.append(session)
         entered = self._entered.get(())
         # The first set's token puts back what was there before this block (nothing, for the
@@ -228,7 +230,11 @@ class RngTrace(Options):
 
     def _start(self) -> Any:
         self._note_rank()
-        return HUB.start(self._new_trace(), self.streams, self.on_draw)  # type: ignore[arg-type]
+        trace = self._new_trace()
+        session = HUB.start(trace, self.streams, self.on_draw)  # type: ignore[arg-type]
+        if self.log_dir is not None:
+            HUB.compare_states(trace)
+        return session
 
     def _note_rank(self) -> None:
         if self.log_dir is not None:
