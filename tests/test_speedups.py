@@ -385,3 +385,12 @@ def test_a_wait_for_a_stream_lock_is_interrupted_by_a_signal_handler_that_raises
         thread.join()
     assert lock.acquire(False)
     lock.release()
+
+
+@accelerated
+def test_the_stream_locks_are_the_ones_the_c_recorder_takes_without_a_method_call():
+    from rngtrace._hub import HUB
+
+    with rng_trace(print=False):
+        random.random()
+    assert type(HUB.rec.stream_lock("random")) is _base._speedups.StreamLock

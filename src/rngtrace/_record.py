@@ -24,6 +24,17 @@ from ._stack import StackTable
 from ._threads import Fingerprint, ThreadGuard, ThreadState
 from .trace import DRAW, NO_STACK, UNATTRIBUTED
 
+try:  # the stream locks the C Recorder takes and releases without a method call
+    from . import _speedups
+except ImportError:
+    _speedups = None
+if os.environ.get("RNGTRACE_PURE"):
+    _speedups = None
+
+# Read once: on 3.11 each FrameMode.X goes through the enum type's Python __getattr__ (~150 ns),
+# and record() reads several per event.
+_WALK, _PINNED, _PROFILE = FrameMode.WALK, FrameMode.PINNED, FrameMode.PROFILE
+
 _STRENGTH = {"log": 0, "warn": 1, "raise": 2}
 #: interned stack nodes past which a table is replaced once no trace is active
 TABLE_LIMIT = 50_000
@@ -156,7 +167,7 @@ class Recording:
         """
         lock = self._locks.get(stream)
         if lock is None:
-            lock = self._locks.setdefault(stream, threading.RLock())
+            lock = self._locks.setdefault(stream, _speedups.StreamLock() if _speedups is not None else threading.RLock())
         return lock
 
     def fingerprint(self, stream: str) -> Fingerprint:
@@ -240,7 +251,7 @@ class Recording:
         st = self.state()
         cache = self.hot.now.cache
         known = self.known_frames(st, cache)
-        noticed = cache.table.capture(frame, depth, known, cache.mode is FrameMode.PINNED)
+        noticed = cache.table.capture(frame, depth, known, cache.mode is _PINNED)
         return (stream, UNATTRIBUTED, f"{stream} state", None, NO_STACK, st.key, (note, noticed))
 
     def note_prebound(self, base: str, frame: Optional[FrameType], traces: list) -> None:
@@ -323,14 +334,14 @@ class Recording:
         if st is None:
             st = self.state()
         known = self.known_frames(st, cache)
-        if cache.mode is FrameMode.WALK:
+        if cache.mode is _WALK:
             pinnable = self.pinnable
             if pinnable is not None:
                 self._walks += 1
                 if self._walks >= pinnable.PIN_AFTER and self.on_pin is not None:
                     self.pinnable = None
                     self.on_pin(pinnable)
-        sid = cache.table.capture(frame, self._depth, known, cache.mode is FrameMode.PINNED)
+        sid = cache.table.capture(frame, self._depth, known, cache.mode is _PINNED)
         raw = (stream, kind, api, count, sid, st.key, detail)
         base = self.base_of(stream)
         for session in active:
@@ -342,9 +353,9 @@ class Recording:
     def known_frames(self, st: ThreadState, cache: Cache) -> Optional[dict]:
         """The thread's cache of live frames under ``cache``, or None where their exits are not seen."""
         mode = cache.mode
-        if mode is FrameMode.WALK:
+        if mode is _WALK:
             return None
-        if mode is FrameMode.PROFILE and not st.hooked:
+        if mode is _PROFILE and not st.hooked:
             st.frames = None  # exits on this thread went unseen: forget what it knew
             return None
         frames = st.frames
