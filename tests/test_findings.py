@@ -15,6 +15,7 @@ import textwrap
 import numpy as np
 import pytest
 from literal_traces import build, draw, seed
+from torch_traces import cudnn_benchmark_trace
 
 from rngtrace import rng_trace
 from rngtrace._paths import short_path
@@ -273,14 +274,8 @@ def test_init_and_randperm_from_user_code_need_generator_but_a_model_built_is_no
 
 
 def test_cudnn_benchmark_on_is_a_settings_finding_with_the_line_that_sets_it_right():
-    torch = pytest.importorskip("torch")
-    before = torch.backends.cudnn.benchmark
-    try:
-        with rng_trace(print=False, streams="torch") as trace:
-            torch.backends.cudnn.benchmark = True
-            torch.rand(2)
-    finally:
-        torch.backends.cudnn.benchmark = before
+    pytest.importorskip("torch")
+    trace = cudnn_benchmark_trace()
     (finding,) = trace.findings
     assert finding.kind == "settings" and finding.fix == "torch.backends.cudnn.benchmark = False"
 

@@ -8,6 +8,7 @@ import random
 from pathlib import Path
 
 import pytest
+from torch_traces import cudnn_benchmark_trace
 
 import rngtrace
 from rngtrace import LogError, Trace, rng_trace
@@ -123,14 +124,8 @@ def test_a_file_that_is_not_a_readable_log_raises_one_line_log_error_saying_what
 
 
 def test_what_the_findings_read_survives_the_round_trip(tmp_path):
-    torch = pytest.importorskip("torch")
-    before = torch.backends.cudnn.benchmark
-    try:
-        with rng_trace(print=False, streams="torch") as trace:
-            torch.backends.cudnn.benchmark = True
-            torch.rand(2)
-    finally:
-        torch.backends.cudnn.benchmark = before
+    pytest.importorskip("torch")
+    trace = cudnn_benchmark_trace()
     trace.from_start = True
     trace.save(tmp_path / "run.json")
     loaded = Trace.load(tmp_path / "run.json")

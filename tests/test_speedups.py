@@ -73,12 +73,12 @@ PROGRAM = textwrap.dedent(
 )
 
 
-def run_program(pure: bool) -> dict:
+def run_program(pure: bool, program: str = PROGRAM) -> dict:
     env = dict(os.environ)
     env.pop("RNGTRACE_PURE", None)
     if pure:
         env["RNGTRACE_PURE"] = "1"
-    out = subprocess.run([sys.executable, "-c", PROGRAM], env=env, capture_output=True, text=True, timeout=120)
+    out = subprocess.run([sys.executable, "-c", program], env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout)
 
@@ -277,16 +277,7 @@ DROPOUT_PROGRAM = textwrap.dedent(
 @accelerated
 def test_the_dropout_conditions_in_c_decide_as_the_python_ones_do():
     pytest.importorskip("torch")
-    outs = []
-    for pure in (False, True):
-        env = dict(os.environ)
-        env.pop("RNGTRACE_PURE", None)
-        if pure:
-            env["RNGTRACE_PURE"] = "1"
-        out = subprocess.run([sys.executable, "-c", DROPOUT_PROGRAM], env=env, capture_output=True, text=True, timeout=120)
-        assert out.returncode == 0, out.stderr
-        outs.append(json.loads(out.stdout))
-    fast, pure = outs
+    fast, pure = (run_program(pure, DROPOUT_PROGRAM) for pure in (False, True))
     assert fast == pure
     assert len(fast["events"]) > 20 and fast["errors"]  # p=1.5 is refused by dropout itself, and still a draw here
     assert any(kind == "draw" and api == "torch.nn.functional.dropout" for kind, api, *_ in fast["events"])

@@ -21,3 +21,17 @@ def torch_trace(**kwargs: Any) -> Any:
 def summary(trace: Any) -> list[tuple]:
     """(stream, kind, api, count) of each event."""
     return [(e.stream, e.kind, e.api, e.count) for e in trace.events]
+
+
+def cudnn_benchmark_trace() -> Any:
+    """A trace of one torch draw made while ``torch.backends.cudnn.benchmark`` is True (put back after)."""
+    import torch
+
+    before = torch.backends.cudnn.benchmark
+    try:
+        with rng_trace(print=False, streams="torch") as trace:
+            torch.backends.cudnn.benchmark = True
+            torch.rand(2)
+    finally:
+        torch.backends.cudnn.benchmark = before
+    return trace
