@@ -16,7 +16,7 @@ import os
 import sys
 import threading
 from types import FrameType
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Sequence
 
 from . import _catchall, _processes
 from ._patches import ImportWatch, Patches
@@ -297,7 +297,7 @@ class Hub:
                 for s in wanting:
                     s.start_states[name] = states
                     if s.compared:
-                        _note_start(s, source)  # e.g. numpy imported by the program rngtrace run runs
+                        _note_origins((s,), source, "start")  # e.g. numpy imported by the program rngtrace run runs
 
     def _after_unlock(self) -> None:
         # A hook that found the lock taken queued its stream: take it now (see _imported).
@@ -458,22 +458,15 @@ class Hub:
                 for name in session.order:
                     source = self.rec.sources.get(name)
                     if source is not None:
-                        _note_start(session, source)
+                        _note_origins((session,), source, "start")
 
     def _seeded(self, stream: str) -> None:
         """A recorded seed: where processes are traced or runs compared, note the state each starts from anew."""
         if self._spool.path is None and self._child is None and not any(s.compared for s in self.active):
             return  # nothing to compare with: no full-state read per seed
         source = self.rec.sources.get(self.rec.base_of(stream))
-        if source is None:
-            return
-        try:
-            digests = _processes.state_digests(source)
-        except Exception:  # noqa: BLE001
-            return
-        for session in self.active:
-            at = len(session.trace._raw)
-            session.origins.extend((sub, digest, "seed", at) for sub, digest in digests.items())
+        if source is not None:
+            _note_origins(self.active, source, "seed")
 
     def _after_fork_in_child(self) -> None:
         # The parent's other threads are gone, and any lock one of them held would never be
@@ -566,14 +559,15 @@ def _child_session(streams: tuple[str, ...], depth: int, max_events: int, tags: 
     return _Session(Trace(streams, depth, max_events), frozenset(streams), "log", tags)
 
 
-def _note_start(session: _Session, source: Any) -> None:
-    """Note the digest of each of ``source``'s sub-streams as the state ``session`` first sees."""
+def _note_origins(sessions: Sequence[_Session], source: Any, why: str) -> None:
+    """Note the digest of each of ``source``'s sub-streams, read once, as where ``sessions`` start anew."""
     try:
         digests = _processes.state_digests(source)
     except Exception:  # noqa: BLE001 (a state that cannot be read is no finding, never an error)
         return
-    at = len(session.trace._raw)
-    session.origins.extend((sub, digest, "start", at) for sub, digest in digests.items())
+    for session in sessions:
+        at = len(session.trace._raw)
+        session.origins.extend((sub, digest, why, at) for sub, digest in digests.items())
 
 
 def _moved_since_recorded(fingerprint: Any) -> bool:

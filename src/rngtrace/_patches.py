@@ -349,13 +349,17 @@ class ImportWatch:
         entry = self.hooks.pop(name, None)
         if entry is None:
             return
-        module, hook = entry
-        # wrapt has no public unregister; its hook list is the documented registry.
-        import wrapt.importer as importer
+        unregister_post_import_hook(*entry)
 
-        with importer._post_import_hooks_lock:
-            hooks = importer._post_import_hooks.get(module)
-            if hooks and hook in hooks:
-                hooks.remove(hook)
-                if not hooks:
-                    del importer._post_import_hooks[module]
+
+def unregister_post_import_hook(module: str, hook: Callable) -> None:
+    """Take ``hook`` out of wrapt's post-import hooks for ``module`` (where it still is)."""
+    # wrapt has no public unregister; its hook list is the documented registry.
+    import wrapt.importer as importer
+
+    with importer._post_import_hooks_lock:
+        hooks = importer._post_import_hooks.get(module)
+        if hooks and hook in hooks:
+            hooks.remove(hook)
+            if not hooks:
+                del importer._post_import_hooks[module]

@@ -587,16 +587,9 @@ class SpawnWatch:
         wrapt.register_post_import_hook(imported, self._MODULE)
 
     def _unwatch(self) -> None:
-        hook = self._hook
-        # wrapt has no public unregister; its hook list is the documented registry.
-        import wrapt.importer as importer
+        from ._patches import unregister_post_import_hook
 
-        with importer._post_import_hooks_lock:
-            hooks = importer._post_import_hooks.get(self._MODULE)
-            if hooks and hook in hooks:
-                hooks.remove(hook)
-                if not hooks:
-                    del importer._post_import_hooks[self._MODULE]
+        unregister_post_import_hook(self._MODULE, self._hook)
         self._hook = None  # only now: an unwatch cut short by a Ctrl-C is finished by the hub's retry
 
     def describe(self) -> list[str]:

@@ -27,7 +27,6 @@ from typing import Any, Iterator, Optional
 
 #: the folder inside the spool folder that holds the children's ``sitecustomize``
 BOOT = "boot"
-_SUFFIX = ".jsonl"
 
 # The module a child imports at start-up. ``%r`` fields are filled with literals.
 _SITECUSTOMIZE = '''\
@@ -118,7 +117,7 @@ def begin(spool: str, spec: tuple, version: str) -> None:
     argv = list(getattr(sys, "orig_argv", None) or ["python", *sys.argv])
     command = " ".join([os.path.basename(argv[0]), *argv[1:]])
     _processes.COMMAND = command if len(command) <= 60 else command[:59] + "…"
-    file = os.path.join(spool, f"sub-{os.getpid()}{_SUFFIX}")
+    file = os.path.join(spool, f"sub-{os.getpid()}{_processes._SUFFIX}")
     # Made here, by the child: the parent's trace has ended if the folder has gone.
     os.close(os.open(file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
     HUB._start_spawned(_Started(file, tuple(spec), "subprocess"))
