@@ -30,7 +30,7 @@ static Py_ssize_t st_busy = -1, st_pending, st_frames, st_epoch, st_key, st_hook
 static Py_ssize_t fp_view = -1, fp_last;
 static PyTypeObject *hot_path_type, *snapshot_type, *cache_type, *thread_state_type, *fingerprint_type;
 
-static PyObject *s_value, *s_add, *s_is_cpu, *s_numel, *s_depth, *s_watch_code;
+static PyObject *s_value, *s_add, *s_is_cpu, *s_numel, *s_depth, *s_watch_code, *s_acquire, *s_release;
 static PyObject *one, *zero;
 static PyObject *root; /* ROOT in _stack.py: the parent of an outermost frame */
 
@@ -47,12 +47,6 @@ static inline uint64_t
 version_tag(PyObject *dict)
 {
     return ((PyDictObject *)dict)->ma_version_tag;
-}
-
-static PyObject *
-version_of(PyObject *dict)
-{
-    return PyLong_FromUnsignedLongLong((unsigned long long)version_tag(dict));
 }
 #endif
 
@@ -1160,14 +1154,27 @@ configure(PyObject *module, PyObject *args)
 
 /* -- swap: a patch set applied or undone in one pass -------------------------------- */
 
+/* ``stamps`` (a dict the caller keeps per entry list, and clears to say "check everything") holds,
+ * under the key 0, one bytes object: each run of entries' namespace and that namespace's version
+ * after our last pass, as (pointer, version) pairs of uint64 in entry order. One object, not a
+ * dict entry per namespace: a pass allocates nothing to check or record them. The entries hold
+ * each namespace, so a pointer cannot name another dict meanwhile. */
+
 /* 1 when every namespace in ``entries`` still has the version ``stamps`` recorded for it
  * (nobody wrote to it since our last pass), 0 when not, -1 on error. */
 static int
 unchanged_since(PyObject *entries, PyObject *stamps)
 {
 #ifdef HAVE_VERSION_TAG
-    if (!PyDict_CheckExact(stamps) || PyDict_GET_SIZE(stamps) == 0)
+    if (!PyDict_CheckExact(stamps) || PyDict_GET_SIZE(stamps) != 1)
         return 0;
+    PyObject *packed = PyDict_GetItemWithError(stamps, zero);
+    if (packed == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    if (!PyBytes_CheckExact(packed))
+        return 0;
+    const uint64_t *pairs = (const uint64_t *)PyBytes_AS_STRING(packed);
+    Py_ssize_t runs = PyBytes_GET_SIZE(packed) / (Py_ssize_t)(2 * sizeof(uint64_t)), j = 0;
     Py_ssize_t n = PyList_GET_SIZE(entries);
     PyObject *last = NULL;
     for (Py_ssize_t i = 0; i < n; i++) {
@@ -1175,20 +1182,11 @@ unchanged_since(PyObject *entries, PyObject *stamps)
         if (ns == last)
             continue;
         last = ns;
-        PyObject *key = PyLong_FromVoidPtr(ns);
-        if (key == NULL)
-            return -1;
-        PyObject *stamp = PyDict_GetItemWithError(stamps, key);
-        Py_DECREF(key);
-        if (stamp == NULL)
-            return PyErr_Occurred() ? -1 : 0;
-        unsigned long long was = PyLong_AsUnsignedLongLong(stamp);
-        if (was == (unsigned long long)-1 && PyErr_Occurred())
-            return -1;
-        if (was != (unsigned long long)version_tag(ns))
+        if (j >= runs || pairs[2 * j] != (uint64_t)(uintptr_t)ns || pairs[2 * j + 1] != version_tag(ns))
             return 0;
+        j++;
     }
-    return 1;
+    return j == runs;
 #else
     return 0;
 #endif
@@ -1202,20 +1200,33 @@ stamp(PyObject *entries, PyObject *stamps)
         return 0;
     PyDict_Clear(stamps);
 #ifdef HAVE_VERSION_TAG
-    Py_ssize_t n = PyList_GET_SIZE(entries);
+    Py_ssize_t n = PyList_GET_SIZE(entries), runs = 0;
     PyObject *last = NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *ns = PyTuple_GET_ITEM(PyList_GET_ITEM(entries, i), 0);
+        if (ns != last)
+            runs++;
+        last = ns;
+    }
+    PyObject *packed = PyBytes_FromStringAndSize(NULL, runs * (Py_ssize_t)(2 * sizeof(uint64_t)));
+    if (packed == NULL)
+        return -1;
+    uint64_t *pairs = (uint64_t *)PyBytes_AS_STRING(packed);
+    Py_ssize_t j = 0;
+    last = NULL;
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *ns = PyTuple_GET_ITEM(PyList_GET_ITEM(entries, i), 0);
         if (ns == last)
             continue;
         last = ns;
-        PyObject *key = PyLong_FromVoidPtr(ns), *version = version_of(ns);
-        int rc = (key == NULL || version == NULL) ? -1 : PyDict_SetItem(stamps, key, version);
-        Py_XDECREF(key);
-        Py_XDECREF(version);
-        if (rc < 0)
-            return -1;
+        pairs[2 * j] = (uint64_t)(uintptr_t)ns;
+        pairs[2 * j + 1] = version_tag(ns);
+        j++;
     }
+    int rc = PyDict_SetItem(stamps, zero, packed);
+    Py_DECREF(packed);
+    if (rc < 0)
+        return -1;
 #endif
     return 0;
 }
@@ -1322,7 +1333,7 @@ call_locked(PyObject *module, PyObject *args)
         return NULL;
     }
     PyObject *lock = PyTuple_GET_ITEM(args, 0);
-    PyObject *got = PyObject_CallMethod(lock, "acquire", NULL);
+    PyObject *got = PyObject_CallMethodNoArgs(lock, s_acquire);
     if (got == NULL)
         return NULL;
     Py_DECREF(got);
@@ -1341,7 +1352,7 @@ call_if_free(PyObject *module, PyObject *args)
         return NULL;
     }
     PyObject *lock = PyTuple_GET_ITEM(args, 0);
-    PyObject *got = PyObject_CallMethod(lock, "acquire", "O", Py_False);
+    PyObject *got = PyObject_CallMethodOneArg(lock, s_acquire, Py_False);
     if (got == NULL)
         return NULL;
     int taken = PyObject_IsTrue(got);
@@ -1359,12 +1370,11 @@ locked_call(PyObject *lock, PyObject *args)
 {
     Py_ssize_t n = PyTuple_GET_SIZE(args);
     PyObject *fn = PyTuple_GET_ITEM(args, 1);
-    PyObject *rest = PyTuple_GetSlice(args, 2, n);
-    PyObject *result = rest == NULL ? NULL : PyObject_Call(fn, rest, NULL);
-    Py_XDECREF(rest);
+    /* The tuple holds fn and its arguments while the call runs. */
+    PyObject *result = PyObject_Vectorcall(fn, &PyTuple_GET_ITEM(args, 2), (size_t)(n - 2), NULL);
     PyObject *type, *value, *traceback;
     PyErr_Fetch(&type, &value, &traceback);
-    PyObject *released = PyObject_CallMethod(lock, "release", NULL);
+    PyObject *released = PyObject_CallMethodNoArgs(lock, s_release);
     if (released == NULL) {
         if (type != NULL)
             PyErr_Clear(); /* the call's own error matters more */
@@ -2134,10 +2144,50 @@ capture(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     return capture_walk(args[0], depth, args[2], pin, args[4], args[5]);
 }
 
+/* flat_key(frame, depth): StackTable._capture_flat's key, where no cache of live frames can be
+ * kept (frame mode WALK): the code pointer and f_lasti of up to ``depth`` frames from ``frame``
+ * outward, packed as uint64 pairs in one bytes object -- one allocation instead of a tuple of
+ * 2 * depth ints. Only ever compared with keys made here. */
+static PyObject *
+flat_key(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2 || (args[0] != Py_None && !PyFrame_Check(args[0])) || !PyLong_CheckExact(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "flat_key(frame or None, depth)");
+        return NULL;
+    }
+    long depth = PyLong_AsLong(args[1]);
+    if (depth == -1 && PyErr_Occurred())
+        return NULL;
+    if (depth < 0)
+        depth = 0;
+    uint64_t local[2 * 32], *pairs = local;
+    if (depth > 32 && (pairs = PyMem_Malloc((size_t)depth * 2 * sizeof(uint64_t))) == NULL)
+        return PyErr_NoMemory();
+    Py_ssize_t n = 0;
+    PyFrameObject *f = (PyFrameObject *)(args[0] != Py_None ? Py_NewRef(args[0]) : NULL);
+    while (f != NULL && n < depth) {
+        PyCodeObject *code = PyFrame_GetCode(f);
+        pairs[2 * n] = (uint64_t)(uintptr_t)code;
+        Py_DECREF(code); /* the frame holds it */
+        pairs[2 * n + 1] = (uint64_t)walk_lasti(f);
+        n++;
+        PyFrameObject *back = PyFrame_GetBack(f);
+        Py_DECREF(f);
+        f = back;
+    }
+    Py_XDECREF(f);
+    PyObject *key = PyBytes_FromStringAndSize((const char *)pairs, n * (Py_ssize_t)(2 * sizeof(uint64_t)));
+    if (pairs != local)
+        PyMem_Free(pairs);
+    return key;
+}
+
 static PyMethodDef module_methods[] = {
     {"configure", configure, METH_VARARGS,
      "configure(HotPath, Snapshot, Cache, ThreadState, Fingerprint): the types whose slots are read."},
     {"call_locked", call_locked, METH_VARARGS, "call_locked(lock, fn, *args): fn(*args) under the lock, taken and released in C."},
+    {"flat_key", (PyCFunction)(void (*)(void))flat_key, METH_FASTCALL,
+     "flat_key(frame, depth): the code pointers and f_lasti of depth frames, packed (StackTable._capture_flat)."},
     {"call_if_free", call_if_free, METH_VARARGS,
      "call_if_free(lock, fn, *args): fn(*args) under the lock, or NotImplemented if another thread holds it."},
     {"walk_memo", walk_memo, METH_NOARGS, "walk_memo(): an empty memo for one StackTable's capture walk (see capture)."},
@@ -2164,6 +2214,8 @@ PyInit__speedups(void)
     INTERN(s_numel, "numel");
     INTERN(s_depth, "depth");
     INTERN(s_watch_code, "watch_code");
+    INTERN(s_acquire, "acquire");
+    INTERN(s_release, "release");
 #undef INTERN
     if ((one = PyLong_FromLong(1)) == NULL || (root = PyLong_FromLong(-1)) == NULL ||
         (zero = PyLong_FromLong(0)) == NULL)

@@ -28,7 +28,7 @@ import itertools
 import os
 import sys
 from types import CodeType, FrameType
-from typing import Callable, Optional, TypeVar
+from typing import Any, Callable, Optional, TypeVar
 
 from ._caller import is_stand_in
 from ._paths import is_hidden
@@ -45,11 +45,11 @@ _ENTRIES: dict[int, CodeType] = {}
 _F = TypeVar("_F", bound=Callable)
 
 try:  # the capture walk in C (_speedups.capture); this module's walk stays the reference
-    from ._speedups import capture as _c_capture, walk_memo as _c_walk_memo
+    from ._speedups import capture as _c_capture, flat_key as _c_flat_key, walk_memo as _c_walk_memo
 except ImportError:  # built without a compiler, or an older build
-    _c_capture = _c_walk_memo = None
+    _c_capture = _c_flat_key = _c_walk_memo = None
 if os.environ.get("RNGTRACE_PURE"):
-    _c_capture = None
+    _c_capture = _c_flat_key = None
 
 
 def program_entry(func: _F) -> _F:
@@ -78,7 +78,7 @@ class StackTable:
         self._codes: dict[int, tuple[CodeType, int]] = {}
         self._lines: dict[tuple[int, int], int] = {}  # (id(code), f_lasti) -> line
         # flat (id(code), f_lasti, ...) key of an uncached capture -> its node
-        self._flat: dict[tuple[int, ...], int] = {}
+        self._flat: dict[Any, int] = {}  # a tuple of ints, or the same packed in bytes (C)
         #: called once per code object whose frames enter a ``known`` cache (3.12+: so
         #: the catch-all can ask for that code's exit events)
         self.watch_code: Optional[Callable[[CodeType], None]] = None
@@ -184,17 +184,20 @@ class StackTable:
         return node
 
     def _capture_flat(self, frame: Optional[FrameType], depth: int) -> int:
-        """Walk ``depth`` frames into a flat key of ints; build tree nodes only for a new key."""
-        key: list[int] = []
-        append = key.append
-        f = frame
-        for _ in range(depth):
-            if f is None:
-                break
-            append(id(f.f_code))
-            append(f.f_lasti)
-            f = f.f_back
-        flat = tuple(key)
+        """Walk ``depth`` frames into a flat key; build tree nodes only for a new key."""
+        if _c_flat_key is not None:
+            flat = _c_flat_key(frame, depth)  # the same key, packed in one bytes object
+        else:
+            key: list[int] = []
+            append = key.append
+            f = frame
+            for _ in range(depth):
+                if f is None:
+                    break
+                append(id(f.f_code))
+                append(f.f_lasti)
+                f = f.f_back
+            flat = tuple(key)
         node = self._flat.get(flat)
         if node is None:
             node = self._flat.setdefault(flat, self._build(frame, depth))

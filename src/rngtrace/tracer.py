@@ -79,16 +79,29 @@ class RngTrace(Options):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        # Options freezes its own fields only, so a subclass may still keep state of its own.
-        self._sorted_streams = tuple(sorted(self.streams))  # type: ignore[arg-type]
-        # A list, not an attribute: the frozen base's __setattr__ is Python code, and this changes every call.
-        self._last: list[Optional[Trace]] = [None]
+        self._own_state()
+
+    @classmethod
+    def _checked(cls, values: dict[str, Any]) -> RngTrace:
+        """A tracer from option values an earlier one checked and normalised (``rng_trace``'s cache)."""
+        tracer = cls.__new__(cls)
+        tracer.__dict__.update(values)  # what the frozen dataclass's __init__ would have set
+        tracer._own_state()
+        return tracer
+
+    def _own_state(self) -> None:
+        # Options freezes its own fields only, so a subclass may still keep state of its own;
+        # written to __dict__ directly: the frozen base's __setattr__ is Python code.
+        state = self.__dict__
+        state["_sorted_streams"] = _sorted(self.streams)  # type: ignore[arg-type]
+        # A list, not an attribute: this changes every call.
+        state["_last"] = [None]
         # Which session a with statement's exit ends: the newest block that this context (thread,
         # asyncio task) entered, so neither another thread's nor another task's block. A
         # ContextVar, not one shared list, is what keeps them apart.
-        self._entered: ContextVar[tuple[tuple[Any, Token], ...]] = ContextVar("rngtrace.entered")
+        state["_entered"] = ContextVar("rngtrace.entered")
         # Every open block, from any context: for an exit in another context than its entry.
-        self._open: list[Any] = []
+        state["_open"] = []
 
     @property
     def last_trace(self) -> Optional[Trace]:
@@ -97,18 +110,14 @@ class RngTrace(Options):
 
     # -- with ---------------------------------------------------------------
     def __enter__(self) -> Trace:
-        self._note_rank()
-        trace = self._new_trace()
-        session = HUB.start(trace, self.streams, self.on_draw)  # type: ignore[arg-type]
-        if self.log_dir is not None:
-            HUB.compare_states(trace)  # the ranks' logs are compared: note the states they start from
+        session = self._start()
         self._open.append(session)
         entered = self._entered.get(())
         # The first set's token puts back what was there before this block (nothing, for the
         # outermost), so a long-lived context keeps no entry once its blocks have ended.
         token = self._entered.set(entered)
         self._entered.set(entered + ((session, token),))
-        return trace
+        return session.trace  # type: ignore[no-any-return]
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         self._end(self._leave(), sys._getframe(1), raising=exc_type is not None)
@@ -229,11 +238,12 @@ class RngTrace(Options):
         return Trace(self._sorted_streams, self.depth, self.max_events)
 
     def _start(self) -> Any:
+        if self.log_dir is None:  # the usual case, in one step: it runs at every decorated call
+            return HUB.start(Trace(self._sorted_streams, self.depth, self.max_events), self.streams, self.on_draw)  # type: ignore[arg-type]
         self._note_rank()
         trace = self._new_trace()
         session = HUB.start(trace, self.streams, self.on_draw)  # type: ignore[arg-type]
-        if self.log_dir is not None:
-            HUB.compare_states(trace)
+        HUB.compare_states(trace)  # the ranks' logs are compared: note the states they start from
         return session
 
     def _note_rank(self) -> None:
@@ -282,6 +292,38 @@ def _wants_color(out: Any) -> bool:
 
 
 _OPTION_NAMES = tuple(field.name for field in fields(Options))
+#: the streams of each tracer in install order, once per set of streams
+_SORTED: dict[frozenset, tuple[str, ...]] = {}
+#: option values given to rng_trace() -> those values checked and normalised: a ``with rng_trace(...)``
+#: in a loop checks its options once. Only where they cannot mean something else later (no log_dir,
+#: which depends on the working directory, and no file, which this would keep open).
+_CHECKED: dict[tuple, dict[str, Any]] = {}
+_CHECKED_LIMIT = 64
+
+
+def _sorted(streams: frozenset) -> tuple[str, ...]:
+    found = _SORTED.get(streams)
+    if found is None:
+        found = _SORTED.setdefault(streams, tuple(sorted(streams)))
+    return found
+
+
+def _new_tracer(options: dict[str, Any]) -> RngTrace:
+    if options.get("log_dir") is not None or options.get("file") is not None:
+        return RngTrace(**options)
+    try:
+        # Types too: depth=True equals depth=1, and only one of them is valid.
+        key = tuple(sorted((name, type(value), value) for name, value in options.items()))
+        values = _CHECKED.get(key)
+    except TypeError:  # an unhashable value (streams as a list): checked each time
+        return RngTrace(**options)
+    if values is not None:
+        return RngTrace._checked(values)
+    tracer = RngTrace(**options)
+    if len(_CHECKED) >= _CHECKED_LIMIT:
+        _CHECKED.clear()
+    _CHECKED[key] = {name: getattr(tracer, name) for name in _OPTION_NAMES}
+    return tracer
 
 
 @overload
@@ -305,7 +347,7 @@ def rng_trace(func: Optional[Callable] = None, /, **options: Any) -> Any:
     unknown = [name for name in options if name not in _OPTION_NAMES]
     if unknown:
         raise TypeError(f"rng_trace got an unknown option {unknown[0]!r}; choose from {', '.join(_OPTION_NAMES)}")
-    tracer = RngTrace(**options)
+    tracer = _new_tracer(options)
     return tracer if func is None else tracer(func)
 
 

@@ -167,9 +167,15 @@ class NumpySource(Source):
         # Valid while the singletons and their bit generators stay what they were, with the
         # types that were checked (set_bit_generator swaps the bit generator). Made at each
         # install and seed only: the draws read the view with no check.
+        old = self._view_key
+        rand = _mtrand._rand
+        if old is not None and len(old) == 4 and old[0] is rand and old[1] is type(rand) and len(self._bound) == 1:
+            # The usual case, read at every install: one singleton, checked as _key() would.
+            bitgen = getattr(rand, "_bit_generator", None)
+            if old[2] is bitgen and old[3] is type(bitgen) and self._bound[0] is rand:
+                return self._view
         singletons = self._singletons()
         key = _key(singletons)
-        old = self._view_key
         if old is None or len(old) != len(key) or any(map(operator.is_not, old, key)):
             self._view, self._view_key = _mt_view(singletons), key
         return self._view
