@@ -63,6 +63,7 @@ def test_a_draw_in_another_thread_never_raises_while_traces_start_and_end(fast_s
 
 def test_events_from_two_threads_interning_new_sites_at_once_carry_their_own_stacks(fast_switching):
     # Each line below is a call site seen for the first time in each trace: every draw interns.
+    np.random.rand()  # numpy 2 imports numpy.random on first use: here, not in a traced thread
     lines = "\n".join(f"    out.append({call})" for call in ["DRAW()"] * 400)
     namespace: dict = {}
     exec(compile(f"def numpy_sites(out):\n{lines.replace('DRAW', 'np.random.rand')}\n", "numpy_sites.py", "exec"),
@@ -318,3 +319,43 @@ def test_blocks_ending_while_another_thread_draws_report_no_unattributed_move(fa
     assert not any(t.is_alive() for t in threads), "a traced block hung"
     # Every draw went through a patched call: a move "nobody recorded" would blame nothing true.
     assert errors == [] and unattributed == []
+
+
+# numpy.random imported by a thread while another holds the hub's lock for a draw of its own (the
+# sweeper starting after PIN_AFTER walks): the import hook queues the stream. It was installed only
+# when the trace ended, since only starting and stopping took the queue, and the importing thread's
+# draws went unrecorded, silently. Now whoever lets go of the lock installs it, and the draws made
+# before that are reported by the end-of-block check, measured from the state at the import.
+IMPORT_WHILE_PINNING = textwrap.dedent(
+    """
+    import sys, threading
+    import numpy as np
+    if "numpy.random" in sys.modules:
+        print("numpy.random imported eagerly: nothing to race"); sys.exit(0)
+    from rngtrace import rng_trace
+    from rngtrace._hub import HUB
+
+    with rng_trace(print=False) as trace:  # watches numpy.random: not imported yet
+        catchall = HUB._catchall
+        start_pinning = catchall.start_pinning
+        def import_meanwhile():  # runs with the hub's lock held
+            importer = threading.Thread(target=lambda: np.random.rand())  # imports numpy.random, draws
+            importer.start()
+            importer.join()
+            start_pinning()
+        catchall.start_pinning = import_meanwhile
+        HUB._start_pinning(catchall)
+        installed = "numpy" in HUB.rec.sources
+        np.random.rand()
+    print("installed", installed, "events", *[f"{e.kind}:{e.api}" for e in trace.events])
+    """
+)
+
+
+def test_a_library_imported_while_a_draw_holds_the_hub_lock_is_traced_from_then_on(tmp_path):
+    script = tmp_path / "import_while_pinning.py"
+    script.write_text(IMPORT_WHILE_PINNING)
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr[-2000:]
+    if "nothing to race" not in done.stdout:
+        assert done.stdout.split() == ["installed", "True", "events", "unattributed:numpy", "state", "draw:numpy.random.rand"], done.stdout

@@ -121,6 +121,8 @@ class Hub:
         self._spawns = _processes.SpawnWatch()
         #: streams whose library finished importing while another thread held the lock
         self._pending_imports: set[str] = set()
+        #: stream -> its state where its library was imported inside a trace (``_note_import_state``)
+        self._import_states: dict[str, dict] = {}
         #: (stream, id of a module's globals) -> those globals, already searched for references
         #: bound before tracing. The dict is held so that its id cannot be reused by another.
         self._learned_from: dict[tuple[str, int], dict] = {}
@@ -204,14 +206,16 @@ class Hub:
             finally:
                 trace = session.trace
                 trace._finish(trace._live[0] if trace._live else None, self.rec.thread_names)
-                trace._origins.extend((trace.pid, *origin) for origin in session.origins)
+                if session.origins:
+                    trace._origins.extend((trace.pid, *origin) for origin in session.origins)
                 if self._spool.path is not None:
                     self._merge_children(session)
                 if not self.active:
                     self.rec.new_table()  # after the trace took its thread names
 
     def _release(self, session: _Session) -> None:
-        sessions = tuple(s for s in self.active if s is not session)
+        active = self.active
+        sessions = () if active == (session,) else tuple(s for s in active if s is not session)
         if not sessions:
             try:
                 if self._uninstall_alone():
@@ -398,12 +402,23 @@ class Hub:
         importing that module (to install its stream), so the stream is only queued
         unless the lock is free; whoever holds it takes the queue when it lets go.
         """
+        self._note_import_state(name)
         self._pending_imports.add(name)
-        if self._lock.acquire(blocking=False):
-            try:
-                self._take_imports()
-            finally:
-                self._lock.release()
+        self._after_unlock()
+
+    def _note_import_state(self, name: str) -> None:
+        """The state a library's stream starts from, read where it is imported, before any draw.
+
+        Where the lock is taken, the stream is installed only once it is let go, and the
+        draws made meanwhile (the importing thread's first ones) are recorded by no
+        wrapper: measured from here, the end-of-block check reports them, never silent.
+        """
+        if not any(name in s.streams and name not in s.start_states for s in self.active):
+            return
+        try:
+            self._import_states[name] = load_source(name).snapshot()
+        except Exception:  # noqa: BLE001 (the stream is still installed; measured from then on)
+            self._import_states.pop(name, None)
 
     def _take_imports(self) -> None:
         """Install the streams whose library was imported while a trace wanted them (lock held)."""
@@ -412,21 +427,36 @@ class Hub:
             sessions = self.active
             wanting = [s for s in sessions if name in s.streams and name not in s.start_states]
             if not wanting:
+                self._import_states.pop(name, None)
                 continue
             self._settle(sessions)
             source = self.rec.sources.get(name)
+            imported = self._import_states.pop(name, None)
             if source is not None:
                 states = source.snapshot()
+                if imported is not None and not _unmoved(source, imported, states):
+                    # Drawn from between the import and now, while the lock was taken: no wrapper saw it.
+                    self.rec.unattributed(name, None, f"moved after {SOURCES[name]} was imported, "
+                                                      "before rngtrace could put its wrappers in place")
                 for s in wanting:
                     s.start_states[name] = states
                     if s.compared:
                         _note_origins((s,), source, "start")  # e.g. numpy imported by the program rngtrace run runs
 
     def _after_unlock(self) -> None:
-        # A hook that found the lock taken queued its stream: take it now (see _imported).
-        if self._pending_imports:
-            with self._lock:
+        """Install the streams queued by import hooks that found the lock taken (see ``_imported``).
+
+        Called by whoever lets go of the lock, and by the hooks themselves: a stream queued
+        while the lock was held is taken by its holder once it lets go, whichever hub call
+        that was (a draw starting the sweeper holds it too). Never waits for the lock (a
+        hook runs with an import lock held), and never from inside a holder's own work.
+        """
+        lock = self._lock
+        while self._pending_imports and not lock._is_owned() and lock.acquire(blocking=False):  # type: ignore[attr-defined]
+            try:
                 self._take_imports()
+            finally:
+                lock.release()
 
     def wrappers(self) -> list[object]:
         """Every replacement currently patched in."""
@@ -451,12 +481,14 @@ class Hub:
             self.patches.learn(stream, namespace)
         finally:
             self._lock.release()
+        self._after_unlock()
 
     def _start_pinning(self, pinnable: Any) -> None:
         # Any thread may get here: only the catch-all still installed may start its sweeper.
         with self._lock:
             if pinnable is self._catchall:
                 pinnable.start_pinning()
+        self._after_unlock()
 
     # -- the profile hook, armed by the first move it could have seen ---------
     def _unattributed(self, stream: str) -> None:
@@ -485,6 +517,7 @@ class Hub:
             for session in self.active:
                 if _catchall.ARMED_NOTE not in session.trace.notes:
                     session.trace.notes.append(_catchall.ARMED_NOTE)
+        self._after_unlock()
 
     # -- the never-silent check ----------------------------------------------
     def _check_moved(self, session: _Session, frame: Optional[FrameType]) -> None:
@@ -578,6 +611,7 @@ class Hub:
         ``log_dir=``), since a read costs tens of microseconds.
         """
         _call_locked(self._lock, self._compare_states, trace)
+        self._after_unlock()
 
     def _compare_states(self, trace: Trace) -> None:
         for session in self.active:
@@ -602,6 +636,7 @@ class Hub:
         # its own that its parent's merges (_processes); else it runs untraced and unchanged.
         self._lock._at_fork_reinit()  # type: ignore[attr-defined]
         self._pending_imports.clear()
+        self._import_states.clear()
         self.rec.after_fork()
         parents, self._child = self.active, None
         child = None
@@ -667,6 +702,7 @@ class Hub:
     def _start_spawned(self, target: Any) -> None:
         """In a spawned child, before its target runs: record into a trace of its own, spooled to the parent."""
         _call_locked(self._lock, self._start_spawned_locked, _child_session(*target.spec), target)
+        self._after_unlock()
 
     def _start_spawned_locked(self, session: _Session, target: Any) -> None:
         self._spool.path = os.path.dirname(target.file)  # its own children write there too
@@ -680,6 +716,7 @@ class Hub:
             return
         self._child = None
         _call_locked(self._lock, self._stop, session, None)
+        self._after_unlock()
 
 
 def _child_session(streams: tuple[str, ...], depth: int, max_events: int, tags: tuple[int, ...]) -> _Session:

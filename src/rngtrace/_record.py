@@ -327,6 +327,16 @@ class Recording:
                         else:
                             sink[3]._add(raw)
                         return
+            elif cache.mode is _WALK and stream in sink[2]:
+                # A short trace's draw (no frames pinned yet): walked whole, the same as below.
+                self._count_walk()
+                sid = cache.table.capture(frame, self._depth)
+                raw = (stream, kind, api, count, sid, st.key, detail)
+                if len(sink[0]) < sink[1]:
+                    sink[0].append(raw)
+                else:
+                    sink[3]._add(raw)
+                return
         # Any other event: walk what the cache does not know, and give it to every trace.
         active = now.active
         if not active:
@@ -335,12 +345,7 @@ class Recording:
             st = self.state()
         known = self.known_frames(st, cache)
         if cache.mode is _WALK:
-            pinnable = self.pinnable
-            if pinnable is not None:
-                self._walks += 1
-                if self._walks >= pinnable.PIN_AFTER and self.on_pin is not None:
-                    self.pinnable = None
-                    self.on_pin(pinnable)
+            self._count_walk()
         sid = cache.table.capture(frame, self._depth, known, cache.mode is _PINNED)
         raw = (stream, kind, api, count, sid, st.key, detail)
         base = self.base_of(stream)
@@ -349,6 +354,15 @@ class Recording:
                 session.trace._add(raw)
         if now.strict and kind == DRAW and self._policy.get(base) == "warn":
             self._warn(stream, api, sid, cache.table)
+
+    def _count_walk(self) -> None:
+        # Pinning pays for its sweeper thread only where a trace draws often: after PIN_AFTER walks.
+        pinnable = self.pinnable
+        if pinnable is not None:
+            self._walks += 1
+            if self._walks >= pinnable.PIN_AFTER and self.on_pin is not None:
+                self.pinnable = None
+                self.on_pin(pinnable)
 
     def known_frames(self, st: ThreadState, cache: Cache) -> Optional[dict]:
         """The thread's cache of live frames under ``cache``, or None where their exits are not seen."""

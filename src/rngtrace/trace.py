@@ -324,11 +324,12 @@ class Trace:
         # trace nobody reads (print=False) pays nothing for it. The table stays whole (it is
         # replaced, never cleared), so resolving later gives what resolving now would.
         self._unresolved = resolve_stack
-        self._threads = {r[5]: thread_names.get(r[5], f"thread-{r[5]}") for r in raw}
+        if raw:
+            self._threads = {r[5]: thread_names.get(r[5], f"thread-{r[5]}") for r in raw}
         self._live = None
         self._events = None
         # torch's determinism flags, read once here and only where torch drew or was seeded.
-        if "torch" in self.streams and "torch" in sys.modules and (
+        if (raw or self._overflow) and "torch" in self.streams and "torch" in sys.modules and (
                 any(r[0][:5] == "torch" for r in raw) or any(k[0][:5] == "torch" for k in self._overflow)):
             from ._findings import read_settings
 
