@@ -5,8 +5,11 @@ process in line with it (``_reconcile``): install the sources the sessions
 want, take off those they don't, keep the catch-all hook while any source is
 in. Reconciling is idempotent, so whatever interrupts it (Ctrl-C between two
 restores) is finished by a retry, or at the latest by the next hub call. The
-patches live in ``_patches``, recording in ``_record``; "what is hooked right
-now" has one answer: ``HUB.hooked()``.
+usual trace, the only one active, repeats the install the last lone trace made
+(a ``_Plan``: one swap, no questions asked twice) while nothing it depends on
+changed, and goes the general way otherwise. The patches live in
+``_patches``, recording in ``_record``; "what is hooked right now" has one
+answer: ``HUB.hooked()``.
 """
 
 from __future__ import annotations
@@ -18,8 +21,8 @@ import threading
 from types import FrameType
 from typing import Any, Callable, Optional, Sequence
 
-from . import _catchall, _processes
-from ._patches import INHERITED, ImportWatch, Patches, PatchSet
+from . import _catchall, _lone, _processes
+from ._patches import ImportWatch, Patches
 from ._record import Recording
 from .sources import SOURCES, load_source
 from .sources._base import _speedups
@@ -79,27 +82,6 @@ class _Session:
         self.compared = False
 
 
-class _Plan:
-    """What a lone trace installed, to install again in one step (``Hub._install_alone``).
-
-    Valid while the patch sets are the ones it names (``Patches.version``) and every
-    library it wraps is still imported; anything else goes the general way.
-    """
-
-    __slots__ = ("streams", "version", "parts", "entries", "stamps", "sources", "modules")
-
-    def __init__(self, streams: frozenset, version: int, parts: list[PatchSet], joined: tuple, sources: list) -> None:
-        self.streams = streams
-        self.version = version
-        #: the patch sets applied (a stream's own, then what was learned for it)
-        self.parts = parts
-        #: their entries in one list, and its stamps (``Patches._joined_list``)
-        self.entries, self.stamps = joined
-        #: (stream, source), in install order
-        self.sources = sources
-        self.modules = tuple(SOURCES[name] for name, _source in sources)
-
-
 class Hub:
     """Starts and stops traces; installs and removes what they need."""
 
@@ -129,7 +111,7 @@ class Hub:
         #: a move no patch saw, in the current or last trace: the next installs the profile hook at once
         self._hook_wanted = False
         #: the last lone trace's install, repeated in one step by the next lone trace that wants it
-        self._plan: Optional[_Plan] = None
+        self._plan: Optional[_lone.Plan] = None
 
     @property
     def active(self) -> tuple:
@@ -174,10 +156,10 @@ class Hub:
             # Published first, so a watched library imported meanwhile (another thread)
             # finds the session that wants it.
             rec.publish(sessions)
-            if len(sessions) > 1 or not self._install_alone(session):
+            if len(sessions) > 1 or not _lone.install_alone(self, session):
                 self._settle(sessions)
                 if len(sessions) == 1:
-                    self._plan = self._make_plan(session)
+                    self._plan = _lone.make_plan(self, session)
             for name in session.streams:
                 source = rec.sources.get(name)
                 if source is not None:
@@ -218,7 +200,7 @@ class Hub:
         sessions = () if active == (session,) else tuple(s for s in active if s is not session)
         if not sessions:
             try:
-                if self._uninstall_alone():
+                if _lone.uninstall_alone(self):
                     return
             except BaseException:
                 # Interrupted half-way (Ctrl-C): the general way finishes the job, then it is raised.
@@ -227,94 +209,6 @@ class Hub:
                 raise
         self.rec.publish(sessions)  # first: wrappers stop recording into it at once
         self._settle(sessions)
-
-    # -- a lone trace: the common case, in one step --------------------------
-    def _make_plan(self, session: _Session) -> Optional[_Plan]:
-        """The install just made for ``session`` alone, if the next lone trace can repeat it as it is."""
-        rec, patches = self.rec, self.patches
-        installed = rec.sources
-        if self.imports.hooks or patches.strays or self._catchall is None or len(installed) != len(session.streams):
-            return None  # a library not imported yet, another tool's patch: the general way each time
-        parts: list[PatchSet] = []
-        sources = []
-        for name in session.order:
-            patch_set = patches._sets.get(name)
-            if patch_set is None or not patch_set.applied or installed.get(name) is not patch_set.source:
-                return None
-            parts.append(patch_set)
-            learned = patches._learned.get(name)
-            if learned is not None and learned.entries:
-                if not learned.applied:
-                    return None
-                parts.append(learned)
-            sources.append((name, patch_set.source))
-        return _Plan(session.streams, patches.version, parts, patches._joined_list(parts), sources)
-
-    def _install_alone(self, session: _Session) -> bool:
-        """Install what the last lone trace did, in one swap; False where the general way must.
-
-        What it does, and in what order, is what ``_reconcile`` does for the same
-        sessions, less the questions the plan answered already.
-        """
-        plan, rec, patches = self._plan, self.rec, self.patches
-        if (plan is None or plan.streams != session.streams or plan.version != patches.version or rec.sources
-                or self._catchall is not None or patches.strays or self.imports.hooks):
-            return False
-        modules = sys.modules
-        for module in plan.modules:
-            if modules.get(module) is None:
-                return False
-        parts = plan.parts
-        for part in parts:
-            if part.applied:
-                return False
-        installed = rec.sources
-        for name, source in plan.sources:
-            source.prepare()  # before each install: a cache filled now holds no wrapper
-            installed[name] = source  # first: an undo cut short by Ctrl-C finds what to take off
-        for part in parts:
-            part.applied = True
-        if not patches._swap(plan.entries, True, INHERITED, plan.stamps):
-            for part in parts:  # someone patched over a set: the general way finds out which
-                part.applied = False
-            installed.clear()
-            return False
-        for name, _source in plan.sources:
-            rec.reseeded(name)
-        self._catchall = _catchall.install(self, hook=self._hook_wanted)
-        self._hook_wanted = False
-        self._spawns.set(True, self)
-        return True
-
-    def _uninstall_alone(self) -> bool:
-        """Take off what ``_install_alone`` (or the general way, for a lone trace) put in; False where it cannot."""
-        plan, rec, patches = self._plan, self.rec, self.patches
-        installed = rec.sources
-        if plan is None or plan.version != patches.version or len(installed) != len(plan.sources) or self.imports.hooks:
-            return False
-        for name, source in plan.sources:
-            if installed.get(name) is not source:
-                return False
-        parts = plan.parts
-        for part in parts:
-            if not part.applied:
-                return False
-        rec.publish(())  # first: wrappers stop recording at once
-        strays = patches._swap(plan.entries, False, INHERITED, plan.stamps)
-        if strays:
-            patches.strays.extend(plan.entries[i] for i in strays)
-        for part in parts:
-            part.applied = False  # only now: an interrupted undo is completed by the next call
-        fingerprint = rec.fingerprint
-        for name, _source in plan.sources:
-            installed.pop(name).forget()
-            fingerprint(name).clear()
-        catchall = self._catchall
-        if catchall is not None:
-            catchall.uninstall()
-            self._catchall = None
-        self._spawns.set(False, self)
-        return True
 
     def _settle(self, sessions: tuple) -> None:
         """Reconcile, finishing the job whatever interrupts it.

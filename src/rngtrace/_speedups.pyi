@@ -14,8 +14,24 @@ def configure(
 ) -> None:
     """Name the types whose slots the fast path reads (HotPath, Snapshot, Cache, ThreadState, Fingerprint)."""
 
-def swap(entries: list[tuple[dict[str, Any], str, Any, Any, Optional[type]]], forward: bool, inherited: object, /) -> Any:
-    """Apply (True if applied, False if some attribute no longer holds its original) or undo (stray indices)."""
+def swap(
+    entries: list[tuple[dict[str, Any], str, Any, Any, Optional[type]]],
+    forward: bool,
+    inherited: object,
+    stamps: Optional[dict[Any, Any]] = None,
+    /,
+) -> Any:
+    """Apply (True if applied, False if some attribute no longer holds its original) or undo (stray indices).
+
+    ``stamps``, a dict the caller keeps per entry list (cleared: check every attribute), holds the
+    namespaces' versions after the last pass, packed under the key 0.
+    """
+
+def flat_key(frame: Any, depth: int, /) -> bytes:
+    """``StackTable._capture_flat``'s key: the code pointer and f_lasti of up to ``depth`` frames, packed."""
+
+def call_locked(lock: Any, fn: Callable[..., Any], /, *args: Any) -> Any:
+    """``fn(*args)`` with ``lock`` taken (waiting for it) and released in C, whatever ``fn`` does."""
 
 def capture(
     frame: Any, depth: int, known: dict[int, tuple], pin: bool, state: tuple, watch: Optional[Callable[[Any], None]], /

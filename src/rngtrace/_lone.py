@@ -1,0 +1,128 @@
+"""A lone trace, the usual one: its install repeated in one step.
+
+Most traces are the only one active, and want what the last lone trace wanted
+(a decorated function called again, a ``with`` block in a loop). The hub keeps
+that trace's install as a ``Plan`` and the next lone trace repeats it: one
+swap, and none of the questions the general way (``Hub._reconcile``) asks
+again, while ``Patches.version`` says the patch sets are the ones it names and
+every library it wraps is still imported. What these do, and in what order, is
+what the general way does for the same sessions; anything else goes that way.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, Optional
+
+from . import _catchall
+from ._patches import INHERITED, PatchSet
+from .sources import SOURCES
+
+
+class Plan:
+    """What a lone trace installed, to install again in one step (``install_alone``).
+
+    Valid while the patch sets are the ones it names (``Patches.version``) and every
+    library it wraps is still imported; anything else goes the general way.
+    """
+
+    __slots__ = ("streams", "version", "parts", "entries", "stamps", "sources", "modules")
+
+    def __init__(self, streams: frozenset, version: int, parts: list[PatchSet], joined: tuple, sources: list) -> None:
+        self.streams = streams
+        self.version = version
+        #: the patch sets applied (a stream's own, then what was learned for it)
+        self.parts = parts
+        #: their entries in one list, and its stamps (``Patches._joined_list``)
+        self.entries, self.stamps = joined
+        #: (stream, source), in install order
+        self.sources = sources
+        self.modules = tuple(SOURCES[name] for name, _source in sources)
+
+
+def make_plan(hub: Any, session: Any) -> Optional[Plan]:
+    """The install just made for ``session`` alone, if the next lone trace can repeat it as it is."""
+    rec, patches = hub.rec, hub.patches
+    installed = rec.sources
+    if hub.imports.hooks or patches.strays or hub._catchall is None or len(installed) != len(session.streams):
+        return None  # a library not imported yet, another tool's patch: the general way each time
+    parts: list[PatchSet] = []
+    sources = []
+    for name in session.order:
+        patch_set = patches._sets.get(name)
+        if patch_set is None or not patch_set.applied or installed.get(name) is not patch_set.source:
+            return None
+        parts.append(patch_set)
+        learned = patches._learned.get(name)
+        if learned is not None and learned.entries:
+            if not learned.applied:
+                return None
+            parts.append(learned)
+        sources.append((name, patch_set.source))
+    return Plan(session.streams, patches.version, parts, patches._joined_list(parts), sources)
+
+def install_alone(hub: Any, session: Any) -> bool:
+    """Install what the last lone trace did, in one swap; False where the general way must.
+
+    What it does, and in what order, is what ``_reconcile`` does for the same
+    sessions, less the questions the plan answered already.
+    """
+    plan, rec, patches = hub._plan, hub.rec, hub.patches
+    if (plan is None or plan.streams != session.streams or plan.version != patches.version or rec.sources
+            or hub._catchall is not None or patches.strays or hub.imports.hooks):
+        return False
+    modules = sys.modules
+    for module in plan.modules:
+        if modules.get(module) is None:
+            return False
+    parts = plan.parts
+    for part in parts:
+        if part.applied:
+            return False
+    installed = rec.sources
+    for name, source in plan.sources:
+        source.prepare()  # before each install: a cache filled now holds no wrapper
+        installed[name] = source  # first: an undo cut short by Ctrl-C finds what to take off
+    for part in parts:
+        part.applied = True
+    if not patches._swap(plan.entries, True, INHERITED, plan.stamps):
+        for part in parts:  # someone patched over a set: the general way finds out which
+            part.applied = False
+        installed.clear()
+        return False
+    for name, _source in plan.sources:
+        rec.reseeded(name)
+    hub._catchall = _catchall.install(hub, hook=hub._hook_wanted)
+    hub._hook_wanted = False
+    hub._spawns.set(True, hub)
+    return True
+
+def uninstall_alone(hub: Any) -> bool:
+    """Take off what ``install_alone`` (or the general way, for a lone trace) put in; False where it cannot."""
+    plan, rec, patches = hub._plan, hub.rec, hub.patches
+    installed = rec.sources
+    if plan is None or plan.version != patches.version or len(installed) != len(plan.sources) or hub.imports.hooks:
+        return False
+    for name, source in plan.sources:
+        if installed.get(name) is not source:
+            return False
+    parts = plan.parts
+    for part in parts:
+        if not part.applied:
+            return False
+    rec.publish(())  # first: wrappers stop recording at once
+    strays = patches._swap(plan.entries, False, INHERITED, plan.stamps)
+    if strays:
+        patches.strays.extend(plan.entries[i] for i in strays)
+    for part in parts:
+        part.applied = False  # only now: an interrupted undo is completed by the next call
+    fingerprint = rec.fingerprint
+    for name, _source in plan.sources:
+        installed.pop(name).forget()
+        fingerprint(name).clear()
+    catchall = hub._catchall
+    if catchall is not None:
+        catchall.uninstall()
+        hub._catchall = None
+    hub._spawns.set(False, hub)
+    return True
