@@ -322,7 +322,8 @@ def test_blocks_ending_while_another_thread_draws_report_no_unattributed_move(fa
 
 
 # numpy.random imported by a thread while another holds the hub's lock for a draw of its own (the
-# sweeper starting after PIN_AFTER walks): the import hook queues the stream. It was installed only
+# catch-all learning a module's references, the sweeper starting after PIN_AFTER walks): the import
+# hook queues the stream. It was installed only
 # when the trace ended, since only starting and stopping took the queue, and the importing thread's
 # draws went unrecorded, silently. Now whoever lets go of the lock installs it, and the draws made
 # before that are reported by the end-of-block check, measured from the state at the import.
@@ -336,15 +337,15 @@ IMPORT_WHILE_PINNING = textwrap.dedent(
     from rngtrace._hub import HUB
 
     with rng_trace(print=False) as trace:  # watches numpy.random: not imported yet
-        catchall = HUB._catchall
-        start_pinning = catchall.start_pinning
-        def import_meanwhile():  # runs with the hub's lock held
+        learn = HUB.patches.learn
+        def import_meanwhile(*args):  # runs with the hub's lock held, as a catch-all learning a module
             importer = threading.Thread(target=lambda: np.random.rand())  # imports numpy.random, draws
             importer.start()
             importer.join()
-            start_pinning()
-        catchall.start_pinning = import_meanwhile
-        HUB._start_pinning(catchall)
+            return learn(*args)
+        HUB.patches.learn = import_meanwhile
+        HUB.learn("random", sys._getframe())
+        del HUB.patches.learn
         installed = "numpy" in HUB.rec.sources
         np.random.rand()
     print("installed", installed, "events", *[f"{e.kind}:{e.api}" for e in trace.events])

@@ -45,9 +45,13 @@ _ENTRIES: dict[int, CodeType] = {}
 _F = TypeVar("_F", bound=Callable)
 
 try:  # the capture walk in C (_speedups.capture); this module's walk stays the reference
-    from ._speedups import capture as _c_capture, flat_key as _c_flat_key, walk_memo as _c_walk_memo
+    from ._speedups import capture as _c_capture, walk_memo as _c_walk_memo
 except ImportError:  # built without a compiler, or an older build
-    _c_capture = _c_flat_key = _c_walk_memo = None
+    _c_capture = _c_walk_memo = None
+try:
+    from ._speedups import flat_key as _c_flat_key
+except ImportError:
+    _c_flat_key = None
 if os.environ.get("RNGTRACE_PURE"):
     _c_capture = _c_flat_key = None
 
