@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import glob
-import json
 import multiprocessing
 import os
 import random
@@ -373,20 +372,22 @@ def test_multiprocessing_imported_inside_a_block_still_has_its_spawned_children_
     assert result.stdout.strip() == "[('spawn', ['random.seed', 'random.random'])]"
 
 
-def test_a_spool_file_cut_short_mid_line_keeps_every_row_before_the_cut(tmp_path):
-    from rngtrace._processes import ChildLog
+def test_a_spool_file_cut_short_mid_record_keeps_every_record_before_the_cut(tmp_path):
+    from rngtrace._processes import ChildLog, _record
 
-    rows = [["process", 4242, 1, "fork", 0.0, [7]], ["stack", 0, [["w.py", 3, "work"]]], ["thread", 1, "MainThread"],
-            ["event", "numpy", "draw", "numpy.random.rand", 1, 0, 1, None, -1],
-            ["event", "numpy", "draw", "numpy.random.rand", 1, 0, 1, None, -1]]
-    text = "".join(json.dumps(r) + "\n" for r in rows)
-    whole = tmp_path / "whole.jsonl"
-    whole.write_text(text)
-    cut = tmp_path / "cut.jsonl"
-    cut.write_text(text + '["event", "numpy", "dr')  # killed in the middle of a write
+    event = ("numpy", "draw", "numpy.random.rand", 1, 5, 1, None)
+    records = [_record(("process", 4242, 1, "fork", 0.0, (7,))),
+               _record(("flush", {5: (("w.py", 3, "work"),)}, {1: "MainThread"}, [event], (), None, None)),
+               _record(("flush", {}, {}, [event], (), "pool worker", None))]
+    whole = tmp_path / "whole.spool"
+    whole.write_bytes(b"".join(records))
+    cut = tmp_path / "cut.spool"
+    last = _record(("flush", {}, {}, [event] * 3, (), None, ([], 0, "normal")))
+    cut.write_bytes(b"".join(records) + last[:len(last) // 2])  # killed in the middle of a write
     assert len(ChildLog.read(str(whole)).events) == 2
     log = ChildLog.read(str(cut))
-    assert log.pid == 4242 and log.tags == {7} and len(log.events) == 2 and log.stacks[0] == (("w.py", 3, "work"),)
+    assert log.pid == 4242 and log.tags == {7} and len(log.events) == 2 and log.stacks[5] == (("w.py", 3, "work"),)
+    assert log.role == "pool worker" and log.exit != "normal"
 
 
 def test_a_forked_child_that_draws_often_uses_the_stack_cache_as_its_parent_would():
