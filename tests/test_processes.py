@@ -409,3 +409,105 @@ def test_a_forked_child_that_draws_often_uses_the_stack_cache_as_its_parent_woul
         _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
     assert sum(e.pid == pid for e in trace.events) == 200
+
+
+def test_children_forked_with_a_reseed_between_them_are_no_duplicate():
+    # The second fork may reuse the first fork's digests only where no stream moved between them.
+    with rng_trace(print=False) as trace:
+        pids = []
+        for i in range(2):
+            np.random.seed(i)  # the next child starts from another state
+            pid = os.fork()
+            if pid == 0:
+                np.random.rand()
+                os._exit(0)
+            pids.append(pid)
+        for pid in pids:
+            os.waitpid(pid, 0)
+    assert trace.findings == []
+    with rng_trace(print=False) as trace:
+        pids = []
+        for _ in range(2):
+            pid = os.fork()
+            if pid == 0:
+                np.random.rand()
+                os._exit(0)
+            pids.append(pid)
+        for pid in pids:
+            os.waitpid(pid, 0)
+    (finding,) = trace.findings
+    assert set(finding.pids) == set(pids)
+
+
+_RAND_BOUND_BEFORE = np.random.mtrand._rand.random_sample  # a reference no patch reaches
+
+
+def test_a_move_no_call_made_in_a_child_leaving_through_os_exit_is_in_the_log_with_its_pid():
+    with rng_trace(print=False) as trace:
+        pid = os.fork()
+        if pid == 0:
+            np.random.rand()
+            _RAND_BOUND_BEFORE()
+            os._exit(0)
+        os.waitpid(pid, 0)
+    moved = [e for e in trace.events if e.kind == "unattributed"]
+    assert [(e.pid, e.stream) for e in moved] == [(pid, "numpy")]
+    assert [e.pid for e in trace.events if e.kind == "draw"] == [pid]
+
+
+class _Held:
+    """A local a frame holds; its weak reference says when the frame let it go."""
+
+
+def test_a_forked_child_lets_go_of_finished_frames_without_a_sweeper_thread_of_its_own():
+    import gc
+    import threading
+    import weakref
+
+    from rngtrace._hotpath import FrameMode
+
+    def draw() -> None:
+        np.random.rand()
+
+    def draw_holding(refs: list) -> None:
+        held = _Held()  # a local of a frame the stack cache pins: the drawing call's caller
+        refs.append(weakref.ref(held))
+        draw()
+
+    def child() -> int:
+        refs: list = []
+        for _ in range(200):
+            draw_holding(refs)
+        gc.disable()  # only the pins let go: no collection frees a frame
+        time.sleep(0.1)  # several of the writer's passes
+        alive = sum(ref() is not None for ref in refs)
+        names = [t.name for t in threading.enumerate()]
+        if HUB.rec.mode is not FrameMode.PINNED or "rngtrace-sweeper" in names:
+            return 3
+        return 0 if alive <= 1 else 4
+
+    with rng_trace(print=False) as trace:
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                code = child()
+            finally:
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert sum(e.pid == pid for e in trace.events) == 200
+
+
+def test_an_event_detail_marshal_cannot_write_travels_as_its_text():
+    from rngtrace._processes import _plain, _record, _records
+
+    class Odd:
+        def __str__(self) -> str:
+            return "odd detail"
+
+    raw = ("numpy", "draw", "numpy.random.rand", np.int64(2), 3, 1, Odd())
+    with pytest.raises(ValueError):
+        _record(("flush", {}, {}, [raw], (), None, None))
+    (record,) = _records(_record(("flush", {}, {}, [_plain(raw)], (), None, None)))
+    assert record[3] == [("numpy", "draw", "numpy.random.rand", 2, 3, 1, "odd detail")]
