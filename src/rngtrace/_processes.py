@@ -430,7 +430,7 @@ class ChildWriter:
         atexit.register(self._at_exit)
 
         def _exit(code: int, _self: ChildWriter = self) -> None:
-            if isinstance(code, int):  # else the real one raises, and the child goes on recording
+            if isinstance(code, int) and -2**31 <= code < 2**31:  # else the real one raises: the child goes on
                 _self.finish(f"exit code {code}" if code else "normal", leaving=True)
             _self._real_exit(code)
 
@@ -502,10 +502,10 @@ class ChildWriter:
         if UNATTRIBUTED in {raw[1] for raw in events}:  # the stack that noticed a move is in its detail
             sids.update(raw[6][1] for raw in events if raw[1] == UNATTRIBUTED and raw[6].__class__ is tuple)
         stacks = {}
-        resolve, depth = self.hub.rec.stacks.resolve, trace.depth
+        lines, depth = self.hub.rec.stacks.lines, trace.depth
         for sid in sids - self._stacks:
             if sid is not None and sid >= 0:
-                stacks[sid] = tuple((f.filename, f.lineno, f.function) for f in resolve(sid, depth))
+                stacks[sid] = tuple(lines(sid, depth))
         self._stacks.update(stacks)
         threads = {}
         names = self.hub.rec.thread_names
