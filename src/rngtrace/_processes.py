@@ -3,11 +3,12 @@
 A process forked while a trace records (``os.fork``, ``multiprocessing`` with
 fork, a fork ``Pool``, ``ProcessPoolExecutor``, a ``DataLoader``'s workers)
 goes on recording in the child, into a trace of its own. The child writes its
-events, already resolved into frames, to a spool file of its own in a
-temporary folder, every 10 ms and at every way out it can see: ``atexit``
-and ``os._exit`` (multiprocessing and DataLoader workers end through it,
-skipping ``atexit``). A child killed by a signal (``Pool.terminate``'s
-SIGTERM, SIGKILL) loses what it drew since its last write. When a parent's trace ends, the
+events, as its trace holds them with the lines of their stacks, to a spool file
+of its own in a temporary folder (marshalled records, one per write), every
+10 ms and at every way out it can see: ``atexit`` and ``os._exit``
+(multiprocessing and DataLoader workers end through it, skipping ``atexit``).
+A child killed by a signal (``Pool.terminate``'s SIGTERM, SIGKILL) loses what
+it drew since its last write. When a parent's trace ends, the
 events its children spooled for it are merged into it, each keeping its pid;
 the outermost trace removes the folder, and a child still running then finds
 it gone, stops recording and takes its hooks off.
@@ -17,7 +18,8 @@ the full state at the fork and after each seed. Two processes that drew from
 one state drew the same numbers: a ``duplicate`` finding (see ``trace``).
 
 Nothing here runs on the hot path: the child's wrappers record as the
-parent's do, and a thread copies what they recorded out of the trace.
+parent's do, and one thread copies what they recorded out of the trace (and,
+in a forked child, lets go of the frames the stack cache pinned).
 """
 
 from __future__ import annotations
