@@ -439,7 +439,7 @@ def test_children_forked_with_a_reseed_between_them_are_no_duplicate():
     assert set(finding.pids) == set(pids)
 
 
-_RAND_BOUND_BEFORE = np.random.mtrand._rand.random_sample  # a reference no patch reaches
+_BIT_GENERATOR = np.random.mtrand._rand._bit_generator  # moves the singleton's state with no call anything sees
 
 
 def test_a_move_no_call_made_in_a_child_leaving_through_os_exit_is_in_the_log_with_its_pid():
@@ -447,7 +447,7 @@ def test_a_move_no_call_made_in_a_child_leaving_through_os_exit_is_in_the_log_wi
         pid = os.fork()
         if pid == 0:
             np.random.rand()
-            _RAND_BOUND_BEFORE()
+            _BIT_GENERATOR.random_raw()
             os._exit(0)
         os.waitpid(pid, 0)
     moved = [e for e in trace.events if e.kind == "unattributed"]
@@ -459,6 +459,7 @@ class _Held:
     """A local a frame holds; its weak reference says when the frame let it go."""
 
 
+@pytest.mark.skipif(sys.version_info >= (3, 12), reason="sys.monitoring reports frame exits: nothing is pinned")
 def test_a_forked_child_lets_go_of_finished_frames_without_a_sweeper_thread_of_its_own():
     import gc
     import threading
