@@ -418,6 +418,16 @@ def report_workers(quick: bool, row: Row) -> None:
     row(f"DataLoader epoch, 2 fork workers, {256 if quick else 512} items drawing per item", f"{a:.3f} s",
         f"{b:.3f} s", f"{b / a:.2f}×", "≤ 1.10×")
 
+    def whole_block() -> float:  # the block's start and end too: the merge of the workers' spools
+        t = time.perf_counter()
+        with rng_trace(print=False):
+            epoch()
+        return time.perf_counter() - t
+
+    a, b = alternate(epoch, whole_block, 3 if quick else 9)
+    row("  the same, with the traced block's start and end (the workers' events merged)", f"{a:.3f} s",
+        f"{b:.3f} s", f"{b / a:.2f}×", "—")
+
 
 _CHILDREN_PARENT = """\
 import subprocess, sys, time

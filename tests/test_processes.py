@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import glob
-import json
 import multiprocessing
 import os
 import random
@@ -373,20 +372,22 @@ def test_multiprocessing_imported_inside_a_block_still_has_its_spawned_children_
     assert result.stdout.strip() == "[('spawn', ['random.seed', 'random.random'])]"
 
 
-def test_a_spool_file_cut_short_mid_line_keeps_every_row_before_the_cut(tmp_path):
-    from rngtrace._processes import ChildLog
+def test_a_spool_file_cut_short_mid_record_keeps_every_record_before_the_cut(tmp_path):
+    from rngtrace._processes import ChildLog, _record
 
-    rows = [["process", 4242, 1, "fork", 0.0, [7]], ["stack", 0, [["w.py", 3, "work"]]], ["thread", 1, "MainThread"],
-            ["event", "numpy", "draw", "numpy.random.rand", 1, 0, 1, None, -1],
-            ["event", "numpy", "draw", "numpy.random.rand", 1, 0, 1, None, -1]]
-    text = "".join(json.dumps(r) + "\n" for r in rows)
-    whole = tmp_path / "whole.jsonl"
-    whole.write_text(text)
-    cut = tmp_path / "cut.jsonl"
-    cut.write_text(text + '["event", "numpy", "dr')  # killed in the middle of a write
+    event = ("numpy", "draw", "numpy.random.rand", 1, 5, 1, None)
+    records = [_record(("process", 4242, 1, "fork", 0.0, (7,))),
+               _record(("flush", {5: (("w.py", 3, "work"),)}, {1: "MainThread"}, [event], (), None, None)),
+               _record(("flush", {}, {}, [event], (), "pool worker", None))]
+    whole = tmp_path / "whole.spool"
+    whole.write_bytes(b"".join(records))
+    cut = tmp_path / "cut.spool"
+    last = _record(("flush", {}, {}, [event] * 3, (), None, ([], 0, "normal")))
+    cut.write_bytes(b"".join(records) + last[:len(last) // 2])  # killed in the middle of a write
     assert len(ChildLog.read(str(whole)).events) == 2
     log = ChildLog.read(str(cut))
-    assert log.pid == 4242 and log.tags == {7} and len(log.events) == 2 and log.stacks[0] == (("w.py", 3, "work"),)
+    assert log.pid == 4242 and log.tags == {7} and len(log.events) == 2 and log.stacks[5] == (("w.py", 3, "work"),)
+    assert log.role == "pool worker" and log.exit != "normal"
 
 
 def test_a_forked_child_that_draws_often_uses_the_stack_cache_as_its_parent_would():
@@ -408,3 +409,106 @@ def test_a_forked_child_that_draws_often_uses_the_stack_cache_as_its_parent_woul
         _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
     assert sum(e.pid == pid for e in trace.events) == 200
+
+
+def test_children_forked_with_a_reseed_between_them_are_no_duplicate():
+    # The second fork may reuse the first fork's digests only where no stream moved between them.
+    with rng_trace(print=False) as trace:
+        pids = []
+        for i in range(2):
+            np.random.seed(i)  # the next child starts from another state
+            pid = os.fork()
+            if pid == 0:
+                np.random.rand()
+                os._exit(0)
+            pids.append(pid)
+        for pid in pids:
+            os.waitpid(pid, 0)
+    assert trace.findings == []
+    with rng_trace(print=False) as trace:
+        pids = []
+        for _ in range(2):
+            pid = os.fork()
+            if pid == 0:
+                np.random.rand()
+                os._exit(0)
+            pids.append(pid)
+        for pid in pids:
+            os.waitpid(pid, 0)
+    (finding,) = trace.findings
+    assert set(finding.pids) == set(pids)
+
+
+_BIT_GENERATOR = np.random.mtrand._rand._bit_generator  # moves the singleton's state with no call anything sees
+
+
+def test_a_move_no_call_made_in_a_child_leaving_through_os_exit_is_in_the_log_with_its_pid():
+    with rng_trace(print=False) as trace:
+        pid = os.fork()
+        if pid == 0:
+            np.random.rand()
+            _BIT_GENERATOR.random_raw()
+            os._exit(0)
+        os.waitpid(pid, 0)
+    moved = [e for e in trace.events if e.kind == "unattributed"]
+    assert [(e.pid, e.stream) for e in moved] == [(pid, "numpy")]
+    assert [e.pid for e in trace.events if e.kind == "draw"] == [pid]
+
+
+class _Held:
+    """A local a frame holds; its weak reference says when the frame let it go."""
+
+
+@pytest.mark.skipif(sys.version_info >= (3, 12), reason="sys.monitoring reports frame exits: nothing is pinned")
+def test_a_forked_child_lets_go_of_finished_frames_without_a_sweeper_thread_of_its_own():
+    import gc
+    import threading
+    import weakref
+
+    from rngtrace._hotpath import FrameMode
+
+    def draw() -> None:
+        np.random.rand()
+
+    def draw_holding(refs: list) -> None:
+        held = _Held()  # a local of a frame the stack cache pins: the drawing call's caller
+        refs.append(weakref.ref(held))
+        draw()
+
+    def child() -> int:
+        refs: list = []
+        for _ in range(200):
+            draw_holding(refs)
+        gc.disable()  # only the pins let go: no collection frees a frame
+        time.sleep(0.1)  # several of the writer's passes
+        alive = sum(ref() is not None for ref in refs)
+        names = [t.name for t in threading.enumerate()]
+        if HUB.rec.mode is not FrameMode.PINNED or "rngtrace-sweeper" in names:
+            return 3
+        return 0 if alive <= 1 else 4
+
+    with rng_trace(print=False) as trace:
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                code = child()
+            finally:
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert sum(e.pid == pid for e in trace.events) == 200
+
+
+def test_an_event_detail_marshal_cannot_write_travels_as_its_text():
+    from rngtrace._processes import _plain, _record, _records
+
+    class Odd:
+        def __str__(self) -> str:
+            return "odd detail"
+
+    raw = ("numpy", "draw", "numpy.random.rand", np.int64(2), 3, 1, Odd())
+    with pytest.raises(ValueError):
+        _record(("flush", {}, {}, [raw], (), None, None))
+    (record,) = _records(_record(("flush", {}, {}, [_plain(raw)], (), None, None)))
+    assert record[3] == [("numpy", "draw", "numpy.random.rand", 2, 3, 1, "odd detail")]

@@ -186,3 +186,15 @@ def test_run_leaves_no_pythonpath_where_there_was_none(tmp_path, monkeypatch, pr
         monkeypatch.setenv("PYTHONPATH", preset)
     assert cli.main(["run", "--quiet", str(script)]) == 0
     assert os.environ.get("PYTHONPATH") == preset
+
+
+def test_a_child_whose_rngtrace_writes_another_spool_format_runs_untraced(tmp_path):
+    from rngtrace import __version__
+    from rngtrace._hub import HUB
+    from rngtrace._processes import SPOOL_FORMAT
+    from rngtrace._subprocess import begin
+
+    spec = (("numpy",), 16, 1000, (1,))
+    begin(str(tmp_path), spec, __version__)  # a release without the format in its handshake
+    begin(str(tmp_path), spec, f"{__version__}/{SPOOL_FORMAT - 1}")
+    assert list(tmp_path.iterdir()) == [] and HUB._child is None and HUB.hooked() == {}

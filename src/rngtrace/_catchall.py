@@ -131,8 +131,8 @@ class CatchAll:
     def describe(self) -> str:
         return type(self).__name__
 
-    def after_fork(self) -> None:
-        """In a forked child that records: what a thread of the parent's held is set right."""
+    def after_fork(self, child: Any) -> None:
+        """In a forked child that records (``child``: its spool writer): what a parent's thread held is set right."""
 
     def uninstall(self) -> None:
         """Take the hook off."""
@@ -336,17 +336,18 @@ class PinningCatchAll(CatchAll):
             rec.set_mode(FrameMode.PINNED)
         rec.pinnable = None
 
-    def after_fork(self) -> None:
+    def after_fork(self, child: Any) -> None:
         """In a forked child that records: the sweeper's thread did not survive the fork; pin afresh.
 
-        Without this a child (a DataLoader worker) walked every stack in Python for good:
-        the parent's pins would never be swept, and pinning was never offered again.
+        The child's spool writer (``child``) has a thread already, which sweeps: pinning
+        costs no thread of its own there, so it starts at once, not after ``PIN_AFTER``
+        walks (without it a DataLoader worker walked every stack in Python for good).
         """
         rec = self.hub.rec
-        if self._sweeper is not None:
-            self._sweeper = None  # its thread is the parent's
-            rec.set_mode(FrameMode.WALK)  # drops the inherited pins, which nothing here would sweep
-        rec.offer_pinning(self)
+        self._sweeper = Sweeper(rec.states, thread=False)  # the parent's thread is not in this process
+        rec.set_mode(FrameMode.PINNED)  # drops the inherited pins too, which nothing here would sweep
+        rec.pinnable = None
+        child.sweep = self._sweeper.sweep
 
     def uninstall(self) -> None:
         rec = self.hub.rec

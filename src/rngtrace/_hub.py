@@ -490,7 +490,7 @@ class Hub:
             # The child's file is made here, before the fork: a block ending before the child
             # has run at all still knows to wait for it.
             self._spool.reserve()
-            digests = _processes.digests_now(self.rec)
+            digests = self._spool.digests.read(self.rec)
         except Exception:  # noqa: BLE001 (a fork must never fail for the tracer)
             return
         for session in sessions:
@@ -546,7 +546,7 @@ class Hub:
         if child is None:
             self._spool.forget()
         elif self._catchall is not None:
-            self._catchall.after_fork()  # a sweeper of the parent's is gone: the child pins afresh
+            self._catchall.after_fork(self._child)  # a sweeper of the parent's is gone: the child pins afresh
         self.rec.publish((child,) if child is not None else ())
         try:
             self._settle(self.active)
@@ -572,8 +572,9 @@ class Hub:
             source = self.rec.sources.get(name)
             if source is not None:
                 session.start_states[name] = source.snapshot()
-        # Read in the child: a forked child's `random` was reseeded; a spawned one's streams are new.
-        session.origins.extend((stream, digest, start, 0) for stream, digest in _processes.digests_now(self.rec))
+        # Read in the child: a forked child's `random` was reseeded; a spawned one's streams are new
+        # (a forked child's other streams are where the parent's read before the fork left them).
+        session.origins.extend((stream, digest, start, 0) for stream, digest in self._spool.digests.read(self.rec))
         self._child = _processes.ChildWriter(self, session, file, session.tags, start)
 
     def _spawning(self, process: Any, start: Callable) -> None:
@@ -611,6 +612,23 @@ class Hub:
         self._child = None
         _call_locked(self._lock, self._stop, session, None)
         self._after_unlock()
+
+    def _leave_child(self, session: _Session) -> None:
+        """The child leaves through ``os._exit``: note the moves no call made, and stop recording.
+
+        Nothing of the child runs after this, so its hooks go with the process: taking
+        them off (and joining the sweeper) would only lengthen its parent's wait for it.
+        """
+        if session not in self.active:
+            return
+        self._child = None
+        _call_locked(self._lock, self._leave_child_locked, session)
+
+    def _leave_child_locked(self, session: _Session) -> None:
+        try:
+            self._check_moved(session, None)
+        finally:
+            self.rec.publish(tuple(s for s in self.active if s is not session))
 
 
 def _child_session(streams: tuple[str, ...], depth: int, max_events: int, tags: tuple[int, ...]) -> _Session:

@@ -30,50 +30,34 @@ _FIXES = {
 
 def merge_child(trace: Trace, log: Any) -> None:
     """Append a child's spooled events to ``trace`` (``_processes.ChildLog``), keeping its pid."""
-    stacks: dict[int, int] = {}
-
-    def stack_of(local: Optional[int]) -> int:
-        if local is None or local < 0 or local not in log.stacks:
-            return NO_STACK
-        sid = stacks.get(local)
-        if sid is None:
-            sid = stacks[local] = NO_STACK - 1 - len(trace._child_stacks)
-            frames = tuple(Frame(str(f), int(line), str(fn)) for f, line, fn in log.stacks[local])
-            trace._child_stacks[sid] = frames
-            if trace._unresolved is None:  # its stacks were read already: add these
-                trace._stacks[sid] = frames
-        return sid
-
+    # The child's stack ids and thread keys, mapped once each to ids of this trace's own.
+    stacks = {local: NO_STACK - 1 - len(trace._child_stacks) - i for i, local in enumerate(log.stacks)}
+    for local, sid in stacks.items():
+        frames = tuple(Frame(str(f), int(line), str(fn)) for f, line, fn in log.stacks[local])
+        trace._child_stacks[sid] = frames
+        if trace._unresolved is None:  # its stacks were read already: add these
+            trace._stacks[sid] = frames
     threads: dict[int, int] = {}
-
-    def thread_of(local: int) -> int:
-        key = threads.get(local)
-        if key is None:
-            key = threads[local] = new_thread_key()
-            trace._pids[key] = log.pid
-            trace._threads[key] = str(log.threads.get(local, f"thread-{local}"))
-        return key
-
-    placed: list[Optional[int]] = []  # child event index -> index in trace._raw (None: not kept)
-    for stream, kind, api, count, local_sid, thread, detail, noticed in log.events:
-        key = thread_of(thread)
-        if kind == UNATTRIBUTED:
-            raw = (stream, kind, api, count, NO_STACK, key, (detail, stack_of(noticed)))
-        else:
-            raw = (stream, kind, api, count, stack_of(local_sid), key, detail)
-        if len(trace._raw) < trace.max_events:
-            placed.append(len(trace._raw))
-            trace._raw.append(raw)
-        else:
-            placed.append(None)
-            _count_over(trace, (stream, kind, api, raw[4]), 1, count or 0)
+    for local in {raw[5] for raw in log.events}:
+        key = threads[local] = new_thread_key()
+        trace._pids[key] = log.pid
+        trace._threads[key] = str(log.threads.get(local, f"thread-{local}"))
+    sid_of = stacks.get
+    merged = [(s, k, a, c, sid_of(sid, NO_STACK), threads[t], d) for s, k, a, c, sid, t, d in log.events]
+    if UNATTRIBUTED in {raw[1] for raw in merged}:  # the noticing call's stack travels in the detail
+        merged = [raw if raw[6].__class__ is not tuple else (*raw[:4], NO_STACK, raw[5], (raw[6][0], sid_of(raw[6][1], NO_STACK)))
+                  for raw in merged]
+    base = len(trace._raw)
+    kept = max(0, min(len(merged), trace.max_events - base))
+    trace._raw += merged[:kept]
+    for raw in merged[kept:]:
+        _count_over(trace, (raw[0], raw[1], raw[2], raw[4]), 1, raw[3] or 0)
     for stream, kind, api, local_sid, calls, values in log.overflow:
-        _count_over(trace, (stream, kind, api, stack_of(local_sid)), calls, values)
+        _count_over(trace, (stream, kind, api, sid_of(local_sid, NO_STACK)), calls, values)
     end = len(trace._raw)
     for stream, digest, why, at in log.origins:
         # The first event at or after ``at`` that was kept, in the merged order.
-        merged = next((p for p in placed[at:] if p is not None), end)
-        trace._origins.append((log.pid, stream, digest, why, merged))
+        trace._origins.append((log.pid, stream, digest, why, base + at if at < kept else end))
     events = len(log.events) + sum(row[4] for row in log.overflow)
     trace._children.append(Process(log.pid, log.ppid, log.start, log.role, log.exit, events))
     if log.abrupt:

@@ -3,11 +3,12 @@
 A process forked while a trace records (``os.fork``, ``multiprocessing`` with
 fork, a fork ``Pool``, ``ProcessPoolExecutor``, a ``DataLoader``'s workers)
 goes on recording in the child, into a trace of its own. The child writes its
-events, already resolved into frames, to a spool file of its own in a
-temporary folder, every 10 ms and at every way out it can see: ``atexit``
-and ``os._exit`` (multiprocessing and DataLoader workers end through it,
-skipping ``atexit``). A child killed by a signal (``Pool.terminate``'s
-SIGTERM, SIGKILL) loses what it drew since its last write. When a parent's trace ends, the
+events, as its trace holds them with the lines of their stacks, to a spool file
+of its own in a temporary folder (marshalled records, one per write), every
+10 ms and at every way out it can see: ``atexit`` and ``os._exit``
+(multiprocessing and DataLoader workers end through it, skipping ``atexit``).
+A child killed by a signal (``Pool.terminate``'s SIGTERM, SIGKILL) loses what
+it drew since its last write. When a parent's trace ends, the
 events its children spooled for it are merged into it, each keeping its pid;
 the outermost trace removes the folder, and a child still running then finds
 it gone, stops recording and takes its hooks off.
@@ -17,22 +18,27 @@ the full state at the fork and after each seed. Two processes that drew from
 one state drew the same numbers: a ``duplicate`` finding (see ``trace``).
 
 Nothing here runs on the hot path: the child's wrappers record as the
-parent's do, and a thread copies what they recorded out of the trace.
+parent's do, and one thread copies what they recorded out of the trace (and,
+in a forked child, lets go of the frames the stack cache pinned).
 """
 
 from __future__ import annotations
 
+import _thread
 import array
 import atexit
 import hashlib
-import json
+import marshal
 import os
 import shutil
+import struct
 import sys
 import tempfile
 import threading
 import time
 from typing import Any, Optional
+
+from .trace import UNATTRIBUTED
 
 #: seconds between two writes of a child's spool file: what a killed child can lose
 FLUSH_INTERVAL = 0.01
@@ -40,7 +46,13 @@ FLUSH_INTERVAL = 0.01
 SETTLE_WAIT = 0.1
 #: how long it waits, at most, for a child forked an instant before to start writing
 START_WAIT = 1.0
-_SUFFIX = ".jsonl"
+_SUFFIX = ".spool"
+#: the spool files' format: a Python child started by ``subprocess`` writes only the one its parent reads
+SPOOL_FORMAT = 2
+#: marshal's format 4 reads alike on every Python 3 since 3.4 (a subprocess child may run another)
+_MARSHAL = 4
+#: each record of a spool file: its length, then one marshalled tuple
+_LENGTH = struct.Struct("<I")
 
 
 # -- digests: which state a stream drew from ------------------------------------------
@@ -62,35 +74,90 @@ def _feed(h: Any, value: Any) -> None:
             h.update(repr(key).encode())
             _feed(h, value[key])
         h.update(b"}")
-    elif isinstance(value, (tuple, list)) and len(value) > 8 and all(type(v) is int for v in value):
-        try:  # random's 625 twister words: packed, not repr'd (a fifth of the time)
-            h.update(array.array("Q", value).tobytes())
-        except OverflowError:
-            h.update(repr(value).encode())
     elif isinstance(value, (tuple, list)):
+        if len(value) > 8:
+            try:  # random's 625 twister words: packed, not repr'd (array refuses anything but ints)
+                h.update(b"[")
+                h.update(array.array("Q", value).tobytes())
+                return
+            except (TypeError, OverflowError):
+                pass
         h.update(b"(")
         for item in value:
             _feed(h, item)
         h.update(b")")
     elif isinstance(value, (bytes, bytearray)):
         h.update(bytes(value))
+    elif type(value).__name__ == "Tensor" and hasattr(value, "numpy"):  # torch.get_rng_state()
+        try:
+            h.update(value.numpy().tobytes())  # a CPU tensor, as every generator's get_state() gives
+        except (RuntimeError, TypeError):
+            h.update(value.detach().cpu().numpy().tobytes())
     elif hasattr(value, "tobytes") and hasattr(value, "dtype"):  # a NumPy array
         h.update(value.tobytes())
-    elif type(value).__name__ == "Tensor" and hasattr(value, "numpy"):  # torch.get_rng_state()
-        h.update(value.detach().cpu().numpy().tobytes())
     else:
         h.update(repr(value).encode())
 
 
-def digests_now(rec: Any) -> list[tuple[str, str]]:
-    """(sub-stream, digest) for every installed stream; what cannot be read is left out."""
-    found = []
-    for source in list(rec.sources.values()):
-        try:
-            found.extend(state_digests(source).items())
-        except Exception:  # noqa: BLE001 (a state that cannot be read is no finding, never an error)
-            continue
-    return found
+#: streams CPython reseeds in every forked child (Lib/random.py registers it with os.register_at_fork)
+RESEEDED_AT_FORK = frozenset({"random"})
+
+
+class ForkDigests:
+    """The digests of where streams stand at a fork: the parent's before it, the child's after.
+
+    A full-state read costs up to tens of microseconds a stream (NumPy's ``get_state()``),
+    more in a child just forked, whose every page is still its parent's. A stream
+    whose quick state (``Source.snapshot()``, which moves with every draw and seed)
+    is what it was at the last read still has that read's digest: a DataLoader's
+    second worker reuses the first's, and each worker its parent's, except for the
+    streams CPython reseeds in the child.
+    """
+
+    def __init__(self) -> None:
+        #: stream -> (its snapshot, its digests), as last read
+        self._last: dict[str, tuple[Any, list[tuple[str, str]]]] = {}
+
+    def read(self, rec: Any) -> list[tuple[str, str]]:
+        """(sub-stream, digest) for every installed stream, as it stands now."""
+        found: list[tuple[str, str]] = []
+        last, now = self._last, {}
+        for name, source in list(rec.sources.items()):
+            try:
+                snapshot = source.snapshot()  # first: a draw between the two reads makes them differ
+            except Exception:  # noqa: BLE001
+                snapshot = None
+            kept = last.get(name)
+            if (kept is not None and snapshot is not None and name not in RESEEDED_AT_FORK
+                    and _same_snapshot(source, kept[0], snapshot)):
+                digests = kept[1]
+            else:
+                try:
+                    digests = list(state_digests(source).items())
+                except Exception:  # noqa: BLE001 (a state that cannot be read is no finding, never an error)
+                    continue
+            if snapshot is not None:
+                now[name] = (snapshot, digests)
+            found.extend(digests)
+        self._last = now
+        return found
+
+    def forget(self) -> None:
+        self._last = {}
+
+
+def _same_snapshot(source: Any, old: dict, new: dict) -> bool:
+    """Whether two ``Source.snapshot()`` reads saw the same quick state."""
+    if old.keys() != new.keys():
+        return False
+    for stream, state in new.items():
+        before = old[stream]
+        if before.__class__ is bytes and state.__class__ is bytes:
+            if before != state:
+                return False
+        elif not source.same(before, state):
+            return False
+    return True
 
 
 #: a Python child started by ``subprocess``: its command line (``_subprocess.begin`` sets it)
@@ -136,6 +203,8 @@ class Spool:
         #: the file the child of the fork under way will write (made by the parent before it forks)
         self.reserved: Optional[str] = None
         self._forks = 0
+        #: where the streams stood at the last fork (a forked child inherits it, and starts from there)
+        self.digests = ForkDigests()
 
     def ensure(self) -> str:
         """The folder, made now if need be (by the process that will collect from it and remove it)."""
@@ -158,6 +227,7 @@ class Spool:
     def forget(self) -> None:
         """In a child that does not record, or no longer: the folder is not its to write to."""
         self.path = self.owner = self.reserved = None
+        self.digests.forget()
 
     def collect(self, token: int) -> list["ChildLog"]:
         """Every child's log spooled for the session ``token``, after letting running children write."""
@@ -201,6 +271,7 @@ class Spool:
         if owner != os.getpid():
             return  # a child's inherited copy: the folder is its parent's
         self.path = self.owner = None
+        self.digests.forget()
         if path is not None:
             shutil.rmtree(path, ignore_errors=True)
 
@@ -218,12 +289,16 @@ class ChildLog:
         #: it ended without writing its exit (SIGKILL, a crash): its last events may be lost
         self.abrupt = False
         self.tags: set[int] = set()
+        #: the child's stack id -> its frames, ((filename, lineno, function), ...)
         self.stacks: dict[int, tuple] = {}
+        #: the child's thread key -> its name
         self.threads: dict[int, str] = {}
-        #: (stream, kind, api, count, local stack id, local thread key, detail, noticed stack id)
+        #: the child's raw events, as its trace holds them: (stream, kind, api, count, stack id,
+        #: thread key, detail), with (note, noticing stack id) as the detail of an unattributed move
         self.events: list[tuple] = []
         #: (sub-stream, digest, why, index of the next event at the time)
         self.origins: list[tuple[str, str, str, int]] = []
+        #: (stream, kind, api, stack id, calls, values) past the child's max_events
         self.overflow: list[tuple] = []
         self.dropped = 0
 
@@ -234,32 +309,28 @@ class ChildLog:
     @classmethod
     def read(cls, path: str) -> Optional["ChildLog"]:
         try:
-            with open(path, encoding="utf-8") as src:
-                lines = [line for line in src.read().split("\n") if line]
+            with open(path, "rb") as src:
+                data = src.read()
         except OSError:
             return None
         log: Optional[ChildLog] = None
-        for row in _rows(lines):
-            tag = row[0]
-            if tag == "process":
-                log = cls(row[1])
-                log.ppid, log.start, log.started, log.tags = row[2], row[3], row[4], set(row[5])
+        for record in _records(data):
+            if record[0] == "process":
+                log = cls(record[1])
+                log.ppid, log.start, log.started, log.tags = record[2], record[3], record[4], set(record[5])
             elif log is None:
                 return None
-            elif tag == "stack":
-                log.stacks[row[1]] = tuple(tuple(f) for f in row[2])
-            elif tag == "thread":
-                log.threads[row[1]] = row[2]
-            elif tag == "event":
-                log.events.append(tuple(row[1:]))
-            elif tag == "origin":
-                log.origins.append(tuple(row[1:]))  # type: ignore[arg-type]
-            elif tag == "role":
-                log.role = row[1]
-            elif tag == "overflow":
-                log.overflow, log.dropped = [tuple(r) for r in row[1]], row[2]
-            elif tag == "exit":
-                log.exit = row[1]
+            elif record[0] == "flush":
+                _, stacks, threads, events, origins, role, end = record
+                log.stacks.update(stacks)
+                log.threads.update(threads)
+                log.events += events
+                log.origins += origins
+                if role is not None:
+                    log.role = role
+                if end is not None:
+                    overflow, log.dropped, log.exit = end
+                    log.overflow = list(overflow)
         if log is not None and log.exit is None:
             ended = _ended(log.pid)
             if ended is not None:
@@ -267,19 +338,31 @@ class ChildLog:
         return log
 
 
-def _rows(lines: list[str]) -> list:
-    """The rows of a spool file's lines: up to the first that does not parse (cut short by a kill)."""
-    try:
-        return json.loads("[" + ",".join(lines) + "]")  # one parse for the whole file: the usual case
-    except ValueError:
-        pass
-    rows = []
-    for line in lines:
+def _record(payload: tuple) -> bytes:
+    """One record of a spool file: its length, then ``payload`` marshalled."""
+    data = marshal.dumps(payload, _MARSHAL)
+    return _LENGTH.pack(len(data)) + data
+
+
+def _records(data: bytes) -> list[tuple]:
+    """The records of a spool file: up to the first cut short (a kill in the middle of a write)."""
+    records = []
+    view = memoryview(data)
+    at, size = 0, len(data)
+    while at + _LENGTH.size <= size:
+        (length,) = _LENGTH.unpack_from(data, at)
+        at += _LENGTH.size
+        if at + length > size:
+            break
         try:
-            rows.append(json.loads(line))
-        except ValueError:
+            record = marshal.loads(view[at:at + length])
+        except (EOFError, ValueError, TypeError):
             break  # what came before it stands
-    return rows
+        if not isinstance(record, tuple) or not record:
+            break
+        records.append(record)
+        at += length
+    return records
 
 
 def _ended(pid: int) -> Optional[str]:
@@ -311,7 +394,12 @@ def _ended(pid: int) -> Optional[str]:
 
 # -- the child's side ----------------------------------------------------------------
 class ChildWriter:
-    """In a forked child: copy the child trace's events to its spool file, and end it on the way out."""
+    """In a forked child: copy the child trace's events to its spool file, and end it on the way out.
+
+    Each write is one record: the events recorded since the last one as the trace holds
+    them, with the frames of each stack id and the name of each thread met for the first
+    time, all in one ``marshal`` call; the parent resolves nothing (``_merge``).
+    """
 
     def __init__(self, hub: Any, session: Any, file: str, tags: tuple[int, ...], start: str = "fork") -> None:
         self.hub = hub
@@ -320,28 +408,32 @@ class ChildWriter:
         self.file = file
         self._written = 0  # events of the trace already written
         self._origins = 0  # origins already written
-        self._stacks: dict[int, int] = {}  # table stack id -> id in this file
-        self._threads: set[int] = set()
+        self._stacks: set[int] = set()  # stack ids whose frames are written
+        self._threads: set[int] = set()  # thread keys whose names are written
         self._role: Optional[str] = None
         self._lock = threading.Lock()
         self._done = False
         self._finishing = False
-        self._stop = threading.Event()
         self._real_exit = os._exit
-        header = ["process", os.getpid(), os.getppid(), start, time.time(), list(tags)]
+        #: what lets go of pinned frames, run between writes (the catch-all sets it: ``after_fork``)
+        self.sweep: Optional[Any] = None
+        header = ("process", os.getpid(), os.getppid(), start, time.time(), tuple(tags))
         # The parent made the file; a folder already gone (its block ended) means: do not record.
         self._fd = os.open(self.file, os.O_WRONLY | os.O_APPEND)
-        self._write([header])
+        self._write(_record(header))
         self._install_exits()
-        self._thread = threading.Thread(target=self._run, name="rngtrace-spool", daemon=True)
-        self._thread.start()
+        # A bare thread: threading.Thread.start() would wait until the new thread runs, and
+        # right after a fork (the parent forking the next worker, siblings starting) that
+        # can take milliseconds of the child's start. It never draws, so it needs no name.
+        _thread.start_new_thread(self._run, ())
 
     # -- ways out ----------------------------------------------------------------------
     def _install_exits(self) -> None:
         atexit.register(self._at_exit)
 
         def _exit(code: int, _self: ChildWriter = self) -> None:
-            _self.finish(f"exit code {code}" if code else "normal")
+            if isinstance(code, int) and -2**31 <= code < 2**31:  # else the real one raises: the child goes on
+                _self.finish(f"exit code {code}" if code else "normal", leaving=True)
             _self._real_exit(code)
 
         self._exit = _exit
@@ -360,10 +452,16 @@ class ChildWriter:
 
     # -- writing -----------------------------------------------------------------------
     def _run(self) -> None:
-        while not self._stop.wait(FLUSH_INTERVAL):
+        while True:
+            time.sleep(FLUSH_INTERVAL)
+            if self._done or self._finishing:
+                return
             if not os.path.isdir(self.folder):
                 self.stop_recording()  # the parent's trace ended: this child runs on untraced
                 return
+            sweep = self.sweep
+            if sweep is not None:
+                sweep()
             try:
                 self.flush()
             except Exception:  # noqa: BLE001 (a spool that cannot be written never breaks the child)
@@ -376,68 +474,74 @@ class ChildWriter:
         try:
             if self._done:
                 return
-            trace = self.session.trace
-            raws = trace._raw[self._written:]
-            rows: list[list] = []
-            origins = self.session.origins
-            for origin in origins[self._origins:]:
-                rows.append(["origin", *origin])
-            self._origins = len(origins)
-            rec = self.hub.rec
-            resolve = rec.stacks.resolve
-            depth = trace.depth
-            names = rec.thread_names
-            for raw in raws:
-                stream, kind, api, count, sid, thread, detail = raw
-                noticed = -1
-                if detail.__class__ is tuple:  # an unattributed move: (note, the noticing stack)
-                    detail, noticed = detail
-                    noticed = self._stack(rows, resolve, noticed, depth)
-                if thread not in self._threads:
-                    self._threads.add(thread)
-                    rows.append(["thread", thread, names.get(thread, f"thread-{thread}")])
-                rows.append(["event", stream, kind, api, count, self._stack(rows, resolve, sid, depth), thread,
-                             detail if detail is None or isinstance(detail, str) else str(detail), noticed])
-            self._written += len(raws)
-            now = role()
-            if now is not None and now != self._role:
-                self._role = now
-                rows.append(["role", now])
             if final is not None:
                 self._done = True  # first: whatever fails below, nothing is written after the end
-                overflow = [[s, k, a, self._stack(rows, resolve, sid, depth), calls, values]
-                            for (s, k, a, sid), (calls, values) in list(trace._overflow.items())]
-                rows += [["overflow", overflow, trace.dropped], ["exit", final]]
-            if rows:
-                self._write(rows)
+            record = self._next(final)
+            if record is not None:
+                self._write(record)
         finally:
             self._lock.release()
 
-    def _stack(self, rows: list, resolve: Any, sid: int, depth: int) -> int:
-        if sid is None or sid < 0:
-            return -1
-        local = self._stacks.get(sid)
-        if local is None:
-            local = self._stacks[sid] = len(self._stacks)
-            frames = [[f.filename, f.lineno, f.function] for f in resolve(sid, depth)]
-            rows.append(["stack", local, frames])
-        return local
+    def _next(self, final: Optional[str]) -> Optional[bytes]:
+        """The record of what was recorded since the last write, or None if there is nothing new."""
+        trace = self.session.trace
+        events = trace._raw[self._written:]  # one copy, in C: the wrappers append meanwhile
+        self._written += len(events)
+        origins = self.session.origins[self._origins:]
+        self._origins += len(origins)
+        now = role()
+        changed = now is not None and now != self._role
+        if changed:
+            self._role = now
+        end = None
+        sids = {raw[4] for raw in events}
+        if final is not None:
+            overflow = tuple((*key, calls, values) for key, (calls, values) in list(trace._overflow.items()))
+            sids.update(row[3] for row in overflow)
+            end = (overflow, trace.dropped, final)
+        elif not events and not origins and not changed:
+            return None
+        if UNATTRIBUTED in {raw[1] for raw in events}:  # the stack that noticed a move is in its detail
+            sids.update(raw[6][1] for raw in events if raw[1] == UNATTRIBUTED and raw[6].__class__ is tuple)
+        stacks = {}
+        lines, depth = self.hub.rec.stacks.lines, trace.depth
+        for sid in sids - self._stacks:
+            if sid is not None and sid >= 0:
+                stacks[sid] = tuple(lines(sid, depth))
+        self._stacks.update(stacks)
+        threads = {}
+        names = self.hub.rec.thread_names
+        for key in {raw[5] for raw in events} - self._threads:
+            threads[key] = names.get(key, f"thread-{key}")
+        self._threads.update(threads)
+        payload = ("flush", stacks, threads, events, tuple(origins), self._role if changed else None, end)
+        try:
+            return _record(payload)
+        except ValueError:  # a detail marshal cannot write (an object some source passed): its text
+            return _record(("flush", stacks, threads, [_plain(raw) for raw in events], tuple(origins),
+                            payload[5], end))
 
-    def _write(self, rows: list) -> None:
-        data = "".join(json.dumps(row, ensure_ascii=True) + "\n" for row in rows).encode()
+    def _write(self, data: bytes) -> None:
         while data:
             n = os.write(self._fd, data)
             data = data[n:]
 
     # -- ending ------------------------------------------------------------------------
-    def finish(self, how: str) -> None:
-        """The child is leaving: end its trace and write the rest, with how it ended."""
+    def finish(self, how: str, leaving: bool = False) -> None:
+        """The child is leaving: end its trace and write the rest, with how it ended.
+
+        ``leaving``: through ``os._exit``, where nothing runs after this: the trace stops
+        recording, but its hooks are left to go with the process (taking them off would
+        only cost the parent's wait for this worker).
+        """
         if self._done or self._finishing:
             return  # one writer, once (atexit after an os._exit that is already writing)
         self._finishing = True
-        self._stop.set()
         try:
-            self.hub._end_child(self.session)
+            if leaving:
+                self.hub._leave_child(self.session)
+            else:
+                self.hub._end_child(self.session)
         except BaseException:  # noqa: BLE001 (the child is leaving: what it recorded still counts)
             pass
         try:
@@ -450,7 +554,6 @@ class ChildWriter:
         if self._done or self._finishing:
             return
         self._finishing = self._done = True
-        self._stop.set()
         try:
             os.close(self._fd)
         except OSError:
@@ -460,6 +563,21 @@ class ChildWriter:
         finally:
             self.hub._spool.forget()
             self._restore_exits()
+
+
+def _plain(raw: tuple) -> tuple:
+    """A raw event marshal can write: text where a source passed some other object."""
+    stream, kind, api, count, sid, thread, detail = raw
+    if not (detail is None or detail.__class__ is str
+            or (detail.__class__ is tuple and len(detail) == 2 and detail[0].__class__ is str
+                and detail[1].__class__ is int)):
+        detail = str(detail)
+    if not (count is None or count.__class__ is int):
+        try:
+            count = int(count)
+        except (TypeError, ValueError):
+            count = None
+    return (str(stream), str(kind), str(api), count, sid if sid.__class__ is int else -1, int(thread), detail)
 
 
 # -- spawned and forkserver children ----------------------------------------------------

@@ -249,14 +249,18 @@ class StackTable:
 
     def resolve(self, sid: int, depth: int) -> tuple[Frame, ...]:
         """Turn an interned stack into Frames, innermost first, at most ``depth`` of them."""
+        return tuple([Frame(*where) for where in self.lines(sid, depth)])
+
+    def lines(self, sid: int, depth: int) -> list[tuple[str, int, str]]:
+        """``resolve`` as plain (filename, lineno, function) tuples (a child's spool writes these)."""
         frames = []
         node = sid
         while node >= 0 and len(frames) < depth:
             parent, code_id, lasti, _length, _reached = self._nodes[node]
             code = self._codes[code_id][0]
-            frames.append(Frame(code.co_filename, self._lineno(code_id, code, lasti), _qualname(code)))
+            frames.append((code.co_filename, self._lineno(code_id, code, lasti), _qualname(code)))
             node = parent
-        return tuple(frames)
+        return frames
 
     def _lineno(self, code_id: int, code: CodeType, lasti: int) -> int:
         # Keyed by identity: on 3.10 code objects that differ only in file and line table

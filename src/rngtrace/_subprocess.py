@@ -75,7 +75,6 @@ def follow(hub: Any) -> Iterator[None]:
 
 def _write_boot(hub: Any) -> Optional[str]:
     """Write the children's ``sitecustomize`` into the spool folder; its folder, or None if it cannot."""
-    from . import __version__
     from ._processes import child_spec
 
     sessions = hub.active
@@ -85,12 +84,20 @@ def _write_boot(hub: Any) -> Optional[str]:
         folder = os.path.join(hub._spool.ensure(), BOOT)
         os.mkdir(folder, 0o700)
         text = _SITECUSTOMIZE % {"spool": os.path.dirname(folder), "spec": child_spec(sessions),
-                                 "version": __version__}
+                                 "version": _version()}
         with open(os.path.join(folder, "sitecustomize.py"), "w", encoding="utf-8") as out:
             out.write(text)
     except OSError:
         return None  # the program runs; its subprocesses go untraced
     return folder
+
+
+def _version() -> str:
+    """What a child's rngtrace must be to write its parent's spool: the release and the spool format."""
+    from . import __version__
+    from ._processes import SPOOL_FORMAT
+
+    return f"{__version__}/{SPOOL_FORMAT}"
 
 
 def _multiprocessing_helper() -> bool:
@@ -106,11 +113,10 @@ def _multiprocessing_helper() -> bool:
 
 def begin(spool: str, spec: tuple, version: str) -> None:
     """In a Python child at start-up: record into a trace of its own, spooled to the parent's."""
-    from . import __version__
-
-    if version != __version__ or _multiprocessing_helper() or not os.path.isdir(spool):
-        return  # another rngtrace writes another spool; multiprocessing's children are _processes'
     from . import _processes
+
+    if version != _version() or _multiprocessing_helper() or not os.path.isdir(spool):
+        return  # another rngtrace writes another spool; multiprocessing's children are _processes'
     from ._hub import HUB
 
     # Named by its command line, as ps would show it (cut short: the log says which child, not all of it).

@@ -85,20 +85,29 @@ class Sweeper:
 
     INTERVAL = 0.005
 
-    def __init__(self, states: dict) -> None:
+    def __init__(self, states: dict, thread: bool = True) -> None:
+        """``thread``: False where a thread already running calls ``sweep`` (a forked child's writer)."""
         self._states = states
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="rngtrace-sweeper", daemon=True)
-        self._thread.start()
+        self._thread: Optional[threading.Thread] = None
+        if thread:
+            self._thread = threading.Thread(target=self._run, name="rngtrace-sweeper", daemon=True)
+            self._thread.start()
 
     def _run(self) -> None:
         while not self._stop.wait(self.INTERVAL):
-            try:
-                self._sweep()
-            except Exception:
-                # Whatever went wrong, the next pass reads everything afresh; a sweeper
-                # that died here would leave every later frame pinned.
-                pass
+            self.sweep()
+
+    def sweep(self) -> None:
+        """One pass: let go of every pinned frame that has finished."""
+        if self._stop.is_set():
+            return
+        try:
+            self._sweep()
+        except Exception:
+            # Whatever went wrong, the next pass reads everything afresh; a sweeper
+            # that died here would leave every later frame pinned.
+            pass
 
     def _sweep(self) -> None:
         is_tracked = gc.is_tracked
@@ -116,5 +125,5 @@ class Sweeper:
     def stop(self) -> None:
         """Stop the thread and wait for it."""
         self._stop.set()
-        if self._thread is not threading.current_thread():
+        if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join()
