@@ -131,6 +131,10 @@ class Twins:
         self.c.watch_code = self.watched["c"].append
         self.py.watch_code = self.watched["py"].append
         self.known: dict[int, tuple[dict, dict]] = {}  # per thread, as the recorder keeps them
+        # Every frame a cache entry names, held as exit events (or pins) would keep it named only
+        # while it lives: a dead frame's id could name a new frame, which the C walk, making
+        # fewer frame objects than the Python one, would not meet at the same address.
+        self._named: list = []
 
     def snap(self, frame=None, depth: int | None = None) -> tuple:
         """Capture the caller's stack with both tables; assert they agree in every respect."""
@@ -143,6 +147,11 @@ class Twins:
         assert self.c.ids == self.py.ids and self.c._nodes == self.py._nodes
         assert kc == kp
         assert self.watched["c"] == self.watched["py"]
+        f = frame
+        while f is not None:
+            if id(f) in kc:
+                self._named.append(f)
+            f = f.f_back
         return self.c.resolve(sc, 64)
 
 
