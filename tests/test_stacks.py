@@ -430,3 +430,28 @@ def test_the_frame_a_fresh_walk_pins_is_the_very_frame_with_its_own_object():
     kc, _ = twins.known[threading.get_ident()]
     for key, (lasti, _node, frame) in kc.items():
         assert id(frame) == key and frame.f_lasti == lasti
+
+
+@needs_c
+@both_modes
+def test_c_and_python_walks_agree_on_another_threads_running_frames(pin):
+    # Another thread's frames may return whenever the GIL is let go: walked through their objects.
+    twins = Twins(16, pin)
+    parked, release = threading.Event(), threading.Event()
+
+    def down(n):
+        if n:
+            return down(n - 1)
+        parked.set()
+        release.wait(10)
+
+    worker = threading.Thread(target=down, args=(5,))
+    worker.start()
+    try:
+        assert parked.wait(10)
+        frame = sys._current_frames()[worker.ident]
+        stack = twins.snap(frame)
+        assert sum(f.function.endswith("down") for f in stack) == 6
+    finally:
+        release.set()
+        worker.join()

@@ -1647,20 +1647,34 @@ internal_lasti(_PyInterpreterFrame *f)
 }
 #endif
 
-/* The walk's first frame. The internal walk only from a frame that is running (owned by its
- * thread or by a running generator): every frame outside it is running too, and stays put
- * while the walk lasts, whatever code an allocation runs meanwhile. */
+#ifdef INTERNAL_FRAMES
+/* 1 when ``frame`` runs in this thread, no more than a few calls out from its current frame:
+ * then it and every frame outside it stay put while a walk lasts, whatever code an allocation
+ * runs meanwhile (another thread's frames may return whenever the GIL is let go). */
+static int
+running_here(PyFrameObject *frame)
+{
+    if (frame->f_back != NULL || frame->f_frame->owner == FRAME_OWNED_BY_FRAME_OBJECT ||
+        frame->f_frame->frame_obj != frame)
+        return 0; /* finished: its object owns its data */
+    _PyInterpreterFrame *f = THREAD_FRAME(PyThreadState_Get());
+    for (int steps = 0; f != NULL && steps < 64; steps++, f = f->previous)
+        if (f == frame->f_frame)
+            return 1;
+    return 0;
+}
+#endif
+
+/* The walk's first frame: the internal walk from a frame running in this thread, the public one
+ * from any other (a finished frame, a suspended generator's, another thread's). */
 static void
 walk_start(PyFrameObject *frame, WalkFrame *w)
 {
 #ifdef INTERNAL_FRAMES
-    if (internal_frames && frame->f_frame->owner != FRAME_OWNED_BY_FRAME_OBJECT &&
-        frame->f_frame->frame_obj == frame && frame->f_back == NULL) {
-        if (frame->f_frame->owner != FRAME_OWNED_BY_GENERATOR || frame->f_frame->previous != NULL) {
-            w->frame = frame->f_frame;
-            w->object = frame;
-            return;
-        }
+    if (internal_frames && running_here(frame)) {
+        w->frame = frame->f_frame;
+        w->object = frame;
+        return;
     }
     w->frame = NULL;
 #endif
