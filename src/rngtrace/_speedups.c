@@ -1594,7 +1594,9 @@ walk_memo(PyObject *module, PyObject *unused)
  * only where the walk keeps it (the frame entering the thread's cache). A frame with no object
  * has no entry in ``known`` (its entries name live frame objects), so it is never looked up.
  * The public walk (PyFrame_GetBack) serves 3.10, a layout not proven, and a walk that starts at
- * a frame that is not running (a finished frame, a suspended generator's): it is the reference. */
+ * a frame not running in this thread (a finished frame, a suspended generator's, another
+ * thread's): it is the reference. Making the one object goes through sys._getframe, as the
+ * Python wrapper's own frame lookup does (the function that makes it is not exported). */
 #if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030E0000
 #define INTERNAL_FRAMES 1
 #define Py_BUILD_CORE
