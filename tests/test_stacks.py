@@ -131,6 +131,10 @@ class Twins:
         self.c.watch_code = self.watched["c"].append
         self.py.watch_code = self.watched["py"].append
         self.known: dict[int, tuple[dict, dict]] = {}  # per thread, as the recorder keeps them
+        # Every frame a cache entry names, held as exit events (or pins) would keep it named only
+        # while it lives: a dead frame's id could name a new frame, which the C walk, making
+        # fewer frame objects than the Python one, would not meet at the same address.
+        self._named: list = []
 
     def snap(self, frame=None, depth: int | None = None) -> tuple:
         """Capture the caller's stack with both tables; assert they agree in every respect."""
@@ -143,6 +147,11 @@ class Twins:
         assert self.c.ids == self.py.ids and self.c._nodes == self.py._nodes
         assert kc == kp
         assert self.watched["c"] == self.watched["py"]
+        f = frame
+        while f is not None:
+            if id(f) in kc:
+                self._named.append(f)
+            f = f.f_back
         return self.c.resolve(sc, 64)
 
 
@@ -338,3 +347,111 @@ def test_an_error_in_the_c_walk_falls_back_to_the_python_walk():
     nodes = [t.capture(frame, 16, {}) for t in (table, reference)]  # from one offset of this frame
     assert nodes[0] == nodes[1]
     assert table.ids == reference.ids and table._nodes == reference._nodes
+
+
+# -- the C walk over the interpreter's own frames (3.11-3.13) ---------------------------------
+
+def test_the_c_walk_reads_the_interpreters_frames_where_their_layout_was_proven():
+    speedups = __import__("pytest").importorskip("rngtrace._speedups")
+    assert speedups.internal_frames is ((3, 11) <= sys.version_info[:2] <= (3, 13))
+
+
+@needs_c
+@both_modes
+def test_c_and_python_walks_agree_on_one_code_object_reached_at_two_instructions(pin):
+    twins = Twins(16, pin)
+
+    def two(n):
+        first = twins.snap()  # one line
+        second = twins.snap()  # another line of the same frame
+        return (first, second) if n == 0 else two(n - 1)
+
+    def loop():
+        return [two(i % 2) for i in range(6)]
+
+    pairs = loop()
+    first_line = two.__code__.co_firstlineno + 1
+    for first, second in pairs:
+        assert first[0].lineno == first_line and second[0].lineno == first_line + 1
+        assert first[1:] == second[1:]  # the same callers, at the same instructions
+    assert pairs[0] == pairs[2] == pairs[4] and pairs[1] == pairs[3]
+    assert pairs[1][0][1].function.endswith("two") and not pairs[0][0][1].function.endswith("two")
+
+
+@needs_c
+@both_modes
+def test_c_and_python_walks_agree_through_a_running_generator_among_fresh_frames(pin):
+    twins = Twins(16, pin)
+
+    def leaf():
+        return twins.snap()
+
+    def gen():
+        while True:
+            yield leaf()
+
+    def fresh(g, n):
+        return next(g) if n == 0 else fresh(g, n - 1)
+
+    g = gen()
+    stacks = [fresh(g, i % 3) for i in range(9)]
+    assert stacks[0] == stacks[3] and stacks[0] != stacks[1]
+    assert [f.function.rsplit(".", 1)[-1] for f in stacks[2][:5]] == ["leaf", "gen", "fresh", "fresh", "fresh"]
+
+
+@needs_c
+@both_modes
+def test_c_and_python_walks_agree_from_a_finished_frame_and_from_a_suspended_generator(pin):
+    twins = Twins(16, pin)
+
+    def finished():
+        return sys._getframe()
+
+    def suspended():
+        yield sys._getframe()
+
+    g = suspended()
+    for frame in (finished(), next(g), finished()):
+        twins.snap(frame)
+    assert twins.snap(finished())[0].function.endswith("finished")
+
+
+@needs_c
+def test_the_frame_a_fresh_walk_pins_is_the_very_frame_with_its_own_object():
+    twins = Twins(16, pin=True)
+
+    def inner(n):
+        return twins.snap() if n == 0 else inner(n - 1)
+
+    def outer():
+        return inner(4)
+
+    outer()
+    kc, _ = twins.known[threading.get_ident()]
+    for key, (lasti, _node, frame) in kc.items():
+        assert id(frame) == key and frame.f_lasti == lasti
+
+
+@needs_c
+@both_modes
+def test_c_and_python_walks_agree_on_another_threads_running_frames(pin):
+    # Another thread's frames may return whenever the GIL is let go: walked through their objects.
+    twins = Twins(16, pin)
+    parked, release = threading.Event(), threading.Event()
+
+    def down(n):
+        if n:
+            return down(n - 1)
+        parked.set()
+        release.wait(10)
+
+    worker = threading.Thread(target=down, args=(5,))
+    worker.start()
+    try:
+        assert parked.wait(10)
+        frame = sys._current_frames()[worker.ident]
+        stack = twins.snap(frame)
+        assert sum(f.function.endswith("down") for f in stack) == 6
+    finally:
+        release.set()
+        worker.join()

@@ -426,7 +426,30 @@ typedef struct {
     PyObject *name[2], *fallback[2];
 } Recorder;
 
-static PyObject *capture_walk(PyObject *frame, long depth, PyObject *known, int pin, PyObject *state, PyObject *watch);
+/* A capture's depth: the trace's, read only when a walk needs it (a cached chain that did not
+ * reach the outermost frame), which a walk through fresh frames under a loop seldom does. */
+typedef struct {
+    PyObject *trace; /* borrowed: read trace.depth; NULL: ``value`` is given */
+    long value;
+} Depth;
+
+/* The depth, -1 with an error set where trace.depth is not an int. */
+static long
+depth_of(Depth *depth)
+{
+    if (depth->trace != NULL) {
+        PyObject *value = PyObject_GetAttr(depth->trace, s_depth);
+        long read = value == NULL ? -1 : PyLong_AsLong(value);
+        Py_XDECREF(value);
+        if (read == -1 && PyErr_Occurred())
+            return -1;
+        depth->value = read;
+        depth->trace = NULL;
+    }
+    return depth->value;
+}
+
+static PyObject *capture_walk(PyObject *frame, Depth *depth, PyObject *known, int pin, PyObject *state, PyObject *watch);
 static PyObject *known_stack(PyFrameObject *frame, PyObject *known, PyObject *ids, PyObject *state);
 
 /* The raw event, as the Python record() makes it. Untracked by the collector when it holds only
@@ -479,14 +502,10 @@ fast_record(Recorder *self, PyObject *now, PyObject *st, PyFrameObject *frame, P
         if (PyErr_Occurred())
             goto out;
         /* A caller the cache does not know (fresh frames: a helper, a forward()): walked here. */
-        PyObject *depth_obj = PyObject_GetAttr(PyTuple_GET_ITEM(sink, 3), s_depth);
-        long depth = depth_obj == NULL ? -1 : PyLong_AsLong(depth_obj);
-        Py_XDECREF(depth_obj);
-        if (depth == -1 && PyErr_Occurred())
-            goto walk_failed;
+        Depth depth = {PyTuple_GET_ITEM(sink, 3), 0}; /* ``sink`` (held) holds the trace */
         if (pin == Py_False && (watch = PyObject_GetAttr(SLOT(cache, ca_table), s_watch_code)) == NULL)
             goto walk_failed;
-        sid = capture_walk((PyObject *)frame, depth, known, pin == Py_True, SLOT(cache, ca_walk),
+        sid = capture_walk((PyObject *)frame, &depth, known, pin == Py_True, SLOT(cache, ca_walk),
                            watch != NULL ? watch : Py_None);
         if (sid == NULL)
             goto walk_failed;
@@ -1574,9 +1593,251 @@ walk_memo(PyObject *module, PyObject *unused)
     return capsule;
 }
 
+/* -- the frames a capture walks ----------------------------------------------------------
+ *
+ * On 3.11+ a running function has a _PyInterpreterFrame; its PyFrameObject is made only when
+ * someone asks (PyFrame_GetBack asks for every frame it crosses), and freed when the function
+ * returns. A walk through fresh frames (a forward(), a per-sample helper) spent most of its
+ * time making and freeing those objects. The internal walk reads the interpreter frames
+ * themselves -- code, instruction, previous frame -- with the layout this module was compiled
+ * against, proven at import on real frames (prove_internal_frames); a frame gets its object
+ * only where the walk keeps it (the frame entering the thread's cache). A frame with no object
+ * has no entry in ``known`` (its entries name live frame objects), so it is never looked up.
+ * The public walk (PyFrame_GetBack) serves 3.10, a layout not proven, and a walk that starts at
+ * a frame not running in this thread (a finished frame, a suspended generator's, another
+ * thread's): it is the reference. Making the one object goes through sys._getframe, as the
+ * Python wrapper's own frame lookup does (the function that makes it is not exported). */
+#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030E0000
+#define INTERNAL_FRAMES 1
+#define Py_BUILD_CORE
+#include "internal/pycore_frame.h"
+#undef Py_BUILD_CORE
+#if PY_VERSION_HEX >= 0x030D0000
+#define IFRAME_CODE(f) _PyFrame_GetCode(f)
+#define THREAD_FRAME(ts) ((ts)->current_frame)
+#else
+#define IFRAME_CODE(f) ((f)->f_code)
+#define THREAD_FRAME(ts) ((ts)->cframe->current_frame)
+#endif
+/* 1 once prove_internal_frames() found the layout as compiled; sys._getframe as it was then. */
+static int internal_frames;
+static PyObject *sys_getframe;
+#endif
+
+/* One frame of a walk. ``object`` is a strong reference in the public walk; in the internal
+ * one it is borrowed, and NULL until the frame has an object. */
+typedef struct {
+    PyFrameObject *object;
+#ifdef INTERNAL_FRAMES
+    _PyInterpreterFrame *frame; /* NULL: the public walk */
+#endif
+} WalkFrame;
+
+#ifdef INTERNAL_FRAMES
+/* PyFrame_GetBack's step without making an object: a finished frame's f_back, else the
+ * first complete frame before it (an incomplete one is still being set up: never shown). */
+static _PyInterpreterFrame *
+internal_back(_PyInterpreterFrame *f, PyFrameObject **object)
+{
+    PyFrameObject *own = f->frame_obj;
+    if (own != NULL && own->f_back != NULL) {
+        *object = own->f_back;
+        return own->f_back->f_frame;
+    }
+    _PyInterpreterFrame *prev = f->previous;
+    while (prev != NULL && _PyFrame_IsIncomplete(prev))
+        prev = prev->previous;
+    *object = prev != NULL ? prev->frame_obj : NULL;
+    return prev;
+}
+
+static long
+internal_lasti(_PyInterpreterFrame *f)
+{
+    int lasti = _PyInterpreterFrame_LASTI(f);
+    return lasti < 0 ? -1 : (long)lasti * (long)sizeof(_Py_CODEUNIT);
+}
+#endif
+
+#ifdef INTERNAL_FRAMES
+/* 1 when ``frame`` runs in this thread, no more than a few calls out from its current frame:
+ * then it and every frame outside it stay put while a walk lasts, whatever code an allocation
+ * runs meanwhile (another thread's frames may return whenever the GIL is let go). */
+static int
+running_here(PyFrameObject *frame)
+{
+    if (frame->f_back != NULL || frame->f_frame->owner == FRAME_OWNED_BY_FRAME_OBJECT ||
+        frame->f_frame->frame_obj != frame)
+        return 0; /* finished: its object owns its data */
+    _PyInterpreterFrame *f = THREAD_FRAME(PyThreadState_Get());
+    for (int steps = 0; f != NULL && steps < 64; steps++, f = f->previous)
+        if (f == frame->f_frame)
+            return 1;
+    return 0;
+}
+#endif
+
+/* The walk's first frame: the internal walk from a frame running in this thread, the public one
+ * from any other (a finished frame, a suspended generator's, another thread's). */
+static void
+walk_start(PyFrameObject *frame, WalkFrame *w)
+{
+#ifdef INTERNAL_FRAMES
+    if (internal_frames && running_here(frame)) {
+        w->frame = frame->f_frame;
+        w->object = frame;
+        return;
+    }
+    w->frame = NULL;
+#endif
+    w->object = (PyFrameObject *)Py_NewRef(frame);
+}
+
+/* The frame outside ``w`` into ``next``; 0 when there is none. */
+static int
+walk_back(const WalkFrame *w, WalkFrame *next)
+{
+#ifdef INTERNAL_FRAMES
+    if (w->frame != NULL) {
+        next->frame = internal_back(w->frame, &next->object);
+        return next->frame != NULL;
+    }
+    next->frame = NULL;
+#endif
+    next->object = PyFrame_GetBack(w->object);
+    return next->object != NULL;
+}
+
+static void
+walk_release(WalkFrame *w)
+{
+#ifdef INTERNAL_FRAMES
+    if (w->frame != NULL)
+        return;
+#endif
+    Py_CLEAR(w->object);
+}
+
+/* The frame's code (new). */
+static PyCodeObject *
+walk_code(const WalkFrame *w)
+{
+#ifdef INTERNAL_FRAMES
+    if (w->frame != NULL)
+        return (PyCodeObject *)Py_NewRef(IFRAME_CODE(w->frame));
+#endif
+    return PyFrame_GetCode(w->object);
+}
+
+/* frame.f_lasti as Python reports it (bytes on 3.10 too, where the struct counts code units). */
+static long
+walk_lasti(const WalkFrame *w)
+{
+#ifdef INTERNAL_FRAMES
+    if (w->frame != NULL)
+        return internal_lasti(w->frame);
+#endif
+#if PY_VERSION_HEX >= 0x030B0000
+    return PyFrame_GetLasti(w->object);
+#else
+    return w->object->f_lasti < 0 ? -1 : (long)w->object->f_lasti * (long)sizeof(_Py_CODEUNIT);
+#endif
+}
+
+/* The frame's object if it has one, borrowed: the only frames ``known`` can name. */
+static PyFrameObject *
+walk_object(const WalkFrame *w)
+{
+#ifdef INTERNAL_FRAMES
+    if (w->frame != NULL)
+        return w->frame->frame_obj;
+#endif
+    return w->object;
+}
+
+/* The frame's object (new), made if it has none: sys._getframe(depth) makes one for a frame
+ * deep in the running stack, where depth counts complete frames as it does, from the thread's
+ * current frame. NULL with an error, or with *unexpected set where the frame is not found
+ * there (the Python walk then decides). */
+static PyFrameObject *
+walk_materialize(WalkFrame *w, int *unexpected)
+{
+#ifdef INTERNAL_FRAMES
+    if (w->frame != NULL && w->frame->frame_obj == NULL) {
+        _PyInterpreterFrame *f = THREAD_FRAME(PyThreadState_Get());
+        long depth = 0;
+        while (f != NULL && f != w->frame && depth < 100000) {
+            f = f->previous;
+            if (f != NULL && !_PyFrame_IsIncomplete(f))
+                depth++;
+        }
+        if (f == NULL || depth >= 100000) {
+            *unexpected = 1;
+            return NULL;
+        }
+        PyObject *depth_obj = PyLong_FromLong(depth);
+        PyObject *made = depth_obj == NULL ? NULL : PyObject_CallOneArg(sys_getframe, depth_obj);
+        Py_XDECREF(depth_obj);
+        if (made == NULL)
+            return NULL;
+        if (!PyFrame_Check(made) || ((PyFrameObject *)made)->f_frame != w->frame || w->frame->frame_obj != (PyFrameObject *)made) {
+            Py_DECREF(made);
+            *unexpected = 1;
+            return NULL;
+        }
+        w->object = (PyFrameObject *)made;
+        return (PyFrameObject *)made;
+    }
+#endif
+    (void)unexpected;
+    return (PyFrameObject *)Py_NewRef(walk_object(w));
+}
+
+#ifdef INTERNAL_FRAMES
+/* 1 when the internal walk reads, on the frames running now (the import's), exactly what
+ * PyFrame_GetBack, PyFrame_GetCode and PyFrame_GetLasti read, frame by frame, and sys._getframe
+ * is the builtin; 0 leaves every walk to the public functions. */
+static int
+prove_internal_frames(void)
+{
+    if ((Py_Version >> 16) != (PY_VERSION_HEX >> 16))
+        return 0;
+    PyObject *getframe = PySys_GetObject("_getframe"); /* borrowed */
+    if (getframe == NULL || !PyCFunction_Check(getframe) ||
+        strcmp(((PyCFunctionObject *)getframe)->m_ml->ml_name, "_getframe") != 0)
+        return 0;
+    PyFrameObject *f = (PyFrameObject *)Py_XNewRef(PyEval_GetFrame());
+    if (f == NULL || THREAD_FRAME(PyThreadState_Get()) == NULL)
+        return 0;
+    _PyInterpreterFrame *i = f->f_frame;
+    PyFrameObject *object = f;
+    int ok = 1, walked = 0;
+    while (ok && f != NULL) {
+        PyCodeObject *code = PyFrame_GetCode(f);
+        ok = i != NULL && i == f->f_frame && object == f && i->frame_obj == f && IFRAME_CODE(i) == code &&
+             internal_lasti(i) == PyFrame_GetLasti(f);
+        Py_DECREF(code);
+        _PyInterpreterFrame *back = ok ? internal_back(i, &object) : NULL;
+        PyFrameObject *public_back = PyFrame_GetBack(f);
+        if (ok && back != NULL && object == NULL)
+            object = back->frame_obj; /* PyFrame_GetBack made it just now */
+        Py_DECREF(f);
+        f = public_back;
+        i = back;
+        ok = ok && (f == NULL) == (i == NULL);
+        walked++;
+    }
+    Py_XDECREF(f);
+    if (!ok || walked < 2)
+        return 0;
+    sys_getframe = Py_NewRef(getframe);
+    return 1;
+}
+#endif
+
 /* What each walked frame needs once the walk stops. */
 typedef struct {
-    PyFrameObject *frame;
+    WalkFrame frame;
     PyCodeObject *code;
     long lasti, kind;
 } Walked;
@@ -1584,17 +1845,6 @@ typedef struct {
 #define KIND_KEEP 0
 #define KIND_END 2
 #define SUSPENDABLE (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR)
-
-/* frame.f_lasti as Python reports it (bytes on 3.10 too, where the struct counts code units). */
-static long
-walk_lasti(PyFrameObject *frame)
-{
-#if PY_VERSION_HEX >= 0x030B0000
-    return PyFrame_GetLasti(frame);
-#else
-    return frame->f_lasti < 0 ? -1 : (long)frame->f_lasti * (long)sizeof(_Py_CODEUNIT);
-#endif
-}
 
 /* A node's (parent, id(code), f_lasti, length, reached) from ``nodes``: borrowed, or NULL with
  * *unexpected set when it is missing or not that tuple (the Python path then decides). */
@@ -1614,7 +1864,7 @@ node_info(PyObject *nodes, PyObject *node, int *unexpected)
 /* 1 when a known entry for a frame at ``lasti`` ends the walk (its node in *node, new), 0 when
  * it does not, -1 on error or with *unexpected set. As StackTable.capture decides it. */
 static int
-known_hit(PyObject *nodes, PyObject *hit, long lasti, long kept, long depth, PyObject **node, int *unexpected)
+known_hit(PyObject *nodes, PyObject *hit, long lasti, long kept, Depth *depth, PyObject **node, int *unexpected)
 {
     if (!PyTuple_CheckExact(hit) || PyTuple_GET_SIZE(hit) < 2 || !PyLong_CheckExact(PyTuple_GET_ITEM(hit, 0)) ||
         !PyLong_CheckExact(PyTuple_GET_ITEM(hit, 1))) {
@@ -1640,8 +1890,13 @@ known_hit(PyObject *nodes, PyObject *hit, long lasti, long kept, long depth, PyO
         long length = PyLong_AsLong(PyTuple_GET_ITEM(info, 3));
         if (length == -1 && PyErr_Occurred())
             return -1;
-        if (!reached && kept + length < depth)
-            return 0;
+        if (!reached) {
+            long wanted = depth_of(depth);
+            if (wanted == -1 && PyErr_Occurred())
+                return -1;
+            if (kept + length < wanted)
+                return 0;
+        }
     }
     *node = Py_NewRef(hit_node);
     return 1;
@@ -1696,15 +1951,22 @@ out:
 
 /* The draw from a loop: the caller is new or moved, its caller is known. 1 with *node (new), 0 to walk. */
 static int
-capture_first_step(PyFrameObject *frame, long depth, PyObject *known, PyObject *ids, PyObject *nodes, WalkMemo *memo,
+capture_first_step(PyFrameObject *frame, Depth *depth, PyObject *known, PyObject *ids, PyObject *nodes, WalkMemo *memo,
                    PyObject **node, int *unexpected)
 {
     int done = 0;
-    PyFrameObject *parent = PyFrame_GetBack(frame);
+    WalkFrame start, back;
+    walk_start(frame, &start);
+    if (!walk_back(&start, &back)) {
+        walk_release(&start);
+        return 0;
+    }
+    /* A frame with no object yet is not one ``known`` names. */
+    PyFrameObject *parent = walk_object(&back);
     PyCodeObject *code = NULL;
     PyObject *key = NULL, *hit = NULL, *code_id = NULL, *lasti = NULL, *lookup = NULL;
     if (parent == NULL)
-        return 0;
+        goto out;
     if ((key = PyLong_FromVoidPtr(parent)) == NULL)
         goto error;
     hit = Py_XNewRef(PyDict_GetItemWithError(known, key));
@@ -1719,7 +1981,7 @@ capture_first_step(PyFrameObject *frame, long depth, PyObject *known, PyObject *
     long hit_node = PyLong_AsLong(PyTuple_GET_ITEM(hit, 1));
     if (PyErr_Occurred())
         goto error;
-    if (cached != walk_lasti(parent) || hit_node < 0)
+    if (cached != walk_lasti(&back) || hit_node < 0)
         goto out;
     PyObject *info = node_info(nodes, PyTuple_GET_ITEM(hit, 1), unexpected);
     if (info == NULL)
@@ -1728,10 +1990,15 @@ capture_first_step(PyFrameObject *frame, long depth, PyObject *known, PyObject *
     long length = PyLong_AsLong(PyTuple_GET_ITEM(info, 3));
     if (reached < 0 || (length == -1 && PyErr_Occurred()))
         goto error;
-    if (!reached && length + 1 < depth)
-        goto out;
-    code = PyFrame_GetCode(frame);
-    long frame_lasti = walk_lasti(frame);
+    if (!reached) {
+        long wanted = depth_of(depth);
+        if (wanted == -1 && PyErr_Occurred())
+            goto error;
+        if (length + 1 < wanted)
+            goto out;
+    }
+    code = walk_code(&start);
+    long frame_lasti = walk_lasti(&start);
     long memo_hit = memo_node_get(memo, hit_node, code, frame_lasti);
     if (memo_hit >= 0) {
         if ((*node = PyLong_FromLong(memo_hit)) == NULL)
@@ -1767,7 +2034,8 @@ out:
     Py_XDECREF((PyObject *)code);
     Py_XDECREF(hit);
     Py_XDECREF(key);
-    Py_DECREF(parent);
+    walk_release(&back);
+    walk_release(&start);
     return done;
 }
 
@@ -1800,13 +2068,20 @@ static struct {
 static PyObject *
 known_stack(PyFrameObject *frame, PyObject *known, PyObject *ids, PyObject *state)
 {
-    PyFrameObject *parent = PyFrame_GetBack(frame);
-    if (parent == NULL)
+    WalkFrame start, back;
+    walk_start(frame, &start);
+    if (!walk_back(&start, &back)) {
+        walk_release(&start);
         return NULL;
+    }
     WalkMemo *memo = memo_of(state);
     PyCodeObject *code = NULL;
     PyObject *node = NULL, *hit = NULL, *code_id = NULL, *offset = NULL, *lookup = NULL, *key = NULL;
     long cached, parent_node;
+    /* A frame with no object yet is not one ``known`` names. */
+    PyFrameObject *parent = walk_object(&back);
+    if (parent == NULL)
+        goto out;
 #ifdef HAVE_VERSION_TAG
     /* The loop's frame, asked about again with ``known`` unwritten since: the same entry. */
     if (last_parent.known == known && last_parent.parent == parent && last_parent.version == version_tag(known)) {
@@ -1835,10 +2110,10 @@ known_stack(PyFrameObject *frame, PyObject *known, PyObject *ids, PyObject *stat
     last_parent.node = parent_node;
 found:
 #endif
-    if (cached != walk_lasti(parent))
+    if (cached != walk_lasti(&back))
         goto out;
-    code = PyFrame_GetCode(frame);
-    long lasti = walk_lasti(frame);
+    code = walk_code(&start);
+    long lasti = walk_lasti(&start);
     long found = memo_node_get(memo, parent_node, code, lasti);
     if (found >= 0) {
         node = PyLong_FromLong(found);
@@ -1867,7 +2142,8 @@ out:
     Py_XDECREF((PyObject *)code);
     Py_XDECREF(hit);
     Py_XDECREF(key);
-    Py_DECREF(parent);
+    walk_release(&back);
+    walk_release(&start);
     return node;
 }
 
@@ -1877,7 +2153,7 @@ out:
  * ``known`` entries, the same calls to kind() and watch(). ``memo`` (a walk_memo() capsule, or
  * None) lets frames already interned be walked without allocating. */
 static PyObject *
-capture_walk(PyObject *frame_arg, long depth, PyObject *known, int pin, PyObject *state, PyObject *watch)
+capture_walk(PyObject *frame_arg, Depth *depth, PyObject *known, int pin, PyObject *state, PyObject *watch)
 {
     if ((frame_arg != Py_None && !PyFrame_Check(frame_arg)) || !PyDict_CheckExact(known) ||
         !PyTuple_CheckExact(state) || PyTuple_GET_SIZE(state) != 8)
@@ -1919,11 +2195,15 @@ capture_walk(PyObject *frame_arg, long depth, PyObject *known, int pin, PyObject
     /* The node so far: its value, and its int object where one is at hand (NULL: make it when needed). */
     long node_value = -1;
     node = Py_NewRef(root);
-    PyFrameObject *f = (PyFrameObject *)Py_XNewRef(frame_arg != Py_None ? frame_arg : NULL);
-    while (f != NULL) {
-        long lasti = walk_lasti(f);
-        if (PyDict_GET_SIZE(known) > 0) {
-            PyObject *frame_id = PyLong_FromVoidPtr(f);
+    WalkFrame f;
+    int more = frame_arg != Py_None;
+    if (more)
+        walk_start((PyFrameObject *)frame_arg, &f);
+    while (more) {
+        long lasti = walk_lasti(&f);
+        PyFrameObject *object = walk_object(&f); /* NULL: no object yet, so not in ``known`` */
+        if (object != NULL && PyDict_GET_SIZE(known) > 0) {
+            PyObject *frame_id = PyLong_FromVoidPtr(object);
             if (frame_id == NULL)
                 goto fail_frame;
             PyObject *hit = PyDict_GetItemWithError(known, frame_id);
@@ -1942,12 +2222,12 @@ capture_walk(PyObject *frame_arg, long depth, PyObject *known, int pin, PyObject
                     Py_SETREF(node, found);
                     if (node_value == -1 && PyErr_Occurred())
                         goto fail_frame;
-                    Py_CLEAR(f);
+                    walk_release(&f);
                     break;
                 }
             }
         }
-        PyCodeObject *code = PyFrame_GetCode(f);
+        PyCodeObject *code = walk_code(&f);
         long kind = memo_kind_get(memo, code);
         if (kind < 0) {
             PyObject *code_id = PyLong_FromVoidPtr(code), *entry = NULL;
@@ -1987,7 +2267,7 @@ capture_walk(PyObject *frame_arg, long depth, PyObject *known, int pin, PyObject
         if (kind == KIND_END) {
             /* The launcher's frames: the stack ends as if at the outermost frame. */
             Py_DECREF((PyObject *)code);
-            Py_CLEAR(f);
+            walk_release(&f);
             break;
         }
         if (count == capacity) {
@@ -2006,12 +2286,12 @@ capture_walk(PyObject *frame_arg, long depth, PyObject *known, int pin, PyObject
         walked[count++] = (Walked){f, code, lasti, kind};
         if (kind == KIND_KEEP)
             kept++;
-        f = PyFrame_GetBack(f);
+        more = walk_back(&walked[count - 1].frame, &f);
         continue;
     fail_code:
         Py_DECREF((PyObject *)code);
     fail_frame:
-        Py_DECREF(f);
+        walk_release(&f);
         Py_CLEAR(node);
         goto release;
     }
@@ -2073,15 +2353,19 @@ capture_walk(PyObject *frame_arg, long depth, PyObject *known, int pin, PyObject
             rc = -1;
             goto step_done;
         }
-        PyObject *frame_id = PyLong_FromVoidPtr(w->frame);
+        /* Its object, made now if it has none (the internal walk made none). */
+        PyFrameObject *object = walk_materialize(&w->frame, &unexpected);
+        PyObject *frame_id = object == NULL ? NULL : PyLong_FromVoidPtr(object);
         if (frame_id == NULL) {
+            Py_XDECREF(object);
             rc = -1;
             goto step_done;
         }
-        PyObject *entry = pin ? PyTuple_Pack(3, lasti_obj, node, (PyObject *)w->frame) : PyTuple_Pack(2, lasti_obj, node);
+        PyObject *entry = pin ? PyTuple_Pack(3, lasti_obj, node, (PyObject *)object) : PyTuple_Pack(2, lasti_obj, node);
         rc = entry == NULL ? -1 : PyDict_SetItem(known, frame_id, entry);
         Py_XDECREF(entry);
         Py_DECREF(frame_id);
+        Py_DECREF(object);
         if (rc == 0 && !pin && watch != Py_None) {
             if (code_id == NULL && (code_id = PyLong_FromVoidPtr(w->code)) == NULL)
                 rc = -1;
@@ -2111,7 +2395,7 @@ capture_walk(PyObject *frame_arg, long depth, PyObject *known, int pin, PyObject
 release:
     for (Py_ssize_t i = 0; i < count; i++) {
         Walked *w = &walked[i];
-        Py_DECREF((PyObject *)w->frame);
+        walk_release(&w->frame);
         Py_DECREF((PyObject *)w->code);
     }
     if (walked != local)
@@ -2141,7 +2425,8 @@ capture(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         PyErr_Clear();
         Py_RETURN_NOTIMPLEMENTED;
     }
-    return capture_walk(args[0], depth, args[2], pin, args[4], args[5]);
+    Depth given = {NULL, depth};
+    return capture_walk(args[0], &given, args[2], pin, args[4], args[5]);
 }
 
 /* flat_key(frame, depth): StackTable._capture_flat's key, where no cache of live frames can be
@@ -2228,6 +2513,21 @@ PyInit__speedups(void)
     if (PyModule_AddObjectRef(module, "Recorder", (PyObject *)&RecorderType) < 0 ||
         PyModule_AddObjectRef(module, "InPlace", (PyObject *)&InPlaceType) < 0 ||
         PyModule_AddObjectRef(module, "StreamLock", (PyObject *)&StreamLockType) < 0) {
+        Py_DECREF(module);
+        return NULL;
+    }
+#ifdef INTERNAL_FRAMES
+    internal_frames = prove_internal_frames();
+    if (PyErr_Occurred()) { /* a proof that could not finish proves nothing */
+        PyErr_Clear();
+        internal_frames = 0;
+    }
+    int internal = internal_frames;
+#else
+    int internal = 0;
+#endif
+    /* Whether capture walks the interpreter's own frames (3.11-3.13, layout proven at import). */
+    if (PyModule_AddObjectRef(module, "internal_frames", internal ? Py_True : Py_False) < 0) {
         Py_DECREF(module);
         return NULL;
     }
