@@ -2449,18 +2449,23 @@ flat_key(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     if (depth > 32 && (pairs = PyMem_Malloc((size_t)depth * 2 * sizeof(uint64_t))) == NULL)
         return PyErr_NoMemory();
     Py_ssize_t n = 0;
-    PyFrameObject *f = (PyFrameObject *)(args[0] != Py_None ? Py_NewRef(args[0]) : NULL);
-    while (f != NULL && n < depth) {
-        PyCodeObject *code = PyFrame_GetCode(f);
-        pairs[2 * n] = (uint64_t)(uintptr_t)code;
-        Py_DECREF(code); /* the frame holds it */
-        pairs[2 * n + 1] = (uint64_t)walk_lasti(f);
-        n++;
-        PyFrameObject *back = PyFrame_GetBack(f);
-        Py_DECREF(f);
-        f = back;
+    if (args[0] != Py_None && depth > 0) {
+        /* The capture walk's frames (the interpreter's own where it can): no frame object made. */
+        WalkFrame w, next;
+        walk_start((PyFrameObject *)args[0], &w);
+        for (;;) {
+            PyCodeObject *code = walk_code(&w);
+            pairs[2 * n] = (uint64_t)(uintptr_t)code;
+            Py_DECREF(code); /* the frame holds it */
+            pairs[2 * n + 1] = (uint64_t)walk_lasti(&w);
+            n++;
+            int more = n < depth && walk_back(&w, &next);
+            walk_release(&w);
+            if (!more)
+                break;
+            w = next;
+        }
     }
-    Py_XDECREF(f);
     PyObject *key = PyBytes_FromStringAndSize((const char *)pairs, n * (Py_ssize_t)(2 * sizeof(uint64_t)));
     if (pairs != local)
         PyMem_Free(pairs);
