@@ -321,24 +321,19 @@ class Recording:
         # The usual event: a draw from a loop while one trace records. Its stack is the
         # caller on top of a live frame the thread's cache knows, a node interned at an
         # earlier draw: StackTable.capture's first step, inlined (it runs on every draw).
-        if sink is not None and st is not None and frame is not None:
+        if sink is not None and st is not None and frame is not None and stream in sink[2]:
+            sid = None
             known = st.frames
             if known is not None and st.epoch is cache:
                 parent = frame.f_back
                 hit = known.get(id(parent))
                 if hit is not None and hit[0] == parent.f_lasti:
                     sid = cache.ids.get((hit[1], id(frame.f_code), frame.f_lasti))
-                    if sid is not None and stream in sink[2]:
-                        raw = (stream, kind, api, count, sid, st.key, detail)
-                        if len(sink[0]) < sink[1]:
-                            sink[0].append(raw)
-                        else:
-                            sink[3]._add(raw)
-                        return
-            elif cache.mode is _WALK and stream in sink[2]:
+            elif cache.mode is _WALK:
                 # A short trace's draw (no frames pinned yet): walked whole, the same as below.
                 self._count_walk()
                 sid = cache.table.capture(frame, self._depth)
+            if sid is not None:
                 raw = (stream, kind, api, count, sid, st.key, detail)
                 if len(sink[0]) < sink[1]:
                     sink[0].append(raw)
