@@ -14,6 +14,7 @@ import sys
 import tempfile
 import textwrap
 import time
+from typing import Any
 
 import numpy as np
 import numpy.random  # noqa: F401  (imported before any fork, as a program that used it is)
@@ -398,16 +399,8 @@ def test_a_forked_child_that_draws_often_uses_the_stack_cache_as_its_parent_woul
             np.random.rand()
         return 0 if HUB.rec.mode is not FrameMode.WALK else 3  # WALK: every stack walked in full, for good
 
-    with rng_trace(print=False) as trace:
-        pid = os.fork()
-        if pid == 0:
-            code = 1
-            try:
-                code = child()
-            finally:
-                os._exit(code)
-        _, status = os.waitpid(pid, 0)
-    assert os.waitstatus_to_exitcode(status) == 0
+    trace, pid, code = _forked_under_a_trace(child)
+    assert code == 0
     assert sum(e.pid == pid for e in trace.events) == 200
 
 
@@ -487,16 +480,8 @@ def test_a_forked_child_lets_go_of_finished_frames_without_a_sweeper_thread_of_i
             return 3
         return 0 if alive <= 1 else 4
 
-    with rng_trace(print=False) as trace:
-        pid = os.fork()
-        if pid == 0:
-            code = 1
-            try:
-                code = child()
-            finally:
-                os._exit(code)
-        _, status = os.waitpid(pid, 0)
-    assert os.waitstatus_to_exitcode(status) == 0
+    trace, pid, code = _forked_under_a_trace(child)
+    assert code == 0
     assert sum(e.pid == pid for e in trace.events) == 200
 
 
@@ -512,3 +497,17 @@ def test_an_event_detail_marshal_cannot_write_travels_as_its_text():
         _record(("flush", {}, {}, [raw], (), None, None))
     (record,) = _records(_record(("flush", {}, {}, [_plain(raw)], (), None, None)))
     assert record[3] == [("numpy", "draw", "numpy.random.rand", 2, 3, 1, "odd detail")]
+
+
+def _forked_under_a_trace(child: Any) -> tuple[Any, int, int]:
+    """Fork inside a traced block; the child runs ``child()`` and leaves with its code through os._exit."""
+    with rng_trace(print=False) as trace:
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                code = child()
+            finally:
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
+    return trace, pid, os.waitstatus_to_exitcode(status)
