@@ -38,6 +38,7 @@ import threading
 import time
 from typing import Any, Optional
 
+from .sources._base import unmoved
 from .trace import UNATTRIBUTED
 
 #: seconds between two writes of a child's spool file: what a killed child can lose
@@ -129,7 +130,7 @@ class ForkDigests:
                 snapshot = None
             kept = last.get(name)
             if (kept is not None and snapshot is not None and name not in RESEEDED_AT_FORK
-                    and _same_snapshot(source, kept[0], snapshot)):
+                    and unmoved(source, kept[0], snapshot)):
                 digests = kept[1]
             else:
                 try:
@@ -144,20 +145,6 @@ class ForkDigests:
 
     def forget(self) -> None:
         self._last = {}
-
-
-def _same_snapshot(source: Any, old: dict, new: dict) -> bool:
-    """Whether two ``Source.snapshot()`` reads saw the same quick state."""
-    if old.keys() != new.keys():
-        return False
-    for stream, state in new.items():
-        before = old[stream]
-        if before.__class__ is bytes and state.__class__ is bytes:
-            if before != state:
-                return False
-        elif not source.same(before, state):
-            return False
-    return True
 
 
 #: a Python child started by ``subprocess``: its command line (``_subprocess.begin`` sets it)

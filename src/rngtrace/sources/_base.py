@@ -115,6 +115,25 @@ class Source(ABC):
         """Drop any reference kept while tracing (called when hooks come off)."""
 
 
+def same_state(source: Source, old: Any, new: Any) -> bool:
+    """Whether two snapshots of one sub-stream are equal."""
+    if old.__class__ is bytes and new.__class__ is bytes:  # two in-place reads: no need to ask the source
+        return old == new  # type: ignore[no-any-return]
+    return source.same(old, new)
+
+
+def unmoved(source: Source, before: dict, now: dict) -> bool:
+    """Whether every sub-stream of ``source`` is as ``before`` (its ``snapshot()``) saw it ``now``."""
+    if now.keys() != before.keys():
+        return False
+    # A loop, not all() over a generator: a Ctrl-C landing in a generator being closed is
+    # printed and dropped ("Exception ignored in"), and the block's exit would go on without it.
+    for stream, state in now.items():
+        if not same_state(source, before[stream], state):
+            return False
+    return True
+
+
 def _dropout_test(training: Any, p: Any) -> bool:
     return bool(training) and 0 < p < 1  # p == 1 zeroes the input without drawing
 
