@@ -6,7 +6,7 @@ want, take off those they don't, keep the catch-all hook while any source is
 in. Reconciling is idempotent, so whatever interrupts it (Ctrl-C between two
 restores) is finished by a retry, or at the latest by the next hub call. The
 usual trace, the only one active, repeats the install the last lone trace made
-(a ``_Plan``: one swap, no questions asked twice) while nothing it depends on
+(``_lone``: one swap, no questions asked twice) while nothing it depends on
 changed, and goes the general way otherwise. The patches live in
 ``_patches``, recording in ``_record``; "what is hooked right now" has one
 answer: ``HUB.hooked()``.
@@ -25,7 +25,7 @@ from . import _catchall, _lone, _processes
 from ._patches import ImportWatch, Patches
 from ._record import Recording
 from .sources import SOURCES, load_source
-from .sources._base import _speedups
+from .sources._base import _speedups, same_state, unmoved
 from .trace import SEED, Trace
 
 ON_DRAW = ("log", "warn", "raise")
@@ -53,8 +53,14 @@ def _call_with(lock: Any, fn: Callable, *args: Any) -> Any:
 _call_locked = _speedups.call_locked if _speedups is not None else _call_with
 
 
+#: the streams of each set of streams in install order (sorted: the same whichever trace installs them)
 _ORDER: dict[frozenset, tuple[str, ...]] = {}
 _TOKENS = itertools.count(1)
+
+
+def install_order(streams: frozenset) -> tuple[str, ...]:
+    """``streams`` sorted, made once per set of streams."""
+    return _ORDER.get(streams) or _ORDER.setdefault(streams, tuple(sorted(streams)))
 
 
 class _Session:
@@ -73,7 +79,7 @@ class _Session:
         self.origins: list[tuple[str, str, str, int]] = []
         self.streams = streams
         #: the streams in install order (sorted: the same order whichever trace installs them)
-        self.order = _ORDER.get(streams) or _ORDER.setdefault(streams, tuple(sorted(streams)))
+        self.order = install_order(streams)
         self.on_draw = on_draw
         #: stream -> the quick states (``Source.snapshot()``) of its sub-streams at the start
         self.start_states: dict[str, dict[str, Any]] = {}
@@ -139,8 +145,7 @@ class Hub:
     def start(self, trace: Trace, streams: frozenset, on_draw: str) -> _Session:
         """Begin recording into ``trace``; install what it needs."""
         session = _Session(trace, streams, on_draw)
-        _call_locked(self._lock, self._start, session)
-        self._after_unlock()
+        self._locked(self._start, session)
         return session
 
     def _start(self, session: _Session) -> None:
@@ -174,8 +179,7 @@ class Hub:
 
     def stop(self, session: _Session, frame: Optional[FrameType]) -> Trace:
         """End recording into the session's trace; restore what no other trace needs."""
-        _call_locked(self._lock, self._stop, session, frame)
-        self._after_unlock()
+        self._locked(self._stop, session, frame)
         return session.trace
 
     def _stop(self, session: _Session, frame: Optional[FrameType]) -> None:
@@ -196,8 +200,7 @@ class Hub:
                     self.rec.new_table()  # after the trace took its thread names
 
     def _release(self, session: _Session) -> None:
-        active = self.active
-        sessions = () if active == (session,) else tuple(s for s in active if s is not session)
+        sessions = tuple(s for s in self.active if s is not session)
         if not sessions:
             try:
                 if _lone.uninstall_alone(self):
@@ -247,9 +250,7 @@ class Hub:
             leaving = [n for n in installed if n not in wanted]
             if leaving:
                 patches.undo_many(leaving)  # raises before anything below if interrupted
-                for name in leaving:
-                    installed.pop(name).forget()
-                    rec.fingerprint(name).clear()
+                self._forget(leaving)
         if self.imports.hooks:
             for name in self.imports.watching():
                 if name not in wanted:
@@ -276,16 +277,29 @@ class Hub:
                         rec.reseeded(name)
         catchall = self._catchall
         if installed and catchall is None:
-            # 3.10/3.11: the last trace found moves through references the patches miss, so
-            # the profile hook goes in at once, to attribute (and learn) them from the first.
-            self._catchall = _catchall.install(self, hook=self._hook_wanted)
-            self._hook_wanted = False  # this trace says again whether the next one needs it
+            self._put_catchall()
         elif not installed and catchall is not None:
-            catchall.uninstall()  # idempotent: an interrupted one is completed by the retry
-            self._catchall = None
+            self._take_catchall()
         elif catchall is not None:
             catchall.refresh()
         self._spawns.set(bool(sessions), self)
+
+    def _forget(self, names: list[str]) -> None:
+        """Streams whose patches came off: no longer installed, their fingerprints unknown."""
+        installed, fingerprint = self.rec.sources, self.rec.fingerprint
+        for name in names:
+            installed.pop(name).forget()
+            fingerprint(name).clear()
+
+    def _put_catchall(self) -> None:
+        # 3.10/3.11: the last trace found moves through references the patches miss, so
+        # the profile hook goes in at once, to attribute (and learn) them from the first.
+        self._catchall = _catchall.install(self, hook=self._hook_wanted)
+        self._hook_wanted = False  # this trace says again whether the next one needs it
+
+    def _take_catchall(self) -> None:
+        self._catchall.uninstall()  # type: ignore[union-attr]  (idempotent: an interrupted one is completed by the retry)
+        self._catchall = None
 
     # -- sources -------------------------------------------------------------
     def _imported(self, name: str) -> None:
@@ -328,7 +342,7 @@ class Hub:
             imported = self._import_states.pop(name, None)
             if source is not None:
                 states = source.snapshot()
-                if imported is not None and not _unmoved(source, imported, states):
+                if imported is not None and not unmoved(source, imported, states):
                     # Drawn from between the import and now, while the lock was taken: no wrapper saw it.
                     self.rec.unattributed(name, None, f"moved after {SOURCES[name]} was imported, "
                                                       "before rngtrace could put its wrappers in place")
@@ -336,6 +350,12 @@ class Hub:
                     s.start_states[name] = states
                     if s.compared:
                         _note_origins((s,), source, "start")  # e.g. numpy imported by the program rngtrace run runs
+
+    def _locked(self, fn: Callable, *args: Any) -> Any:
+        """``fn(*args)`` under the hub's lock; then the imports queued meanwhile are taken."""
+        result = _call_locked(self._lock, fn, *args)
+        self._after_unlock()
+        return result
 
     def _after_unlock(self) -> None:
         """Install the streams queued by import hooks that found the lock taken (see ``_imported``).
@@ -378,11 +398,12 @@ class Hub:
         self._after_unlock()
 
     def _start_pinning(self, pinnable: Any) -> None:
+        self._locked(self._start_pinning_locked, pinnable)
+
+    def _start_pinning_locked(self, pinnable: Any) -> None:
         # Any thread may get here: only the catch-all still installed may start its sweeper.
-        with self._lock:
-            if pinnable is self._catchall:
-                pinnable.start_pinning()
-        self._after_unlock()
+        if pinnable is self._catchall:
+            pinnable.start_pinning()
 
     # -- the profile hook, armed by the first move it could have seen ---------
     def _unattributed(self, stream: str) -> None:
@@ -399,19 +420,20 @@ class Hub:
 
     def _arm(self) -> None:
         """Swap the armed catch-all for the profile hook, now that there is something to find."""
-        with self._lock:
-            armed = self._catchall
-            if not isinstance(armed, _catchall.ArmedCatchAll):
-                return
-            if sys.getprofile() is not None:
-                return  # another profiler took the slot: stay armed, never displace it
-            armed.uninstall()
-            self._catchall = None
-            self._catchall = armed.arm()
-            for session in self.active:
-                if _catchall.ARMED_NOTE not in session.trace.notes:
-                    session.trace.notes.append(_catchall.ARMED_NOTE)
-        self._after_unlock()
+        self._locked(self._arm_locked)
+
+    def _arm_locked(self) -> None:
+        armed = self._catchall
+        if not isinstance(armed, _catchall.ArmedCatchAll):
+            return
+        if sys.getprofile() is not None:
+            return  # another profiler took the slot: stay armed, never displace it
+        armed.uninstall()
+        self._catchall = None
+        self._catchall = armed.arm()
+        for session in self.active:
+            if _catchall.ARMED_NOTE not in session.trace.notes:
+                session.trace.notes.append(_catchall.ARMED_NOTE)
 
     # -- the never-silent check ----------------------------------------------
     def _check_moved(self, session: _Session, frame: Optional[FrameType]) -> None:
@@ -425,7 +447,7 @@ class Hub:
                 continue
             if not _moved_since_recorded(fingerprints.get(name)):
                 now = source.snapshot()
-                if _unmoved(source, before, now):
+                if unmoved(source, before, now):
                     # Where nothing moved there is nothing to report, whatever another thread is
                     # doing: only a stream that moved needs its lock to tell who moved it.
                     continue
@@ -459,7 +481,7 @@ class Hub:
             explained.update(states)
         for stream, state in states.items():
             old = before.get(stream)
-            if stream in explained or (old is not None and _same(source, old, state)):
+            if stream in explained or (old is not None and same_state(source, old, state)):
                 continue
             note = (
                 "moved during the block with no recorded call; noticed when the block ended"
@@ -504,8 +526,7 @@ class Hub:
         (``_seeded``): never per draw, and only for traces that ask (``rngtrace run``,
         ``log_dir=``), since a read costs tens of microseconds.
         """
-        _call_locked(self._lock, self._compare_states, trace)
-        self._after_unlock()
+        self._locked(self._compare_states, trace)
 
     def _compare_states(self, trace: Trace) -> None:
         for session in self.active:
@@ -596,8 +617,7 @@ class Hub:
 
     def _start_spawned(self, target: Any) -> None:
         """In a spawned child, before its target runs: record into a trace of its own, spooled to the parent."""
-        _call_locked(self._lock, self._start_spawned_locked, _child_session(*target.spec), target)
-        self._after_unlock()
+        self._locked(self._start_spawned_locked, _child_session(*target.spec), target)
 
     def _start_spawned_locked(self, session: _Session, target: Any) -> None:
         self._spool.path = os.path.dirname(target.file)  # its own children write there too
@@ -610,8 +630,7 @@ class Hub:
         if session not in self.active:
             return
         self._child = None
-        _call_locked(self._lock, self._stop, session, None)
-        self._after_unlock()
+        self._locked(self._stop, session, None)
 
     def _leave_child(self, session: _Session) -> None:
         """The child leaves through ``os._exit``: note the moves no call made, and stop recording.
@@ -657,34 +676,15 @@ def _moved_since_recorded(fingerprint: Any) -> bool:
     )
 
 
-def _same(source: Any, old: Any, new: Any) -> bool:
-    """Whether two snapshots of one sub-stream are equal."""
-    if old.__class__ is bytes and new.__class__ is bytes:  # two in-place reads: no need to ask the source
-        return old == new
-    return source.same(old, new)
-
-
 def _with_events(trace: Trace) -> set:
     """The (sub-)streams ``trace`` has an event of."""
     return {raw[0] for raw in trace._raw} | {key[0] for key in trace._overflow}
 
 
 def _all_in(states: dict, streams: set) -> bool:
-    # A loop, not all() over a generator: see _unmoved.
+    # A loop, not all() over a generator: see sources._base.unmoved.
     for stream in states:
         if stream not in streams:
-            return False
-    return True
-
-
-def _unmoved(source: Any, before: dict, now: dict) -> bool:
-    """Whether every sub-stream of ``source`` is as ``before`` (its ``snapshot()``) saw it ``now``."""
-    if now.keys() != before.keys():
-        return False
-    # A loop, not all() over a generator: a Ctrl-C landing in a generator being closed is
-    # printed and dropped ("Exception ignored in"), and the block's exit would go on without it.
-    for stream, state in now.items():
-        if not _same(source, before[stream], state):
             return False
     return True
 
@@ -713,4 +713,4 @@ def validate_on_draw(on_draw: Any) -> str:
 
 HUB = Hub()
 
-__all__ = ["HUB", "Hub", "validate_streams", "validate_on_draw"]
+__all__ = ["HUB", "Hub", "install_order", "validate_streams", "validate_on_draw"]

@@ -14,8 +14,7 @@ from __future__ import annotations
 import sys
 from typing import Any, Optional
 
-from . import _catchall
-from ._patches import INHERITED, PatchSet
+from ._patches import PatchSet
 from .sources import SOURCES
 
 
@@ -61,6 +60,7 @@ def make_plan(hub: Any, session: Any) -> Optional[Plan]:
         sources.append((name, patch_set.source))
     return Plan(session.streams, patches.version, parts, patches._joined_list(parts), sources)
 
+
 def install_alone(hub: Any, session: Any) -> bool:
     """Install what the last lone trace did, in one swap; False where the general way must.
 
@@ -83,19 +83,15 @@ def install_alone(hub: Any, session: Any) -> bool:
     for name, source in plan.sources:
         source.prepare()  # before each install: a cache filled now holds no wrapper
         installed[name] = source  # first: an undo cut short by Ctrl-C finds what to take off
-    for part in parts:
-        part.applied = True
-    if not patches._swap(plan.entries, True, INHERITED, plan.stamps):
-        for part in parts:  # someone patched over a set: the general way finds out which
-            part.applied = False
-        installed.clear()
+    if not patches.swap_in(parts, plan.entries, plan.stamps):
+        installed.clear()  # someone patched over a set: the general way finds out which
         return False
     for name, _source in plan.sources:
         rec.reseeded(name)
-    hub._catchall = _catchall.install(hub, hook=hub._hook_wanted)
-    hub._hook_wanted = False
+    hub._put_catchall()
     hub._spawns.set(True, hub)
     return True
+
 
 def uninstall_alone(hub: Any) -> bool:
     """Take off what ``install_alone`` (or the general way, for a lone trace) put in; False where it cannot."""
@@ -111,18 +107,9 @@ def uninstall_alone(hub: Any) -> bool:
         if not part.applied:
             return False
     rec.publish(())  # first: wrappers stop recording at once
-    strays = patches._swap(plan.entries, False, INHERITED, plan.stamps)
-    if strays:
-        patches.strays.extend(plan.entries[i] for i in strays)
-    for part in parts:
-        part.applied = False  # only now: an interrupted undo is completed by the next call
-    fingerprint = rec.fingerprint
-    for name, _source in plan.sources:
-        installed.pop(name).forget()
-        fingerprint(name).clear()
-    catchall = hub._catchall
-    if catchall is not None:
-        catchall.uninstall()
-        hub._catchall = None
+    patches.swap_out(parts, plan.entries, plan.stamps)
+    hub._forget([name for name, _source in plan.sources])
+    if hub._catchall is not None:
+        hub._take_catchall()
     hub._spawns.set(False, hub)
     return True

@@ -182,14 +182,8 @@ class Patches:
             if learned is not None and learned.entries and not learned.applied:
                 parts.append(learned)
         else:
-            if parts:
-                for patch_set in parts:
-                    patch_set.applied = True  # first: a pure-Python pass cut short is undone by the next call
-                entries, stamps = self._joined_list(parts)
-                if self._swap(entries, True, INHERITED, stamps):
-                    return [sets[name] for name in names]
-                for patch_set in parts:  # the swap changed nothing
-                    patch_set.applied = False
+            if parts and self.swap_in(parts, *self._joined_list(parts)):
+                return [sets[name] for name in names]
         return None
 
     def undo_many(self, names: list[str]) -> None:
@@ -199,9 +193,21 @@ class Patches:
             for patch_set in (self._learned.get(name), self._sets.get(name)):
                 if patch_set is not None and patch_set.applied:
                     parts.append(patch_set)
-        if not parts:
-            return
-        entries, stamps = self._joined_list(parts)
+        if parts:
+            self.swap_out(parts, *self._joined_list(parts))
+
+    def swap_in(self, parts: list[PatchSet], entries: list[Entry], stamps: dict) -> bool:
+        """Apply ``parts``, whose entries ``entries`` joins, in one swap; False (nothing changed) where one no longer fits."""
+        for patch_set in parts:
+            patch_set.applied = True  # first: a pure-Python pass cut short is undone by the next call
+        if self._swap(entries, True, INHERITED, stamps):
+            return True
+        for patch_set in parts:  # the swap changed nothing
+            patch_set.applied = False
+        return False
+
+    def swap_out(self, parts: list[PatchSet], entries: list[Entry], stamps: dict) -> None:
+        """Undo ``parts``, whose entries ``entries`` joins, in one swap; what someone patched over becomes a stray."""
         strays = self._swap(entries, False, INHERITED, stamps)
         if strays:
             self.strays.extend(entries[i] for i in strays)

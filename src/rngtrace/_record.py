@@ -76,15 +76,6 @@ class Recording:
     # -- what the hub publishes ------------------------------------------------
     def publish(self, sessions: tuple) -> None:
         """Make ``sessions`` the active ones: one new Snapshot, read whole by every wrapper."""
-        now = self.hot.now
-        if len(sessions) == 1 and sessions[0].on_draw == "log":  # the usual case, at every trace's start
-            only = sessions[0]
-            self._depth = only.trace.depth
-            if self._policy:
-                self._policy = {}
-            self.hot.now = Snapshot(sessions, (only.trace._raw, only.trace.max_events, only.streams, only.trace),
-                                    False, now.profile_hook, now.cache)
-            return
         policy: dict[str, str] = {}
         strict = False
         for s in sessions:
@@ -104,6 +95,7 @@ class Recording:
         else:
             self._depth = 0
         self._policy = policy
+        now = self.hot.now
         self.hot.now = Snapshot(sessions, sink, strict, now.profile_hook, now.cache)
 
     def set_mode(self, mode: FrameMode, profile_hook: Optional[Callable] = None) -> None:

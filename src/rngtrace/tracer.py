@@ -12,7 +12,7 @@ from typing import IO, Any, AsyncGenerator, Callable, Coroutine, Generator, Iter
 import wrapt
 
 from . import _logdir
-from ._hub import HUB, validate_on_draw, validate_streams
+from ._hub import HUB, install_order, validate_on_draw, validate_streams
 from ._paths import current_dir
 from .trace import Trace
 
@@ -77,6 +77,12 @@ class RngTrace(Options):
     asyncio tasks. ``last_trace`` is the Trace of whichever ended last.
     """
 
+    # State of its own, set by _own_state (not dataclass fields: this class is not a dataclass).
+    _sorted_streams: tuple[str, ...]
+    _last: list[Optional[Trace]]
+    _entered: ContextVar[tuple[tuple[Any, Token], ...]]
+    _open: list[Any]
+
     def __post_init__(self) -> None:
         super().__post_init__()
         self._own_state()
@@ -93,7 +99,7 @@ class RngTrace(Options):
         # Options freezes its own fields only, so a subclass may still keep state of its own;
         # written to __dict__ directly: the frozen base's __setattr__ is Python code.
         state = self.__dict__
-        state["_sorted_streams"] = _sorted(self.streams)  # type: ignore[arg-type]
+        state["_sorted_streams"] = install_order(self.streams)  # type: ignore[arg-type]
         # A list, not an attribute: this changes every call.
         state["_last"] = [None]
         # Which session a with statement's exit ends: the newest block that this context (thread,
@@ -238,8 +244,8 @@ class RngTrace(Options):
         return Trace(self._sorted_streams, self.depth, self.max_events)
 
     def _start(self) -> Any:
-        if self.log_dir is None:  # the usual case, in one step: it runs at every decorated call
-            return HUB.start(Trace(self._sorted_streams, self.depth, self.max_events), self.streams, self.on_draw)  # type: ignore[arg-type]
+        if self.log_dir is None:  # the usual case: no rank to note, no states to compare
+            return HUB.start(self._new_trace(), self.streams, self.on_draw)  # type: ignore[arg-type]
         self._note_rank()
         trace = self._new_trace()
         session = HUB.start(trace, self.streams, self.on_draw)  # type: ignore[arg-type]
@@ -292,20 +298,11 @@ def _wants_color(out: Any) -> bool:
 
 
 _OPTION_NAMES = tuple(field.name for field in fields(Options))
-#: the streams of each tracer in install order, once per set of streams
-_SORTED: dict[frozenset, tuple[str, ...]] = {}
 #: option values given to rng_trace() -> those values checked and normalised: a ``with rng_trace(...)``
 #: in a loop checks its options once. Only where they cannot mean something else later (no log_dir,
 #: which depends on the working directory, and no file, which this would keep open).
 _CHECKED: dict[tuple, dict[str, Any]] = {}
 _CHECKED_LIMIT = 64
-
-
-def _sorted(streams: frozenset) -> tuple[str, ...]:
-    found = _SORTED.get(streams)
-    if found is None:
-        found = _SORTED.setdefault(streams, tuple(sorted(streams)))
-    return found
 
 
 def _new_tracer(options: dict[str, Any]) -> RngTrace:
