@@ -12,6 +12,7 @@ import textwrap
 import threading
 import time
 import warnings
+from typing import Any, Optional
 
 import numpy as np
 import pytest
@@ -287,13 +288,19 @@ LAZY_IMPORT_RACE = textwrap.dedent(
 )
 
 
-def test_a_trace_starting_while_another_thread_imports_a_watched_library_does_not_deadlock(tmp_path):
-    script = tmp_path / "race.py"
-    script.write_text(LAZY_IMPORT_RACE)
+def _lazy_import_program(tmp_path: Any, text: str) -> Optional[list[str]]:
+    """Run a program that imports numpy.random inside a trace: the words it printed, None where numpy imports it eagerly."""
+    script = tmp_path / "program.py"
+    script.write_text(text)
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr[-2000:]
-    if "nothing to race" not in done.stdout:
-        assert done.stdout.split() == ["events", "1", "inner", "draw", "in", "outer:", "True"], done.stdout
+    return None if "nothing to race" in done.stdout else done.stdout.split()
+
+
+def test_a_trace_starting_while_another_thread_imports_a_watched_library_does_not_deadlock(tmp_path):
+    printed = _lazy_import_program(tmp_path, LAZY_IMPORT_RACE)
+    if printed is not None:
+        assert printed == ["events", "1", "inner", "draw", "in", "outer:", "True"], printed
 
 
 @pytest.mark.skipif(_base._speedups is None, reason="the check takes the stream's lock through the C accelerator")
@@ -327,7 +334,7 @@ def test_blocks_ending_while_another_thread_draws_report_no_unattributed_move(fa
 # when the trace ended, since only starting and stopping took the queue, and the importing thread's
 # draws went unrecorded, silently. Now whoever lets go of the lock installs it, and the draws made
 # before that are reported by the end-of-block check, measured from the state at the import.
-IMPORT_WHILE_PINNING = textwrap.dedent(
+IMPORT_WHILE_LOCKED = textwrap.dedent(
     """
     import sys, threading
     import numpy as np
@@ -354,9 +361,6 @@ IMPORT_WHILE_PINNING = textwrap.dedent(
 
 
 def test_a_library_imported_while_a_draw_holds_the_hub_lock_is_traced_from_then_on(tmp_path):
-    script = tmp_path / "import_while_pinning.py"
-    script.write_text(IMPORT_WHILE_PINNING)
-    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0, done.stderr[-2000:]
-    if "nothing to race" not in done.stdout:
-        assert done.stdout.split() == ["installed", "True", "events", "unattributed:numpy", "state", "draw:numpy.random.rand"], done.stdout
+    printed = _lazy_import_program(tmp_path, IMPORT_WHILE_LOCKED)
+    if printed is not None:
+        assert printed == ["installed", "True", "events", "unattributed:numpy", "state", "draw:numpy.random.rand"], printed

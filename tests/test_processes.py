@@ -406,10 +406,20 @@ def test_a_forked_child_that_draws_often_uses_the_stack_cache_as_its_parent_woul
 
 def test_children_forked_with_a_reseed_between_them_are_no_duplicate():
     # The second fork may reuse the first fork's digests only where no stream moved between them.
+    trace, _pids = _two_children_drawing(reseed=True)  # the next child starts from another state
+    assert trace.findings == []
+    trace, pids = _two_children_drawing(reseed=False)
+    (finding,) = trace.findings
+    assert set(finding.pids) == set(pids)
+
+
+def _two_children_drawing(reseed: bool) -> tuple[Any, list[int]]:
+    """Two children forked in one traced block, each drawing once; NumPy reseeded before each fork if asked."""
     with rng_trace(print=False) as trace:
         pids = []
         for i in range(2):
-            np.random.seed(i)  # the next child starts from another state
+            if reseed:
+                np.random.seed(i)
             pid = os.fork()
             if pid == 0:
                 np.random.rand()
@@ -417,19 +427,7 @@ def test_children_forked_with_a_reseed_between_them_are_no_duplicate():
             pids.append(pid)
         for pid in pids:
             os.waitpid(pid, 0)
-    assert trace.findings == []
-    with rng_trace(print=False) as trace:
-        pids = []
-        for _ in range(2):
-            pid = os.fork()
-            if pid == 0:
-                np.random.rand()
-                os._exit(0)
-            pids.append(pid)
-        for pid in pids:
-            os.waitpid(pid, 0)
-    (finding,) = trace.findings
-    assert set(finding.pids) == set(pids)
+    return trace, pids
 
 
 _BIT_GENERATOR = np.random.mtrand._rand._bit_generator  # moves the singleton's state with no call anything sees
