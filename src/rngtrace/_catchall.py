@@ -29,9 +29,22 @@ from ._caller import is_stand_in
 from ._hotpath import FrameMode
 from ._paths import PACKAGE_DIR as _PACKAGE_DIR
 from ._threads import Sweeper
-from .sources._base import INTERNAL
+from .sources._base import INTERNAL, _speedups
 
 _TOOL_NAME = "rngtrace"
+
+
+def _shielded(callback: Callable, main_thread: Optional[int]) -> Callable:
+    """``callback``, made never to raise into the call it reports (``_speedups.Shielded``).
+
+    A Ctrl-C landing in a monitoring callback would otherwise skip the program's next call,
+    a ``with`` statement's ``__exit__`` among them, and leave its lock held. Without the
+    accelerator this protection is missing: a Python wrapper would itself be a place for the
+    interrupt to land.
+    """
+    if _speedups is None or main_thread is None:
+        return callback
+    return _speedups.Shielded(callback, main_thread)
 OURS = object()  # lookup marker: one of rngtrace's own recording wrappers
 # (key, (by_id, keep types, refs)) of the last table built: most traces reuse it
 _LAST: Optional[tuple] = None
@@ -195,9 +208,11 @@ class MonitoringCatchAll(CatchAll):
         self._exit_codes: list[CodeType] = []
         hub._catchall = self  # before any callback goes in (see ProfileCatchAll)
         ev = mon.events
-        mon.register_callback(tool, ev.CALL, on_call)
+        main = threading.main_thread().ident
+        mon.register_callback(tool, ev.CALL, _shielded(on_call, main))
+        shielded_exit = _shielded(on_exit, main)
         for event in (ev.PY_RETURN, ev.PY_YIELD, ev.PY_UNWIND):
-            mon.register_callback(tool, event, on_exit)
+            mon.register_callback(tool, event, shielded_exit)
         # No restart_events(): it would re-enable the sites every other tool disabled.
         # Ours from an earlier trace were enabled again when it ended (see uninstall).
         # PY_UNWIND cannot be asked for per code object; exceptions leaving frames are rare.
@@ -406,11 +421,13 @@ def install(hub: Any, hook: bool = False) -> CatchAll:
         mon = sys.monitoring
         for tool in (4, 3, 5, 1, 2, 0):
             if mon.get_tool(tool) is None:
-                mon.use_tool_id(tool, _TOOL_NAME)
                 try:
+                    # Claimed inside the try: a Ctrl-C landing just after the claim is undone too.
+                    mon.use_tool_id(tool, _TOOL_NAME)
                     return MonitoringCatchAll(hub, tool)
                 except BaseException:
-                    mon.free_tool_id(tool)
+                    if mon.get_tool(tool) == _TOOL_NAME:  # not another tool that took the id first
+                        mon.free_tool_id(tool)
                     made = hub._catchall
                     if isinstance(made, MonitoringCatchAll) and made.tool == tool:
                         made._freed = True  # what it registered goes with the tool id

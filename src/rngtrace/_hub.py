@@ -42,6 +42,21 @@ def _call_unlocked(lock: Any, fn: Callable, *args: Any) -> Any:
 _call_if_free = _speedups.call_if_free if _speedups is not None else _call_unlocked
 
 
+def _try_locked(lock: Any, fn: Callable, *args: Any) -> Any:
+    # Without the accelerator: an interrupt between the try-acquire and the try would keep the lock.
+    if not lock.acquire(blocking=False):
+        return NotImplemented
+    try:
+        return fn(*args)
+    finally:
+        lock.release()
+
+
+# fn(*args) under the lock where no other thread holds it, else NotImplemented (fn not called);
+# in C, taken and released with no point between for a Ctrl-C to land.
+_call_when_free = _speedups.call_if_free if _speedups is not None else _try_locked
+
+
 def _call_with(lock: Any, fn: Callable, *args: Any) -> Any:
     with lock:
         return fn(*args)
@@ -366,11 +381,9 @@ class Hub:
         hook runs with an import lock held), and never from inside a holder's own work.
         """
         lock = self._lock
-        while self._pending_imports and not lock._is_owned() and lock.acquire(blocking=False):  # type: ignore[attr-defined]
-            try:
-                self._take_imports()
-            finally:
-                lock.release()
+        while self._pending_imports and not lock._is_owned():  # type: ignore[attr-defined]
+            if _call_when_free(lock, self._take_imports) is NotImplemented:
+                break
 
     def wrappers(self) -> list[object]:
         """Every replacement currently patched in."""
@@ -386,16 +399,15 @@ class Hub:
             return
         namespace = frame.f_globals
         key = (stream, id(namespace))
-        if key in self._learned_from or not self._lock.acquire(blocking=False):
+        if key in self._learned_from or _call_when_free(self._lock, self._learn, stream, key, namespace) is NotImplemented:
             return
-        try:
-            if len(self._learned_from) >= LEARNED_FROM_LIMIT:
-                self._learned_from.clear()  # searched again if met again: a bound, not a loss
-            self._learned_from[key] = namespace
-            self.patches.learn(stream, namespace)
-        finally:
-            self._lock.release()
         self._after_unlock()
+
+    def _learn(self, stream: str, key: tuple[str, int], namespace: dict) -> None:
+        if len(self._learned_from) >= LEARNED_FROM_LIMIT:
+            self._learned_from.clear()  # searched again if met again: a bound, not a loss
+        self._learned_from[key] = namespace
+        self.patches.learn(stream, namespace)
 
     def _start_pinning(self, pinnable: Any) -> None:
         self._locked(self._start_pinning_locked, pinnable)

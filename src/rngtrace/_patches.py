@@ -58,7 +58,10 @@ def _swap_python(entries: list[Entry], forward: bool, inherited: object, stamps:
         return True
     strays = []
     for i, (namespace, attr, original, wrapper, _type) in enumerate(entries):
-        if namespace.get(attr, inherited) is not wrapper:
+        now = namespace.get(attr, inherited)
+        if now is original:
+            continue  # already off: an install cut short before its swap put nothing in
+        if now is not wrapper:
             strays.append(i)
         elif original is inherited:
             del namespace[attr]

@@ -214,6 +214,132 @@ static PyTypeObject InPlaceType = {
     .tp_getset = inplace_getset,
 };
 
+/* -- Shielded: a callback that never raises into the code it watches ------------------- */
+
+/* A sys.monitoring callback runs just before the call it reports -- a `with` statement's
+ * __exit__ call included. A signal handler run inside the callback (a Ctrl-C, a timeout's
+ * alarm) raises there, and that call is never made: the program's lock stays held for good.
+ * Without the callback the same interrupt is raised after the call, where the `with` already
+ * let go. So on the main thread (the one signal handlers run on), what the wrapped callback
+ * raises is kept and raised again at the program's next safe point, from a pending call, and
+ * the callback returns None. This wrapper runs no bytecode, so no handler can run in it. */
+typedef struct {
+    PyObject_HEAD
+    PyObject *fn;
+    unsigned long main_ident;
+    vectorcallfunc vectorcall;
+} Shielded;
+
+/* Exceptions a shielded callback raised, oldest first: each pending call raises one. */
+static PyObject *deferred;
+
+static int
+raise_deferred(void *unused)
+{
+    if (deferred == NULL || PyList_GET_SIZE(deferred) == 0)
+        return 0;
+    PyObject *exc = Py_NewRef(PyList_GET_ITEM(deferred, 0));
+    if (PyList_SetSlice(deferred, 0, 1, NULL) < 0) {
+        Py_DECREF(exc);
+        return -1;
+    }
+    PyErr_SetObject((PyObject *)Py_TYPE(exc), exc); /* keeps its traceback: where the handler ran */
+    Py_DECREF(exc);
+    return -1;
+}
+
+static PyObject *
+shielded_vectorcall(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    Shielded *self = (Shielded *)op;
+    PyObject *result = PyObject_Vectorcall(self->fn, args, nargsf, kwnames);
+    if (result != NULL || PyThread_get_thread_ident() != self->main_ident)
+        return result;
+    PyObject *type, *value, *traceback;
+    PyErr_Fetch(&type, &value, &traceback);
+    PyErr_NormalizeException(&type, &value, &traceback);
+    if (value != NULL && traceback != NULL)
+        PyException_SetTraceback(value, traceback);
+    Py_ssize_t queued = deferred == NULL ? -1 : PyList_GET_SIZE(deferred);
+    if (value == NULL || queued < 0 || PyList_Append(deferred, value) < 0) {
+        PyErr_Clear();
+        PyErr_Restore(type, value, traceback); /* cannot keep it: raised here after all */
+        return NULL;
+    }
+    if (Py_AddPendingCall(raise_deferred, NULL) < 0) { /* the queue is full */
+        PyList_SetSlice(deferred, queued, queued + 1, NULL);
+        PyErr_Restore(type, value, traceback);
+        return NULL;
+    }
+    Py_XDECREF(type);
+    Py_XDECREF(value);
+    Py_XDECREF(traceback);
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+shielded_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    PyObject *fn;
+    unsigned long main_ident;
+    if ((kwargs != NULL && PyDict_GET_SIZE(kwargs) != 0) || !PyArg_ParseTuple(args, "Ok:Shielded", &fn, &main_ident))
+        return NULL;
+    if (!PyCallable_Check(fn)) {
+        PyErr_SetString(PyExc_TypeError, "Shielded(fn, main_thread_ident): fn must be callable");
+        return NULL;
+    }
+    Shielded *self = (Shielded *)type->tp_alloc(type, 0);
+    if (self == NULL)
+        return NULL;
+    self->fn = Py_NewRef(fn);
+    self->main_ident = main_ident;
+    self->vectorcall = shielded_vectorcall;
+    return (PyObject *)self;
+}
+
+static int
+shielded_traverse(Shielded *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->fn);
+    return 0;
+}
+
+static int
+shielded_clear(Shielded *self)
+{
+    Py_CLEAR(self->fn);
+    return 0;
+}
+
+static void
+shielded_dealloc(Shielded *self)
+{
+    PyObject_GC_UnTrack(self);
+    shielded_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *
+shielded_call(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    return PyVectorcall_Call(self, args, kwargs);
+}
+
+static PyTypeObject ShieldedType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "rngtrace._speedups.Shielded",
+    .tp_basicsize = sizeof(Shielded),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_doc = "Shielded(fn, main_thread_ident): fn, whose exceptions on the main thread are raised "
+              "again at the program's next safe point instead of where it was called.",
+    .tp_new = shielded_new,
+    .tp_dealloc = (destructor)shielded_dealloc,
+    .tp_traverse = (traverseproc)shielded_traverse,
+    .tp_clear = (inquiry)shielded_clear,
+    .tp_call = shielded_call,
+    .tp_vectorcall_offset = offsetof(Shielded, vectorcall),
+};
+
 /* -- StreamLock: a stream's reentrant lock, taken by the Recorder without a method call -- */
 
 /* What threading.RLock does, for the lock a recording wrapper holds around one call: reentrant
@@ -1173,21 +1299,24 @@ configure(PyObject *module, PyObject *args)
 
 /* -- swap: a patch set applied or undone in one pass -------------------------------- */
 
-/* ``stamps`` (a dict the caller keeps per entry list, and clears to say "check everything") holds,
- * under the key 0, one bytes object: each run of entries' namespace and that namespace's version
- * after our last pass, as (pointer, version) pairs of uint64 in entry order. One object, not a
+/* ``stamps`` (a dict the caller keeps per entry list, and clears to say "check everything") holds
+ * one bytes object: each run of entries' namespace and that namespace's version after our last
+ * pass, as (pointer, version) pairs of uint64 in entry order. Its key says which way that pass
+ * went (1: wrappers put in, 0: originals put back), and only the opposite pass may trust it: an
+ * install cut short before its swap leaves the versions an undo recorded, and an undo trusting
+ * those would take off wrappers that were never put in. One object, not a
  * dict entry per namespace: a pass allocates nothing to check or record them. The entries hold
  * each namespace, so a pointer cannot name another dict meanwhile. */
 
 /* 1 when every namespace in ``entries`` still has the version ``stamps`` recorded for it
  * (nobody wrote to it since our last pass), 0 when not, -1 on error. */
 static int
-unchanged_since(PyObject *entries, PyObject *stamps)
+unchanged_since(PyObject *entries, PyObject *stamps, PyObject *key)
 {
 #ifdef HAVE_VERSION_TAG
     if (!PyDict_CheckExact(stamps) || PyDict_GET_SIZE(stamps) != 1)
         return 0;
-    PyObject *packed = PyDict_GetItemWithError(stamps, zero);
+    PyObject *packed = PyDict_GetItemWithError(stamps, key);
     if (packed == NULL)
         return PyErr_Occurred() ? -1 : 0;
     if (!PyBytes_CheckExact(packed))
@@ -1211,9 +1340,9 @@ unchanged_since(PyObject *entries, PyObject *stamps)
 #endif
 }
 
-/* Record each namespace's version now, after a pass whose outcome is fully known. */
+/* Record each namespace's version now, after a pass (``key``: its direction) whose outcome is fully known. */
 static int
-stamp(PyObject *entries, PyObject *stamps)
+stamp(PyObject *entries, PyObject *stamps, PyObject *key)
 {
     if (!PyDict_CheckExact(stamps))
         return 0;
@@ -1242,7 +1371,7 @@ stamp(PyObject *entries, PyObject *stamps)
         pairs[2 * j + 1] = version_tag(ns);
         j++;
     }
-    int rc = PyDict_SetItem(stamps, zero, packed);
+    int rc = PyDict_SetItem(stamps, key, packed);
     Py_DECREF(packed);
     if (rc < 0)
         return -1;
@@ -1253,10 +1382,11 @@ stamp(PyObject *entries, PyObject *stamps)
 /* Entries are (namespace dict, attribute, original or INHERITED, wrapper, type or None).
  * Forward: only if every attribute still holds its original, put every wrapper in place
  * (True), else change nothing (False). Backward: put each original back where our wrapper
- * still is, and return the indices of the others (someone patched over us: strays).
- * ``stamps`` (a dict the caller keeps per set) holds each namespace's version after our last
- * pass: where no namespace was written since, every attribute is as we left it, and the
- * identity checks are skipped -- half the dict look-ups. A pass that leaves strays records no
+ * still is, leave one that holds its original already, and return the indices of the others
+ * (someone patched over us: strays). ``stamps`` (a dict the caller keeps per set) holds each
+ * namespace's version after our last pass the other way: where no namespace was written since,
+ * every attribute is as that pass left it, and the identity checks are skipped -- half the
+ * dict look-ups. A pass that leaves strays records no
  * stamps, so the next one checks every attribute.
  * Nothing here runs Python code -- every value written or dropped is also held by the
  * entries -- so no signal handler can run halfway through. */
@@ -1276,7 +1406,8 @@ swap(PyObject *module, PyObject *args)
             return NULL;
         }
     }
-    int trusted = unchanged_since(entries, stamps);
+    /* Trusted only after a pass the other way: the state it left is the one this pass expects. */
+    int trusted = unchanged_since(entries, stamps, forward ? zero : one);
     if (trusted < 0)
         return NULL;
     PyObject *strays = NULL;
@@ -1307,6 +1438,8 @@ swap(PyObject *module, PyObject *args)
             PyObject *now = trusted ? wrapper : PyDict_GetItemWithError(ns, attr);
             if (now == NULL && PyErr_Occurred())
                 rc = -1;
+            else if (now == (original == inherited ? NULL : original))
+                continue; /* already off: an install cut short before its swap put nothing in */
             else if (now != wrapper) {
                 PyObject *index = PyLong_FromSsize_t(i);
                 rc = index == NULL ? -1 : PyList_Append(strays, index);
@@ -1330,11 +1463,11 @@ swap(PyObject *module, PyObject *args)
         }
     }
     if (forward) {
-        if (stamp(entries, stamps) < 0)
+        if (stamp(entries, stamps, one) < 0)
             return NULL;
         Py_RETURN_TRUE;
     }
-    if (PyList_GET_SIZE(strays) == 0 ? stamp(entries, stamps) < 0 : (PyDict_CheckExact(stamps) && (PyDict_Clear(stamps), 0))) {
+    if (PyList_GET_SIZE(strays) == 0 ? stamp(entries, stamps, zero) < 0 : (PyDict_CheckExact(stamps) && (PyDict_Clear(stamps), 0))) {
         Py_DECREF(strays);
         return NULL;
     }
@@ -2510,14 +2643,18 @@ PyInit__speedups(void)
     if ((one = PyLong_FromLong(1)) == NULL || (root = PyLong_FromLong(-1)) == NULL ||
         (zero = PyLong_FromLong(0)) == NULL)
         return NULL;
-    if (PyType_Ready(&RecorderType) < 0 || PyType_Ready(&InPlaceType) < 0 || PyType_Ready(&StreamLockType) < 0)
+    if (PyType_Ready(&RecorderType) < 0 || PyType_Ready(&InPlaceType) < 0 || PyType_Ready(&StreamLockType) < 0 ||
+        PyType_Ready(&ShieldedType) < 0)
+        return NULL;
+    if (deferred == NULL && (deferred = PyList_New(0)) == NULL)
         return NULL;
     PyObject *module = PyModule_Create(&module_def);
     if (module == NULL)
         return NULL;
     if (PyModule_AddObjectRef(module, "Recorder", (PyObject *)&RecorderType) < 0 ||
         PyModule_AddObjectRef(module, "InPlace", (PyObject *)&InPlaceType) < 0 ||
-        PyModule_AddObjectRef(module, "StreamLock", (PyObject *)&StreamLockType) < 0) {
+        PyModule_AddObjectRef(module, "StreamLock", (PyObject *)&StreamLockType) < 0 ||
+        PyModule_AddObjectRef(module, "Shielded", (PyObject *)&ShieldedType) < 0) {
         Py_DECREF(module);
         return NULL;
     }

@@ -56,6 +56,14 @@ class InPlace:
     @property
     def value(self) -> bytes: ...
 
+class Shielded:
+    """``fn``, called through; on the main thread what it raises is raised again at the program's
+    next safe point (a pending call) and the call returns None: a monitoring callback never
+    raises into the call it reports."""
+
+    def __init__(self, fn: Callable[..., Any], main_thread_ident: int) -> None: ...
+    def __call__(self, *args: Any) -> Any: ...
+
 class StreamLock:
     """A stream's reentrant lock: a ``threading.RLock`` the Recorder takes without a method call."""
 
