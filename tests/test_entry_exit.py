@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dis
 import linecache
 import os
 import pickle
@@ -215,6 +216,25 @@ def test_an_interrupt_anywhere_in_a_trace_never_leaves_a_patch_without_a_trace()
 
 
 _PACKAGE = os.path.dirname(rngtrace.__file__)
+_QUIET_NOPS: dict[Any, frozenset[int]] = {}
+
+
+def _signal_can_land_before(code: Any, offset: int) -> bool:
+    """Whether a real interrupt can be raised as if just before the instruction at ``offset``.
+
+    The interpreter runs signal handlers only at its checks (a function's start, a loop's
+    jump, after a call). A `try:` line is a NOP (3.11+) outside every handler's range: an
+    interrupt lands there only when the statement before it ended with a call, else a
+    line event there raises where no signal ever could.
+    """
+    quiet = _QUIET_NOPS.get(code)
+    if quiet is None:
+        ops = [(ins.offset, ins.opname) for ins in dis.get_instructions(code)]
+        quiet = _QUIET_NOPS[code] = frozenset(
+            at for i, (at, name) in enumerate(ops)
+            if name == "NOP" and not (i >= 2 and ops[i - 1][1] == "POP_TOP" and ops[i - 2][1].startswith(("CALL", "PRECALL")))
+        )
+    return offset not in quiet
 
 
 class _InterruptAtLine:
@@ -243,6 +263,8 @@ class _InterruptAtLine:
             if again and linecache.getline(frame.f_code.co_filename, line).lstrip().startswith("with "):
                 # The line event of a `with` statement's exit call: no eval-breaker check comes
                 # between the block's last line and that call, so no real interrupt lands here.
+                return self.line
+            if not _signal_can_land_before(frame.f_code, frame.f_lasti):
                 return self.line
             self.lines += 1
             if self.lines == self.at:
