@@ -382,10 +382,11 @@ def test_an_interrupt_during_a_trace_never_leaves_the_programs_own_lock_held():
         took = time.perf_counter() - started
         previous = signal.signal(signal.SIGALRM, interrupt)
         try:
-            for _ in range(150):
+            for _ in range(300):
                 exits = _fresh_exits()
                 try:
-                    signal.setitimer(signal.ITIMER_REAL, rng.uniform(0, took))
+                    # Never 0, which would disarm the timer rather than set it.
+                    signal.setitimer(signal.ITIMER_REAL, rng.uniform(0.05, 1) * took + 1e-5)
                     try:
                         exits(lock)
                         time.sleep(took)  # an alarm that missed the call lands here
@@ -399,7 +400,7 @@ def test_an_interrupt_during_a_trace_never_leaves_the_programs_own_lock_held():
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM, previous)
-    assert interrupted == 150  # every interrupt reached the program
+    assert interrupted == 300  # every interrupt reached the program
     assert held == 0
 
 
