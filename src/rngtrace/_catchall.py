@@ -17,6 +17,7 @@ cache exact.
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 import threading
@@ -169,6 +170,8 @@ class MonitoringCatchAll(CatchAll):
         # Keyed by id, not a WeakSet: hashing a code object walks all its bytecode (3.12+), and
         # a site is disabled once per call site -- a 200-site function cost 36 µs per site.
         # An entry goes when its code does, before that id can name another code.
+        # Its callback is C (dict.pop(key, ref)): no bytecode runs as a code object is freed, so
+        # no Ctrl-C can land in it, where it would be printed and lost.
         disabled: dict[int, weakref.ref] = {}
         self._disabled = disabled
         forget = disabled.pop
@@ -176,7 +179,7 @@ class MonitoringCatchAll(CatchAll):
         def remember(code: CodeType) -> None:
             key = id(code)
             if key not in disabled:
-                disabled[key] = weakref.ref(code, lambda _ref, key=key: forget(key, None))
+                disabled[key] = weakref.ref(code, functools.partial(forget, key))
 
         def on_call(code: CodeType, offset: int, callee: Any, arg0: Any) -> Any:
             if id(code) in own:
