@@ -170,11 +170,7 @@ def test_an_interrupt_anywhere_in_a_trace_never_leaves_a_patch_without_a_trace()
     def interrupt(signum, frame):
         raise KeyboardInterrupt
 
-    def one_trace():
-        with rng_trace(print=False, streams=("random", "numpy")):
-            np.random.rand()
-            random.random()
-
+    one_trace = _two_streams
     one_trace()
     started = time.perf_counter()
     for _ in range(20):
@@ -273,14 +269,18 @@ class _InterruptAtLine:
         return self.line
 
 
-def _left_state() -> dict:
-    from conftest import _global_hooks, _namespaces as every_namespace
-
+def _locks_a_trace_takes() -> dict[str, Any]:
     import wrapt.importer
 
     locks = {"hub": HUB._lock, "wrapt's hooks": wrapt.importer._post_import_hooks_lock}
     locks.update(HUB.rec._locks)  # each stream's
-    held = sorted(name for name, lock in locks.items() if lock._is_owned())
+    return locks
+
+
+def _left_state() -> dict:
+    from conftest import _global_hooks, _namespaces as every_namespace
+
+    held = sorted(name for name, lock in _locks_a_trace_takes().items() if lock._is_owned())
     return {**every_namespace(), **_global_hooks(), "hooked": HUB.hooked(), "strays": len(HUB.patches.strays),
             "locks held": held}
 
@@ -357,9 +357,7 @@ def test_an_interrupt_at_any_line_of_a_trace_leaves_nothing_behind_once_the_next
 
 
 def _let_go_of_held_locks() -> None:
-    import wrapt.importer
-
-    for lock in (HUB._lock, wrapt.importer._post_import_hooks_lock, *HUB.rec._locks.values()):
+    for lock in _locks_a_trace_takes().values():
         while lock._is_owned():
             lock.release()
 

@@ -33,6 +33,9 @@ from ._threads import Sweeper
 from .sources._base import INTERNAL, _speedups
 
 _TOOL_NAME = "rngtrace"
+OURS = object()  # lookup marker: one of rngtrace's own recording wrappers
+# (key, (by_id, keep types, refs)) of the last table built: most traces reuse it
+_LAST: Optional[tuple] = None
 
 
 def _shielded(callback: Callable, main_thread: Optional[int]) -> Callable:
@@ -46,9 +49,6 @@ def _shielded(callback: Callable, main_thread: Optional[int]) -> Callable:
     if _speedups is None or main_thread is None:
         return callback
     return _speedups.Shielded(callback, main_thread)
-OURS = object()  # lookup marker: one of rngtrace's own recording wrappers
-# (key, (by_id, keep types, refs)) of the last table built: most traces reuse it
-_LAST: Optional[tuple] = None
 
 
 class CatchAll:

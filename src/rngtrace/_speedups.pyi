@@ -24,7 +24,8 @@ def swap(
     """Apply (True if applied, False if some attribute no longer holds its original) or undo (stray indices).
 
     ``stamps``, a dict the caller keeps per entry list (cleared: check every attribute), holds the
-    namespaces' versions after the last pass, packed under the key 0.
+    namespaces' versions after the last pass, packed under the key 1 after a pass that put the
+    wrappers in and 0 after one that put the originals back; only a pass the other way trusts them.
     """
 
 def flat_key(frame: Any, depth: int, /) -> bytes:
