@@ -7,6 +7,7 @@ import itertools
 import random
 import sys
 import time
+import weakref
 from contextlib import contextmanager
 from types import FrameType, SimpleNamespace
 
@@ -14,6 +15,7 @@ import pytest
 
 from rngtrace import rng_trace
 from rngtrace._catchall import PinningCatchAll
+from rngtrace.sources import _base
 from rngtrace._threads import MAX_PINNED, Sweeper
 
 
@@ -140,7 +142,9 @@ def test_pinned_frames_stay_bounded_when_the_sweeper_never_runs(monkeypatch):
         pytest.skip("another profiler is active")
     monkeypatch.setattr(Sweeper, "INTERVAL", 3600.0)  # stalled: not one pass during the block
     kept = []
-    with no_monitoring_tool_free(), rng_trace(streams="random", print=False):
+    # Two traces: every draw takes the Python record() path, where nothing but the Sweeper and
+    # the bound lets a pin go (one trace's C path also lets go at each pin: the next test).
+    with no_monitoring_tool_free(), rng_trace(streams="random", print=False), rng_trace(streams="random", print=False):
         for _ in range(PinningCatchAll.PIN_AFTER + 1):
             random.random()  # enough draws for the stack cache to start pinning
         for i in range(1, MAX_PINNED * 3 + 1):
@@ -149,3 +153,34 @@ def test_pinned_frames_stay_bounded_when_the_sweeper_never_runs(monkeypatch):
                 kept.append(finished_frames_of(outer, middle))
     assert max(kept) > MAX_PINNED // 2, f"at most {max(kept)} frames kept: too few pinned to prove a bound"
     assert max(kept) <= MAX_PINNED + 64, f"{max(kept)} finished frames kept alive with a stalled sweeper"
+
+
+class Batch:
+    """Stands for what a fresh frame's locals hold: a batch of tensors, a forward()'s activations."""
+
+
+def fetch(alive: list) -> None:
+    batch = Batch()
+    alive.append(weakref.ref(batch))
+    middle()  # pins this frame, with ``batch`` in it, until it is let go
+
+
+@pytest.mark.skipif(_base._speedups is None, reason="the C accelerator's walk lets go of finished pins")
+def test_a_draw_that_pins_a_frame_lets_go_of_the_finished_ones_without_waiting_for_the_sweeper(monkeypatch):
+    # A DataLoader worker calls fetch() afresh per batch: kept until the Sweeper's next pass,
+    # each batch's tensors stayed alive while the next batch allocated, and the worker's
+    # memory grew page by page (hundreds of copy-on-write faults per worker and epoch).
+    if sys.version_info < (3, 12) and sys.getprofile() is not None:
+        pytest.skip("another profiler is active")
+    monkeypatch.setattr(Sweeper, "INTERVAL", 3600.0)  # stalled: only the walk can let go
+    alive: list = []
+    with no_monitoring_tool_free(), rng_trace(streams="random", print=False) as trace:
+        for _ in range(PinningCatchAll.PIN_AFTER + 1):
+            random.random()
+        for _ in range(200):
+            fetch(alive)
+        kept = [i for i, ref in enumerate(alive) if ref() is not None]
+        frames = finished_frames_of(fetch, middle)
+    assert len(trace.events) == PinningCatchAll.PIN_AFTER + 1 + 200  # every draw still recorded
+    assert kept == [len(alive) - 1], f"batches {kept} of {len(alive)} still held by pinned frames"
+    assert frames <= 2, f"{frames} finished frames pinned with a stalled sweeper"

@@ -592,14 +592,62 @@ raw_event(Recorder *self, PyObject *stream, PyObject *count, PyObject *sid, PyOb
     return raw;
 }
 
+/* Whether a pinned entry of a thread's cache, (lasti, node, frame), holds a frame that has
+ * finished: a frame object becomes GC-tracked once it outlives its run (the Sweeper's test). */
+static int
+pin_finished(PyObject *entry)
+{
+    return PyTuple_CheckExact(entry) && PyTuple_GET_SIZE(entry) > 2 &&
+           PyObject_GC_IsTracked(PyTuple_GET_ITEM(entry, 2));
+}
+
+/* The finished frames ``known`` pins, taken out of it: a list (key, entry, key, entry, ...) that
+ * holds them still, for the caller to drop once the stream's lock is given back, or NULL for none.
+ *
+ * A walk that pins a frame lets go of the finished ones too, so a frame a loop calls afresh
+ * (a DataLoader's fetch(), a forward()) is held until the next one is pinned, not until the
+ * Sweeper's next pass: its locals (a batch of tensors) are not kept alive while the next
+ * batch allocates. Dropped here, a frame's locals could run a finalizer under the lock. */
+static PyObject *
+take_finished_pins(PyObject *known)
+{
+    PyObject *key, *entry;
+    Py_ssize_t pos = 0, found = 0;
+    while (PyDict_Next(known, &pos, &key, &entry))
+        found += pin_finished(entry);
+    if (found == 0)
+        return NULL;
+    PyObject *gone = PyList_New(0); /* may collect, and run code: the dict is read afresh below */
+    if (gone == NULL) {
+        PyErr_Clear();
+        return NULL;
+    }
+    pos = 0;
+    while (PyDict_Next(known, &pos, &key, &entry)) {
+        /* Appends only grow the list's array: nothing runs between these reads. */
+        if (pin_finished(entry) && (PyList_Append(gone, key) < 0 || PyList_Append(gone, entry) < 0)) {
+            PyErr_Clear();
+            break;
+        }
+    }
+    /* The list holds every entry: deleting one frees no frame, so the loop's dict stays put. */
+    Py_ssize_t n = PyList_GET_SIZE(gone) & ~(Py_ssize_t)1;
+    for (Py_ssize_t i = 0; i < n; i += 2)
+        if (PyDict_DelItem(known, PyList_GET_ITEM(gone, i)) < 0)
+            PyErr_Clear();
+    return gone;
+}
+
 /* The event's stack and its append, as Recording.record() does them while exactly one trace
  * records (``sink``), with the Snapshot ``now`` read once when the call began (its sink and stack
  * table belong together): from the thread's cache where it knows the caller's caller, else by the
  * C walk (StackTable.capture). 1 when appended, 0 when the Python record() must do it (the
  * thread's cache is not kept under this Cache, several traces record, the walk met something it
- * does not expect), -1 on error. */
+ * does not expect), -1 on error. After a walk that may have pinned a frame, ``*released`` is the
+ * finished pins taken out of the cache (take_finished_pins), for the caller to drop. */
 static int
-fast_record(Recorder *self, PyObject *now, PyObject *st, PyFrameObject *frame, PyObject *stream, PyObject *count)
+fast_record(Recorder *self, PyObject *now, PyObject *st, PyFrameObject *frame, PyObject *stream, PyObject *count,
+            PyObject **released)
 {
     PyObject *sink = SLOT(now, sn_sink), *known = SLOT(st, st_frames), *cache = SLOT(now, sn_cache);
     if (sink == NULL || cache == NULL || known == NULL || Py_TYPE(cache) != cache_type)
@@ -639,6 +687,8 @@ fast_record(Recorder *self, PyObject *now, PyObject *st, PyFrameObject *frame, P
             done = 0;
             goto out;
         }
+        if (pin == Py_True)
+            *released = take_finished_pins(known);
     }
     raw = raw_event(self, stream, count, sid, SLOT(st, st_key));
     if (raw == NULL)
@@ -766,7 +816,7 @@ record_call(Recorder *self, PyObject *now, PyObject *st, PyObject *frame, PyObje
     if (take_lock(self) < 0)
         return NULL;
     PyObject *result = NULL, *view = SLOT(self->fingerprint, fp_view);
-    PyObject *stream = NULL, *count = NULL;
+    PyObject *stream = NULL, *count = NULL, *released = NULL;
     view = Py_NewRef(view != NULL ? view : Py_None);
     int in_place = Py_TYPE(view) == &InPlaceType;
     if (view != Py_None) {
@@ -810,7 +860,7 @@ record_call(Recorder *self, PyObject *now, PyObject *st, PyObject *frame, PyObje
     if (count_values(self, result, args, nargs, kwnames, &stream, &count) < 0)
         goto fail;
     if (stream != Py_None) {
-        int done = frame == Py_None ? 0 : fast_record(self, now, st, (PyFrameObject *)frame, stream, count);
+        int done = frame == Py_None ? 0 : fast_record(self, now, st, (PyFrameObject *)frame, stream, count, &released);
         if (done < 0)
             goto fail;
         if (done == 0) {
@@ -841,11 +891,20 @@ release:
         PyErr_Fetch(&type, &value, &traceback);
         if (give_lock(self) < 0)
             PyErr_Clear();
+        Py_XDECREF(released);
         PyErr_Restore(type, value, traceback);
         return NULL;
     }
     if (give_lock(self) < 0)
         Py_CLEAR(result);
+    /* The finished frames a walk let go of: freed once the call is recorded and the lock given
+     * back, where a finalizer among their locals runs as it would at its frame's end. */
+    if (released != NULL) {
+        PyObject *type, *value, *traceback;
+        PyErr_Fetch(&type, &value, &traceback);
+        Py_DECREF(released);
+        PyErr_Restore(type, value, traceback);
+    }
     return result;
 }
 
