@@ -455,3 +455,49 @@ def test_c_and_python_walks_agree_on_another_threads_running_frames(pin):
     finally:
         release.set()
         worker.join()
+
+
+# -- lines: the C lookup and the co_lines() reference -----------------------------------------
+
+def _code_objects(*modules):
+    """Every code object in ``modules``, nested ones (functions, comprehensions, classes) too."""
+    found, todo = [], []
+    for module in modules:
+        for value in vars(module).values():
+            code = getattr(getattr(value, "__func__", value), "__code__", None)
+            if code is not None:
+                todo.append(code)
+            elif isinstance(value, type):
+                todo.extend(getattr(v, "__code__", None) for v in vars(value).values())
+    while todo:
+        code = todo.pop()
+        if code is None or code in found:
+            continue
+        found.append(code)
+        todo.extend(c for c in code.co_consts if hasattr(c, "co_lines"))
+    return found
+
+
+@needs_c
+def test_the_c_line_lookup_gives_the_line_co_lines_gives_at_every_instruction_of_real_code():
+    import json.decoder
+    import random as random_module
+    import traceback
+
+    from rngtrace import _stack
+
+    codes = _code_objects(random_module, json.decoder, traceback, _stack)
+    checked = 0
+    for code in codes:
+        size = len(code.co_code)
+        for lasti in range(-2, size + 4, 2):
+            line = _stack._c_lineno_at(code, lasti)
+            if line is None:  # no line of its own, or outside the code: the reference decides
+                assert lasti < 0 or lasti >= size or any(
+                    start <= lasti < end and lineno is None for start, end, lineno in code.co_lines()
+                ), f"{code.co_name} at {lasti}: C found no line where co_lines has one"
+                continue
+            assert line == _stack.lineno_from_table(code, lasti), f"{code.co_name} at {lasti}"
+            checked += 1
+        assert _stack.lineno_at(code, size + 2) == _stack.lineno_from_table(code, size + 2)
+    assert len(codes) > 100 and checked > 5_000

@@ -28,6 +28,7 @@ import _thread
 import array
 import atexit
 import hashlib
+import linecache
 import marshal
 import os
 import shutil
@@ -176,6 +177,23 @@ def role() -> Optional[str]:
     return COMMAND
 
 
+def read_wrapper_sources() -> None:
+    """Put the Python recording wrapper's source lines in ``linecache``, before the first fork.
+
+    A forked child that formats a stack through that wrapper would read and tokenize
+    these files again, in every child: torch formats one at every ``torch.manual_seed``
+    until CUDA is initialised (which it never is in a forked worker), and a DataLoader
+    worker seeds torch as it starts. Read here once, every child inherits them.
+    """
+    from . import _caller
+    from .sources import _base
+
+    for module in (_base, _caller):
+        filename = getattr(module, "__file__", None)
+        if filename:
+            linecache.getlines(filename)
+
+
 # -- the parent's side: one folder while any trace records --------------------------------
 class Spool:
     """The folder children write to, made at the first fork under a trace and removed by the last trace.
@@ -196,6 +214,7 @@ class Spool:
     def ensure(self) -> str:
         """The folder, made now if need be (by the process that will collect from it and remove it)."""
         if self.path is None:
+            read_wrapper_sources()
             self.path = tempfile.mkdtemp(prefix=f"rngtrace-spool-{os.getpid()}-")
             self.owner = os.getpid()
         return self.path

@@ -2664,7 +2664,39 @@ flat_key(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     return key;
 }
 
+/* lineno_at(code, lasti): the line of the instruction at byte offset ``lasti``, or None where it has
+ * no line of its own or lies outside the code (the Python lineno_at then decides). A child's spool
+ * and every rendered log resolve each stack's lines: co_lines() walked in Python cost tens of
+ * microseconds a frame in a large function. */
+static PyObject *
+lineno_at(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2 || !PyCode_Check(args[0]) || !PyLong_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "lineno_at(code, lasti)");
+        return NULL;
+    }
+    PyCodeObject *code = (PyCodeObject *)args[0];
+    long lasti = PyLong_AsLong(args[1]);
+    if (lasti == -1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+#if PY_VERSION_HEX >= 0x030B0000
+    Py_ssize_t size = Py_SIZE(code) * 2; /* code units of two bytes */
+#else
+    Py_ssize_t size = PyBytes_GET_SIZE(code->co_code);
+#endif
+    if (lasti < 0 || lasti >= size || lasti > INT_MAX)
+        Py_RETURN_NONE;
+    int line = PyCode_Addr2Line(code, (int)lasti);
+    if (line < 0)
+        Py_RETURN_NONE;
+    return PyLong_FromLong(line);
+}
+
 static PyMethodDef module_methods[] = {
+    {"lineno_at", (PyCFunction)(void (*)(void))lineno_at, METH_FASTCALL,
+     "lineno_at(code, lasti): the line of the instruction at byte offset lasti, or None (see _stack.lineno_at)."},
     {"configure", configure, METH_VARARGS,
      "configure(HotPath, Snapshot, Cache, ThreadState, Fingerprint): the types whose slots are read."},
     {"call_locked", call_locked, METH_VARARGS, "call_locked(lock, fn, *args): fn(*args) under the lock, taken and released in C."},

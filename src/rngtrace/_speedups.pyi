@@ -28,6 +28,9 @@ def swap(
     wrappers in and 0 after one that put the originals back; only a pass the other way trusts them.
     """
 
+def lineno_at(code: Any, lasti: int, /) -> Optional[int]:
+    """The line of the instruction at byte offset ``lasti``; None where it has no line of its own or lies outside."""
+
 def flat_key(frame: Any, depth: int, /) -> bytes:
     """``StackTable._capture_flat``'s key: the code pointer and f_lasti of up to ``depth`` frames, packed."""
 

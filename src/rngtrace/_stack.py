@@ -52,8 +52,12 @@ try:
     from ._speedups import flat_key as _c_flat_key
 except ImportError:
     _c_flat_key = None
+try:
+    from ._speedups import lineno_at as _c_lineno_at
+except ImportError:
+    _c_lineno_at = None
 if os.environ.get("RNGTRACE_PURE"):
-    _c_capture = _c_flat_key = None
+    _c_capture = _c_flat_key = _c_lineno_at = None
 
 
 def program_entry(func: _F) -> _F:
@@ -288,6 +292,15 @@ _is_hidden_file = functools.lru_cache(maxsize=4096)(is_hidden)
 
 def lineno_at(code: CodeType, lasti: int) -> int:
     """The source line of the instruction at byte offset ``lasti``."""
+    if _c_lineno_at is not None:
+        line = _c_lineno_at(code, lasti)  # None: no line of its own there, found below
+        if line is not None:
+            return line
+    return lineno_from_table(code, lasti)
+
+
+def lineno_from_table(code: CodeType, lasti: int) -> int:
+    """``lineno_at`` from ``co_lines()``: the reference, and what an instruction with no line gets."""
     line = code.co_firstlineno
     for start, end, lineno in code.co_lines():
         if start <= lasti < end:

@@ -71,6 +71,21 @@ class Fingerprint:
         self.view = self.last = None
 
 
+class _Flag:
+    """``threading.Event``'s ``set`` and ``is_set``, where no thread waits on it."""
+
+    __slots__ = ("_set",)
+
+    def __init__(self) -> None:
+        self._set = False
+
+    def set(self) -> None:
+        self._set = True
+
+    def is_set(self) -> bool:
+        return self._set
+
+
 class Sweeper:
     """Drops pinned frames soon after they finish, where no hook reports frame exits.
 
@@ -91,7 +106,9 @@ class Sweeper:
     def __init__(self, states: dict, thread: bool = True) -> None:
         """``thread``: False where a thread already running calls ``sweep`` (a forked child's writer)."""
         self._states = states
-        self._stop = threading.Event()
+        # A forked child's writer calls ``sweep``: no thread waits on the flag, so no Event
+        # (a Condition and its locks, hundreds of microseconds in a child just forked).
+        self._stop: Any = threading.Event() if thread else _Flag()
         self._thread: Optional[threading.Thread] = None
         if thread:
             self._thread = threading.Thread(target=self._run, name="rngtrace-sweeper", daemon=True)
