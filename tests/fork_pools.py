@@ -35,5 +35,5 @@ def draw_after_barrier(path: str) -> float:
     while os.path.getsize(path) < 2 and time.monotonic() < deadline:
         time.sleep(0.005)
     value = float(np.random.rand())
-    time.sleep(0.05)  # written before Pool.terminate() can kill the worker (it writes every 10 ms)
+    time.sleep(0.1)  # written before Pool.terminate() can kill the worker (a pause is written at a look, every 10 ms)
     return value

@@ -129,9 +129,29 @@ def test_a_sigkilled_child_keeps_what_it_spooled_and_the_log_says_it_ended_abrup
     assert any(f"process {pid} ended abruptly" in note for note in trace.notes)
 
 
+def test_a_child_that_keeps_drawing_is_written_while_it_draws_so_a_kill_loses_only_its_last_writes_worth():
+    with rng_trace(print=False) as trace:
+        pid = os.fork()
+        if pid == 0:
+            end = time.monotonic() + 30
+            while time.monotonic() < end:  # never pauses for a look: written every BUSY_FLUSH_INTERVAL
+                np.random.rand()
+                time.sleep(0.001)  # well under max_events in the half second
+            os._exit(0)
+        time.sleep(0.5)
+        os.kill(pid, signal.SIGKILL)
+        while os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None:
+            time.sleep(0.01)
+    os.waitpid(pid, 0)
+    drawn = [e for e in trace.events if e.pid == pid]
+    assert len(drawn) > 100, f"{len(drawn)} events of a child that drew for half a second"
+    assert trace.processes[1].exit == "killed by signal 9"
+    assert any(f"process {pid} ended abruptly" in note and "last 60 ms" in note for note in trace.notes)
+
+
 def _draw_then_rest(_: int) -> float:
     value = float(np.random.rand())
-    time.sleep(0.05)  # five writes' time before Pool.terminate() can kill this worker
+    time.sleep(0.1)  # a pause: ten looks of the writer before Pool.terminate() can kill this worker
     return value
 
 

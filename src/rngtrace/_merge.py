@@ -12,11 +12,12 @@ import bisect
 import os
 from typing import Any, Optional
 
-from ._processes import FLUSH_INTERVAL
+from ._processes import BUSY_FLUSH_INTERVAL, FLUSH_INTERVAL
 from ._threads import new_thread_key
 from .trace import DRAW, NO_STACK, UNATTRIBUTED, Finding, Frame, Process, Trace
 
-FLUSH_MS = round(FLUSH_INTERVAL * 1000)
+#: the most a killed child can have drawn since its last write
+FLUSH_MS = round((BUSY_FLUSH_INTERVAL + FLUSH_INTERVAL) * 1000)
 #: the fix a duplicate finding names, per library
 _FIXES = {
     "random": "seed each process from its id (random.seed(base + worker_id)) or give each its own "

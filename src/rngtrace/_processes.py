@@ -4,11 +4,12 @@ A process forked while a trace records (``os.fork``, ``multiprocessing`` with
 fork, a fork ``Pool``, ``ProcessPoolExecutor``, a ``DataLoader``'s workers)
 goes on recording in the child, into a trace of its own. The child writes its
 events, as its trace holds them with the lines of their stacks, to a spool file
-of its own in a temporary folder (marshalled records, one per write), every
-10 ms and at every way out it can see: ``atexit`` and ``os._exit``
-(multiprocessing and DataLoader workers end through it, skipping ``atexit``).
-A child killed by a signal (``Pool.terminate``'s SIGTERM, SIGKILL) loses what
-it drew since its last write. When a parent's trace ends, the
+of its own in a temporary folder (marshalled records, one per write): within
+about 20 ms of a pause in its draws, every 50 ms while it keeps drawing, and at
+every way out it can see: ``atexit`` and ``os._exit`` (multiprocessing and
+DataLoader workers end through it, skipping ``atexit``). A child killed by a
+signal (``Pool.terminate``'s SIGTERM, SIGKILL) loses what it drew since its
+last write. When a parent's trace ends, the
 events its children spooled for it are merged into it, each keeping its pid;
 the outermost trace removes the folder, and a child still running then finds
 it gone, stops recording and takes its hooks off.
@@ -42,8 +43,10 @@ from typing import Any, Optional
 from .sources._base import unmoved
 from .trace import UNATTRIBUTED
 
-#: seconds between two writes of a child's spool file: what a killed child can lose
+#: seconds between two looks of a child's writer at what it recorded (and of a parent waiting for a child)
 FLUSH_INTERVAL = 0.01
+#: the longest a child that keeps drawing goes without a write: what a killed child can lose, with one look
+BUSY_FLUSH_INTERVAL = 0.05
 #: how long the end of a block waits, at most, for running children to write what they hold
 SETTLE_WAIT = 0.1
 #: how long it waits, at most, for a child forked an instant before to start writing
@@ -458,6 +461,12 @@ class ChildWriter:
 
     # -- writing -----------------------------------------------------------------------
     def _run(self) -> None:
+        # A write costs ~0.1 ms of the child's time, a look almost nothing. A child that pauses
+        # (a pool worker back from its task, a worker between epochs) is written at the next
+        # look, before Pool.terminate() or its parent's end can come; one that keeps drawing
+        # (a DataLoader worker) every BUSY_FLUSH_INTERVAL, and in full on its way out.
+        session = self.session
+        seen, written_at = 0, time.monotonic()
         while True:
             time.sleep(FLUSH_INTERVAL)
             if self._done or self._finishing:
@@ -468,10 +477,15 @@ class ChildWriter:
             sweep = self.sweep
             if sweep is not None:
                 sweep()
+            now, recorded = time.monotonic(), len(session.trace._raw) + len(session.origins)
+            drawing, seen = recorded != seen, recorded
+            if recorded == self._written + self._origins or (drawing and now - written_at < BUSY_FLUSH_INTERVAL):
+                continue  # nothing new, or more to come: a role found since is written with the rest
             try:
                 self.flush()
             except Exception:  # noqa: BLE001 (a spool that cannot be written never breaks the child)
                 return
+            written_at = now
 
     def flush(self, final: Optional[str] = None) -> None:
         """Write the events recorded since the last write; ``final``: how the child ended, written last."""
