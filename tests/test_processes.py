@@ -466,6 +466,20 @@ def test_a_move_no_call_made_in_a_child_leaving_through_os_exit_is_in_the_log_wi
     assert [e.pid for e in trace.events if e.kind == "draw"] == [pid]
 
 
+def test_a_move_the_parent_made_with_no_call_before_a_fork_is_the_parents_event_and_not_its_childs_too():
+    with rng_trace(print=False) as trace:
+        np.random.rand()
+        _BIT_GENERATOR.random_raw()  # the child inherits this state: it starts from it, moving nothing
+        pid = os.fork()
+        if pid == 0:
+            np.random.rand()
+            os._exit(0)
+        os.waitpid(pid, 0)
+        np.random.rand()
+    me = os.getpid()
+    assert [(e.pid, e.kind) for e in trace.events] == [(me, "draw"), (me, "unattributed"), (me, "draw"), (pid, "draw")]
+
+
 class _Held:
     """A local a frame holds; its weak reference says when the frame let it go."""
 
@@ -529,3 +543,19 @@ def _forked_under_a_trace(child: Any) -> tuple[Any, int, int]:
                 os._exit(code)
         _, status = os.waitpid(pid, 0)
     return trace, pid, os.waitstatus_to_exitcode(status)
+
+
+def test_a_torch_state_is_digested_from_its_bytes_in_place_exactly_as_numpys_bridge_reads_them():
+    torch = pytest.importorskip("torch")
+    from rngtrace._processes import _tensor_bytes
+
+    generator = torch.Generator().manual_seed(7)
+    states = []
+    for _ in range(4):  # fresh, after draws, with a cached normal (torch.randn's odd count)
+        states.append(generator.get_state())
+        torch.randn(3, generator=generator)
+    assert len({bytes(_tensor_bytes(s)) for s in states}) == 4
+    for state in states:
+        assert _tensor_bytes(state) == state.numpy().tobytes()
+    matrix = torch.arange(12.0).reshape(3, 4)
+    assert _tensor_bytes(matrix.t()) == matrix.t().numpy().tobytes()  # not contiguous: the bridge

@@ -591,10 +591,11 @@ class Hub:
         """A session of the child's own, recording what its parents recorded, spooled to their folder."""
         session = _child_session(*_processes.child_spec(parents))
         # CPython reseeds `random` in every forked child (os.register_at_fork): the child starts
-        # from its streams as they are now, not from the parent's last recorded call.
+        # from its streams as they are now, not from the parent's last recorded call. A fork
+        # swaps no generator, so each fingerprint's view still reads the right memory: taken, not remade.
         for name in session.streams:
             if name in self.rec.sources:
-                self.rec.reseeded(name)
+                self.rec.rebase(name)
         self._begin_child(session, self._spool.reserved, "fork")  # type: ignore[arg-type]
         return session
 
