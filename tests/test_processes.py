@@ -559,3 +559,18 @@ def test_a_torch_state_is_digested_from_its_bytes_in_place_exactly_as_numpys_bri
         assert _tensor_bytes(state) == state.numpy().tobytes()
     matrix = torch.arange(12.0).reshape(3, 4)
     assert _tensor_bytes(matrix.t()) == matrix.t().numpy().tobytes()  # not contiguous: the bridge
+
+
+def test_a_spool_folder_removed_by_hand_during_the_block_never_fails_its_end():
+    import shutil
+
+    with rng_trace(print=False) as trace:
+        pid = os.fork()
+        if pid == 0:
+            np.random.rand()
+            os._exit(0)
+        os.waitpid(pid, 0)
+        shutil.rmtree(HUB._spool.path)  # a temp cleaner, or a user tidying /tmp
+        np.random.rand()
+    assert [e.pid for e in trace.events] == [os.getpid()]
+    assert HUB._spool.path is None

@@ -278,7 +278,7 @@ class Spool:
         try:
             names = sorted(os.listdir(self.path))  # type: ignore[arg-type]
         except OSError:
-            return []
+            return [], False  # the folder is gone (removed by hand): nothing to merge
         for name in names:
             if not name.endswith(_SUFFIX):
                 continue
@@ -296,7 +296,8 @@ class Spool:
         if owner != os.getpid():
             return  # a child's inherited copy: the folder is its parent's
         self.path = self.owner = None
-        self.digests.forget()
+        # The digests stay: each is reused only while its stream's snapshot says it has not
+        # moved, so a DataLoader's next epoch (a block of its own) need not read them afresh.
         if path is not None:
             shutil.rmtree(path, ignore_errors=True)
 
