@@ -184,3 +184,23 @@ def test_a_draw_that_pins_a_frame_lets_go_of_the_finished_ones_without_waiting_f
     assert len(trace.events) == PinningCatchAll.PIN_AFTER + 1 + 200  # every draw still recorded
     assert kept == [len(alive) - 1], f"batches {kept} of {len(alive)} still held by pinned frames"
     assert frames <= 2, f"{frames} finished frames pinned with a stalled sweeper"
+
+
+@pytest.mark.skipif(_base._speedups is None, reason="the C accelerator's walk lets go of finished pins")
+def test_a_draw_that_pins_lets_go_of_every_finished_frame_however_many_piled_up_before(monkeypatch):
+    if sys.version_info < (3, 12) and sys.getprofile() is not None:
+        pytest.skip("another profiler is active")
+    monkeypatch.setattr(Sweeper, "INTERVAL", 3600.0)
+    alive: list = []
+    with no_monitoring_tool_free(), rng_trace(streams="random", print=False):
+        for _ in range(PinningCatchAll.PIN_AFTER + 1):
+            random.random()
+        with rng_trace(streams="random", print=False):  # two traces: the Python path, which only pins
+            for _ in range(100):
+                fetch(alive)
+        piled = finished_frames_of(fetch, middle)
+        fetch(alive)  # one trace again: its walk lets go of all of them (more than its inline room)
+        left = finished_frames_of(fetch, middle)
+        kept = [i for i, ref in enumerate(alive) if ref() is not None]
+    assert piled > 16, f"only {piled} finished frames piled up: the test proves nothing"
+    assert left <= 2 and set(kept) <= {len(alive) - 1}, f"{left} finished frames and batches {kept} still held"

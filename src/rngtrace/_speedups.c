@@ -601,41 +601,75 @@ pin_finished(PyObject *entry)
            PyObject_GC_IsTracked(PyTuple_GET_ITEM(entry, 2));
 }
 
-/* The finished frames ``known`` pins, taken out of it: a list (key, entry, key, entry, ...) that
- * holds them still, for the caller to drop once the stream's lock is given back, or NULL for none.
+/* The finished frames a walk took out of a thread's cache: held here (no allocation for the
+ * usual one or few) until the caller drops them, once the stream's lock is given back. */
+#define RELEASED_INLINE 8
+typedef struct {
+    PyObject *inline_entries[RELEASED_INLINE];
+    int count;
+    PyObject *more; /* a list, past RELEASED_INLINE */
+} Released;
+
+static void
+released_drop(Released *r)
+{
+    for (int i = 0; i < r->count; i++)
+        Py_DECREF(r->inline_entries[i]);
+    r->count = 0;
+    Py_CLEAR(r->more);
+}
+
+/* Take the finished frames ``known`` pins out of it, into ``r`` (which holds them still).
  *
  * A walk that pins a frame lets go of the finished ones too, so a frame a loop calls afresh
  * (a DataLoader's fetch(), a forward()) is held until the next one is pinned, not until the
  * Sweeper's next pass: its locals (a batch of tensors) are not kept alive while the next
  * batch allocates. Dropped here, a frame's locals could run a finalizer under the lock. */
-static PyObject *
-take_finished_pins(PyObject *known)
+static void
+take_finished_pins(PyObject *known, Released *r)
 {
     PyObject *key, *entry;
-    Py_ssize_t pos = 0, found = 0;
-    while (PyDict_Next(known, &pos, &key, &entry))
-        found += pin_finished(entry);
-    if (found == 0)
-        return NULL;
+    Py_ssize_t pos = 0;
+    PyObject *keys[RELEASED_INLINE];
+    int found = 0, overflow = 0;
+    /* One pass, allocating nothing (so no collection runs and changes the dict under it). */
+    while (PyDict_Next(known, &pos, &key, &entry)) {
+        if (!pin_finished(entry))
+            continue;
+        if (found == RELEASED_INLINE) {
+            overflow = 1;
+            break;
+        }
+        keys[found] = Py_NewRef(key);
+        r->inline_entries[found++] = Py_NewRef(entry);
+    }
+    r->count = found;
+    /* ``r`` holds every entry: deleting one frees no frame, so no code runs between deletions. */
+    for (int i = 0; i < found; i++) {
+        if (PyDict_DelItem(known, keys[i]) < 0)
+            PyErr_Clear();
+        Py_DECREF(keys[i]);
+    }
+    if (!overflow)
+        return;
+    /* More finished frames than the inline room (a Sweeper long stalled): the rest in a list. */
     PyObject *gone = PyList_New(0); /* may collect, and run code: the dict is read afresh below */
     if (gone == NULL) {
         PyErr_Clear();
-        return NULL;
+        return;
     }
     pos = 0;
     while (PyDict_Next(known, &pos, &key, &entry)) {
-        /* Appends only grow the list's array: nothing runs between these reads. */
         if (pin_finished(entry) && (PyList_Append(gone, key) < 0 || PyList_Append(gone, entry) < 0)) {
             PyErr_Clear();
             break;
         }
     }
-    /* The list holds every entry: deleting one frees no frame, so the loop's dict stays put. */
     Py_ssize_t n = PyList_GET_SIZE(gone) & ~(Py_ssize_t)1;
     for (Py_ssize_t i = 0; i < n; i += 2)
         if (PyDict_DelItem(known, PyList_GET_ITEM(gone, i)) < 0)
             PyErr_Clear();
-    return gone;
+    r->more = gone;
 }
 
 /* The event's stack and its append, as Recording.record() does them while exactly one trace
@@ -643,11 +677,11 @@ take_finished_pins(PyObject *known)
  * table belong together): from the thread's cache where it knows the caller's caller, else by the
  * C walk (StackTable.capture). 1 when appended, 0 when the Python record() must do it (the
  * thread's cache is not kept under this Cache, several traces record, the walk met something it
- * does not expect), -1 on error. After a walk that may have pinned a frame, ``*released`` is the
+ * does not expect), -1 on error. After a walk that may have pinned a frame, ``released`` holds the
  * finished pins taken out of the cache (take_finished_pins), for the caller to drop. */
 static int
 fast_record(Recorder *self, PyObject *now, PyObject *st, PyFrameObject *frame, PyObject *stream, PyObject *count,
-            PyObject **released)
+            Released *released)
 {
     PyObject *sink = SLOT(now, sn_sink), *known = SLOT(st, st_frames), *cache = SLOT(now, sn_cache);
     if (sink == NULL || cache == NULL || known == NULL || Py_TYPE(cache) != cache_type)
@@ -688,7 +722,7 @@ fast_record(Recorder *self, PyObject *now, PyObject *st, PyFrameObject *frame, P
             goto out;
         }
         if (pin == Py_True)
-            *released = take_finished_pins(known);
+            take_finished_pins(known, released);
     }
     raw = raw_event(self, stream, count, sid, SLOT(st, st_key));
     if (raw == NULL)
@@ -816,7 +850,8 @@ record_call(Recorder *self, PyObject *now, PyObject *st, PyObject *frame, PyObje
     if (take_lock(self) < 0)
         return NULL;
     PyObject *result = NULL, *view = SLOT(self->fingerprint, fp_view);
-    PyObject *stream = NULL, *count = NULL, *released = NULL;
+    PyObject *stream = NULL, *count = NULL;
+    Released released = {.count = 0, .more = NULL};
     view = Py_NewRef(view != NULL ? view : Py_None);
     int in_place = Py_TYPE(view) == &InPlaceType;
     if (view != Py_None) {
@@ -891,7 +926,7 @@ release:
         PyErr_Fetch(&type, &value, &traceback);
         if (give_lock(self) < 0)
             PyErr_Clear();
-        Py_XDECREF(released);
+        released_drop(&released);
         PyErr_Restore(type, value, traceback);
         return NULL;
     }
@@ -899,10 +934,10 @@ release:
         Py_CLEAR(result);
     /* The finished frames a walk let go of: freed once the call is recorded and the lock given
      * back, where a finalizer among their locals runs as it would at its frame's end. */
-    if (released != NULL) {
+    if (released.count || released.more != NULL) {
         PyObject *type, *value, *traceback;
         PyErr_Fetch(&type, &value, &traceback);
-        Py_DECREF(released);
+        released_drop(&released);
         PyErr_Restore(type, value, traceback);
     }
     return result;
