@@ -546,6 +546,9 @@ typedef struct {
     PyObject *slow_keyword; /* a keyword that sends the call to the Python wrapper */
     PyObject *takes;        /* (args, kwargs) -> whether this call draws (dropout in training), or None */
     PyObject *condition;    /* the same, declared: _base.Condition.spec, or None */
+    PyObject *after;        /* a seed: after(st, frame, args, kwargs) records it, once it returned; else None */
+    PyObject *inside;       /* file prefixes (the stream's library, rngtrace): a call from there inside a
+                             * recorded call is part of it; a tuple, or None to leave that to the wrapper */
     int test;               /* the condition's test (TEST_*), and where its arguments are found */
     int params;
     Py_ssize_t index[2];
@@ -758,9 +761,10 @@ out:
     return done;
 }
 
-/* fn(first, args as a tuple, kwargs as a dict), with ``first`` left out when NULL. */
+/* fn(first, second, args as a tuple, kwargs as a dict), with ``second``, then ``first``, left out when NULL. */
 static PyObject *
-call_with_arguments(PyObject *fn, PyObject *first, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+call_with_arguments2(PyObject *fn, PyObject *first, PyObject *second, PyObject *const *args, Py_ssize_t nargs,
+                     PyObject *kwnames)
 {
     Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
     PyObject *tuple = PyTuple_New(nargs), *kwargs = PyDict_New(), *r = NULL;
@@ -771,12 +775,20 @@ call_with_arguments(PyObject *fn, PyObject *first, PyObject *const *args, Py_ssi
     for (Py_ssize_t i = 0; i < nkw; i++)
         if (PyDict_SetItem(kwargs, PyTuple_GET_ITEM(kwnames, i), args[nargs + i]) < 0)
             goto done;
-    r = first != NULL ? PyObject_CallFunctionObjArgs(fn, first, tuple, kwargs, NULL)
-                      : PyObject_CallFunctionObjArgs(fn, tuple, kwargs, NULL);
+    r = second != NULL  ? PyObject_CallFunctionObjArgs(fn, first, second, tuple, kwargs, NULL)
+        : first != NULL ? PyObject_CallFunctionObjArgs(fn, first, tuple, kwargs, NULL)
+                        : PyObject_CallFunctionObjArgs(fn, tuple, kwargs, NULL);
 done:
     Py_XDECREF(tuple);
     Py_XDECREF(kwargs);
     return r;
+}
+
+/* fn(first, args as a tuple, kwargs as a dict), with ``first`` left out when NULL. */
+static PyObject *
+call_with_arguments(PyObject *fn, PyObject *first, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    return call_with_arguments2(fn, first, NULL, args, nargs, kwnames);
 }
 
 /* (stream, count) of a result, as the Python wrapper finds them; stream None: nothing to record. */
@@ -892,6 +904,16 @@ record_call(Recorder *self, PyObject *now, PyObject *st, PyObject *frame, PyObje
         goto release;
     }
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    if (self->after != Py_None) {
+        /* A seed: the Python side records it and rebases (_base.recorder's after_seed), still under
+         * the lock and busy. Called from C, so no frame of rngtrace's stands between the caller and
+         * the seed: a stack the seed formats (torch's lazy CUDA seeding keeps one) shows none. */
+        PyObject *r = call_with_arguments2(self->after, st, frame, args, nargs, kwnames);
+        if (r == NULL)
+            goto fail;
+        Py_DECREF(r);
+        goto release;
+    }
     if (count_values(self, result, args, nargs, kwnames, &stream, &count) < 0)
         goto fail;
     if (stream != Py_None) {
@@ -1091,6 +1113,22 @@ thread_state(PyObject *states)
     return st;
 }
 
+/* 1 when ``frame``'s file starts with one of ``prefixes`` (a tuple of str, or None: 0), -1 on error. */
+static int
+called_from(PyFrameObject *frame, PyObject *prefixes)
+{
+    if (frame == NULL || prefixes == Py_None)
+        return 0;
+    PyCodeObject *code = PyFrame_GetCode(frame);
+    int found = 0;
+    for (Py_ssize_t i = 0; !found && i < PyTuple_GET_SIZE(prefixes); i++) {
+        Py_ssize_t match = PyUnicode_Tailmatch(code->co_filename, PyTuple_GET_ITEM(prefixes, i), 0, PY_SSIZE_T_MAX, -1);
+        found = match < 0 ? -1 : (int)match;
+    }
+    Py_DECREF(code);
+    return found;
+}
+
 static PyObject *
 recorder_vectorcall(Recorder *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
@@ -1119,7 +1157,15 @@ recorder_vectorcall(Recorder *self, PyObject *const *args, size_t nargsf, PyObje
         /* Inside a recorded call. Made from the frame that made it (its C code calling us):
          * part of it. From any other frame (a finalizer, a signal handler): the Python
          * wrapper tells whose call it is. */
-        if (busy == (PyObject *)PyEval_GetFrame())
+        PyFrameObject *caller = PyEval_GetFrame();
+        if (busy == (PyObject *)caller)
+            return PyObject_Vectorcall(self->original, args, nargsf, kwnames);
+        /* The library's own code (torch.manual_seed calling torch.cuda.manual_seed_all): part of
+         * it too, called with no frame of rngtrace's between (a stack torch keeps shows none). */
+        int from_inside = called_from(caller, self->inside);
+        if (from_inside < 0)
+            return NULL;
+        if (from_inside)
             return PyObject_Vectorcall(self->original, args, nargsf, kwnames);
         goto slow;
     }
@@ -1184,14 +1230,29 @@ static PyObject *
 recorder_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
     static char *names[] = {"slow", "original", "owner", "hot", "fingerprint", "lock", "stream", "kind", "api",
-                            "moved", "count_of", "tensor_type", "place", "slow_keyword", "takes", "condition", NULL};
+                            "moved", "count_of", "tensor_type", "place", "slow_keyword", "takes", "condition",
+                            "after", "inside", NULL};
     PyObject *slow, *original, *owner, *hot, *fingerprint, *lock, *stream, *kind, *api, *moved, *count_of;
     PyObject *tensor_type = Py_None, *place = Py_None, *slow_keyword = Py_None, *takes = Py_None;
-    PyObject *condition = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOOOOOOO|OOOOO:Recorder", names, &slow, &original, &owner,
+    PyObject *condition = Py_None, *after = Py_None, *inside = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOOOOOOO|OOOOOOO:Recorder", names, &slow, &original, &owner,
                                      &hot, &fingerprint, &lock, &stream, &kind, &api, &moved, &count_of,
-                                     &tensor_type, &place, &slow_keyword, &takes, &condition))
+                                     &tensor_type, &place, &slow_keyword, &takes, &condition, &after, &inside))
         return NULL;
+    if (inside != Py_None && !PyTuple_CheckExact(inside)) {
+        PyErr_SetString(PyExc_TypeError, "inside= is a tuple of file prefixes, or None");
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; inside != Py_None && i < PyTuple_GET_SIZE(inside); i++) {
+        if (!PyUnicode_CheckExact(PyTuple_GET_ITEM(inside, i))) {
+            PyErr_SetString(PyExc_TypeError, "inside= is a tuple of file prefixes (str), or None");
+            return NULL;
+        }
+    }
+    if (after != Py_None && (!PyCallable_Check(after) || tensor_type != Py_None || condition != Py_None)) {
+        PyErr_SetString(PyExc_TypeError, "after= is a callable, for a seed's Recorder (no tensor_type, no condition)");
+        return NULL;
+    }
     if (fp_view < 0 || st_busy < 0 || hp_now < 0) {
         PyErr_SetString(PyExc_RuntimeError, "call configure() first");
         return NULL;
@@ -1229,6 +1290,8 @@ recorder_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     self->slow_keyword = Py_NewRef(slow_keyword);
     self->takes = Py_NewRef(takes);
     self->condition = Py_NewRef(condition);
+    self->after = Py_NewRef(after);
+    self->inside = Py_NewRef(inside);
     if (condition_init(self, condition) < 0) {
         Py_DECREF(self);
         return NULL;
@@ -1251,6 +1314,8 @@ recorder_traverse(Recorder *self, visitproc visit, void *arg)
     Py_VISIT(self->count_of);
     Py_VISIT(self->takes);
     Py_VISIT(self->condition);
+    Py_VISIT(self->after);
+    Py_VISIT(self->inside);
     for (int i = 0; i < self->params; i++)
         Py_VISIT(self->fallback[i]);
     Py_VISIT(self->tensor_type);
@@ -1277,6 +1342,8 @@ recorder_clear(Recorder *self)
     Py_CLEAR(self->count_of);
     Py_CLEAR(self->takes);
     Py_CLEAR(self->condition);
+    Py_CLEAR(self->after);
+    Py_CLEAR(self->inside);
     for (int i = 0; i < self->params; i++) {
         Py_CLEAR(self->name[i]);
         Py_CLEAR(self->fallback[i]);

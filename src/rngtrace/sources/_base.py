@@ -209,6 +209,14 @@ def recorder(
     is_draw = kind == DRAW
     moved = moved_note(api)
 
+    def after_seed(st: Any, frame: Optional[FrameType], args: tuple, kwargs: dict) -> None:
+        """A seed returned: record it, and start the stream's fingerprint (and its digest) anew."""
+        where = seeded(args, kwargs) if seeded is not None else stream
+        detail = seed_detail(args[1:] if owner is not None else args, kwargs)
+        record(where, SEED, api, None, frame, detail, st)
+        rec.reseeded(stream)
+        rec.seeded(where)
+
     def record_call(st: Any, frame: Optional[FrameType], args: tuple, kwargs: dict) -> Any:
         if st.pending is not None and recorded_by_catchall(st, frame):
             # C code is calling one of our methods inside a call the catch-all recorded.
@@ -240,27 +248,35 @@ def recorder(
                         record(where, DRAW, api, count, frame, None, st)
                     fingerprint.take()
                 else:
-                    where = seeded(args, kwargs) if seeded is not None else stream
-                    detail = seed_detail(args[1:] if owner is not None else args, kwargs)
-                    record(where, SEED, api, None, frame, detail, st)
-                    rec.reseeded(stream)
-                    rec.seeded(where)
+                    after_seed(st, frame, args, kwargs)
             finally:
                 st.busy = was_busy
         return result
 
     if owner is not None:
         takes = lambda args, kwargs: bool(args) and args[0] is owner  # noqa: E731
-    wrapper = entry(rec, original, record_call, takes, library_of(stream))
-    if not accelerate or _speedups is None or not is_draw:
+    library = library_of(stream)
+    wrapper = entry(rec, original, record_call, takes, library)
+    # A call from these files inside a recorded call is part of it (``entry``'s rule, asked in C too).
+    inside = (*library, PACKAGE_DIR)
+    if not accelerate or _speedups is None or (not is_draw and takes is not None):
         return Wrapper.make(wrapper, original)
+    if not is_draw:
+        # A seed: the C Recorder makes the call, and after_seed records it.
+        recorder = _speedups.Recorder(
+            wrapper, original, owner, hot, fingerprint, lock, stream, kind, api, moved, None, after=after_seed,
+            inside=inside,
+        )
+        _named(recorder, original)
+        recorder.__reduce_ex__ = MethodType(reduce_as_original, recorder)
+        return recorder
     placing = {} if place is None else {"tensor_type": _tensor_type(), "place": place, "slow_keyword": "generator"}
     # ``draws_if``: the part of ``takes`` the C Recorder asks itself (dropout only draws in training),
     # in C where it is a declared Condition.
     declared = isinstance(draws_if, Condition)
     recorder = _speedups.Recorder(
         wrapper, original, owner, hot, fingerprint, lock, stream, kind, api, moved, count_of, **placing,
-        takes=None if declared else draws_if, condition=draws_if.spec if declared else None,
+        takes=None if declared else draws_if, condition=draws_if.spec if declared else None, inside=inside,
     )
     _named(recorder, original)
     # Looked up on the instance first: the same rule as the Python wrapper's.
