@@ -253,13 +253,16 @@ def recorder(
                 st.busy = was_busy
         return result
 
+    # A seed the caller's ``takes`` may decline stays with the Python wrapper; ``owner`` the C Recorder
+    # checks itself.
+    declines = takes is not None
     if owner is not None:
         takes = lambda args, kwargs: bool(args) and args[0] is owner  # noqa: E731
     library = library_of(stream)
     wrapper = entry(rec, original, record_call, takes, library)
     # A call from these files inside a recorded call is part of it (``entry``'s rule, asked in C too).
     inside = (*library, PACKAGE_DIR)
-    if not accelerate or _speedups is None or (not is_draw and takes is not None):
+    if not accelerate or _speedups is None or (not is_draw and declines):
         return Wrapper.make(wrapper, original)
     if not is_draw:
         # A seed: the C Recorder makes the call, and after_seed records it.
