@@ -574,3 +574,16 @@ def test_a_spool_folder_removed_by_hand_during_the_block_never_fails_its_end():
         np.random.rand()
     assert [e.pid for e in trace.events] == [os.getpid()]
     assert HUB._spool.path is None
+
+
+def test_a_child_reaped_before_the_block_ends_is_said_to_have_ended_abruptly_once():
+    with rng_trace(print=False) as trace:
+        pid = os.fork()
+        if pid == 0:
+            np.random.rand()
+            time.sleep(0.2)  # written at a look
+            os.kill(os.getpid(), signal.SIGKILL)
+        os.waitpid(pid, 0)  # reaped here: the block's end cannot read how it ended
+    notes = [note for note in trace.notes if f"process {pid} " in note]
+    assert notes == [f"process {pid} ended abruptly after spooling 1 event: what it drew in its last 60 ms "
+                     "is not in this log"]

@@ -62,8 +62,10 @@ def merge_child(trace: Trace, log: Any) -> None:
     events = len(log.events) + sum(row[4] for row in log.overflow)
     trace._children.append(Process(log.pid, log.ppid, log.start, log.role, log.exit, events))
     if log.abrupt:
+        # How, where its status says (a signal, an exit code); a process reaped by someone else says no more.
+        how = f" ({log.exit})" if log.exit and log.exit != "ended abruptly" else ""
         trace.notes.append(
-            f"process {log.pid} ended abruptly ({log.exit}) after spooling {events} event"
+            f"process {log.pid} ended abruptly{how} after spooling {events} event"
             f"{'' if events == 1 else 's'}: what it drew in its last {FLUSH_MS} ms is not in this log"
         )
 
