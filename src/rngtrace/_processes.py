@@ -108,7 +108,8 @@ def _tensor_bytes(tensor: Any) -> bytes:
     afresh), and a DataLoader worker takes its digests there, at every seed.
     """
     try:
-        if not tensor.is_cuda and tensor.is_contiguous() and tensor.numel() > 0:
+        # In place only where its bytes are host memory (a generator's state always is).
+        if tensor.is_cpu is True and tensor.is_contiguous() and tensor.numel() > 0:
             from .sources._inplace import in_place
 
             return in_place(((tensor.data_ptr(), tensor.numel() * tensor.element_size()),), tensor).value

@@ -199,7 +199,7 @@ def recorder(
     a call (an explicit generator); with ``owner``, only calls on that one instance
     (the singleton) are recorded. Nested calls (``random.randint`` calling
     ``getrandbits``) are part of the outer call. Where the C accelerator is built a
-    draw wrapper gets its ``Recorder`` in front, the same protocol one-to-one; this
+    wrapper gets its ``Recorder`` in front, the same protocol one-to-one; this
     Python wrapper stays the reference and the path of every unusual call.
     """
     hot = rec.hot
@@ -264,22 +264,17 @@ def recorder(
     inside = (*library, PACKAGE_DIR)
     if not accelerate or _speedups is None or (not is_draw and declines):
         return Wrapper.make(wrapper, original)
-    if not is_draw:
-        # A seed: the C Recorder makes the call, and after_seed records it.
-        recorder = _speedups.Recorder(
-            wrapper, original, owner, hot, fingerprint, lock, stream, kind, api, moved, None, after=after_seed,
-            inside=inside,
-        )
-        _named(recorder, original)
-        recorder.__reduce_ex__ = MethodType(reduce_as_original, recorder)
-        return recorder
-    placing = {} if place is None else {"tensor_type": _tensor_type(), "place": place, "slow_keyword": "generator"}
-    # ``draws_if``: the part of ``takes`` the C Recorder asks itself (dropout only draws in training),
-    # in C where it is a declared Condition.
-    declared = isinstance(draws_if, Condition)
+    if is_draw:
+        placing = {} if place is None else {"tensor_type": _tensor_type(), "place": place, "slow_keyword": "generator"}
+        # ``draws_if``: the part of ``takes`` the C Recorder asks itself (dropout only draws in training),
+        # in C where it is a declared Condition.
+        declared = isinstance(draws_if, Condition)
+        specific = {**placing, "takes": None if declared else draws_if,
+                    "condition": draws_if.spec if declared else None}
+    else:
+        specific = {"after": after_seed}  # a seed: the C Recorder makes the call, after_seed records it
     recorder = _speedups.Recorder(
-        wrapper, original, owner, hot, fingerprint, lock, stream, kind, api, moved, count_of, **placing,
-        takes=None if declared else draws_if, condition=draws_if.spec if declared else None, inside=inside,
+        wrapper, original, owner, hot, fingerprint, lock, stream, kind, api, moved, count_of, inside=inside, **specific
     )
     _named(recorder, original)
     # Looked up on the instance first: the same rule as the Python wrapper's.
