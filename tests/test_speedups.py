@@ -317,7 +317,7 @@ def test_a_condition_reads_positions_keywords_and_defaults_and_counts_what_it_ca
 
 
 @accelerated
-def test_a_recorder_refuses_a_condition_it_does_not_know():
+def test_a_recorder_refuses_a_condition_or_an_argument_it_does_not_know():
     from rngtrace._hub import HUB
     from rngtrace._threads import Fingerprint
 
@@ -328,6 +328,11 @@ def test_a_recorder_refuses_a_condition_it_does_not_know():
     recorder = _base._speedups.Recorder(print, len, None, **made, stream="s", kind="draw", api="api", moved="moved",
                                         count_of=None, condition=("truthy", ((0, "x", None),)))
     assert recorder("abc") == 3  # no trace active: straight through
+    named = dict(made, stream="s", kind="seed", api="api", moved="moved", count_of=None)
+    with pytest.raises(TypeError, match="inside= is a tuple of file prefixes"):
+        _base._speedups.Recorder(print, len, None, **named, inside=["/lib/"])
+    with pytest.raises(TypeError, match="after= is a callable"):
+        _base._speedups.Recorder(print, len, None, **named, after="record it")
 
 
 @accelerated
