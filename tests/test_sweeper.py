@@ -204,3 +204,37 @@ def test_a_draw_that_pins_lets_go_of_every_finished_frame_however_many_piled_up_
         kept = [i for i, ref in enumerate(alive) if ref() is not None]
     assert piled > 16, f"only {piled} finished frames piled up: the test proves nothing"
     assert left <= 2 and set(kept) <= {len(alive) - 1}, f"{left} finished frames and batches {kept} still held"
+
+
+class _DrawsWhenFreed:
+    """A local whose finalizer draws, as a resource's cleanup might."""
+
+    freed = 0
+
+    def __del__(self) -> None:
+        _DrawsWhenFreed.freed += 1
+        random.random()
+
+
+def fetch_holding_a_drawing_local() -> None:
+    local = _DrawsWhenFreed()  # noqa: F841  freed when this frame is let go
+    middle()
+
+
+@pytest.mark.skipif(_base._speedups is None, reason="the C accelerator's walk lets go of finished pins")
+def test_a_finalizer_in_a_let_go_frame_that_draws_is_an_event_of_its_own(monkeypatch):
+    if sys.version_info < (3, 12) and sys.getprofile() is not None:
+        pytest.skip("another profiler is active")
+    monkeypatch.setattr(Sweeper, "INTERVAL", 3600.0)
+    _DrawsWhenFreed.freed = 0
+    with no_monitoring_tool_free(), rng_trace(streams="random", print=False) as trace:
+        for _ in range(PinningCatchAll.PIN_AFTER + 1):
+            random.random()
+        for _ in range(100):
+            fetch_holding_a_drawing_local()
+        freed = _DrawsWhenFreed.freed
+    events = trace.events[PinningCatchAll.PIN_AFTER + 1:]
+    from_finalizers = [e for e in events if e.stack[0].function.endswith("__del__")]
+    assert freed >= 95, f"only {freed} of 100 locals freed during the block"
+    assert len(from_finalizers) == freed and len(events) == 100 + freed
+    assert not [e for e in events if e.kind != "draw"]  # no move left unexplained
