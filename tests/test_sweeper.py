@@ -8,7 +8,7 @@ import random
 import sys
 import time
 import weakref
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from types import FrameType, SimpleNamespace
 
 import pytest
@@ -137,16 +137,27 @@ def finished_frames_of(*functions) -> int:
     return sum(1 for o in gc.get_objects() if type(o) is FrameType and o.f_code in codes)
 
 
-def test_pinned_frames_stay_bounded_when_the_sweeper_never_runs(monkeypatch):
+@contextmanager
+def pinning_with_a_stalled_sweeper(monkeypatch, traces: int = 1):
+    """``traces`` nested traces of ``random`` whose stack cache pins frames, with a Sweeper that never runs.
+
+    Yields the outermost trace, after the draws that start the pinning (``PIN_AFTER + 1`` events).
+    """
     if sys.version_info < (3, 12) and sys.getprofile() is not None:
         pytest.skip("another profiler is active")
     monkeypatch.setattr(Sweeper, "INTERVAL", 3600.0)  # stalled: not one pass during the block
+    with no_monitoring_tool_free(), ExitStack() as stack:
+        made = [stack.enter_context(rng_trace(streams="random", print=False)) for _ in range(traces)]
+        for _ in range(PinningCatchAll.PIN_AFTER + 1):
+            random.random()  # enough draws for the stack cache to start pinning
+        yield made[0]
+
+
+def test_pinned_frames_stay_bounded_when_the_sweeper_never_runs(monkeypatch):
     kept = []
     # Two traces: every draw takes the Python record() path, where nothing but the Sweeper and
     # the bound lets a pin go (one trace's C path also lets go at each pin: the next test).
-    with no_monitoring_tool_free(), rng_trace(streams="random", print=False), rng_trace(streams="random", print=False):
-        for _ in range(PinningCatchAll.PIN_AFTER + 1):
-            random.random()  # enough draws for the stack cache to start pinning
+    with pinning_with_a_stalled_sweeper(monkeypatch, traces=2):
         for i in range(1, MAX_PINNED * 3 + 1):
             outer()
             if i % (MAX_PINNED // 4) == 0:
@@ -170,13 +181,8 @@ def test_a_draw_that_pins_a_frame_lets_go_of_the_finished_ones_without_waiting_f
     # A DataLoader worker calls fetch() afresh per batch: kept until the Sweeper's next pass,
     # each batch's tensors stayed alive while the next batch allocated, and the worker's
     # memory grew page by page (hundreds of copy-on-write faults per worker and epoch).
-    if sys.version_info < (3, 12) and sys.getprofile() is not None:
-        pytest.skip("another profiler is active")
-    monkeypatch.setattr(Sweeper, "INTERVAL", 3600.0)  # stalled: only the walk can let go
     alive: list = []
-    with no_monitoring_tool_free(), rng_trace(streams="random", print=False) as trace:
-        for _ in range(PinningCatchAll.PIN_AFTER + 1):
-            random.random()
+    with pinning_with_a_stalled_sweeper(monkeypatch) as trace:  # only the walk can let go
         for _ in range(200):
             fetch(alive)
         kept = [i for i, ref in enumerate(alive) if ref() is not None]
@@ -188,13 +194,8 @@ def test_a_draw_that_pins_a_frame_lets_go_of_the_finished_ones_without_waiting_f
 
 @pytest.mark.skipif(_base._speedups is None, reason="the C accelerator's walk lets go of finished pins")
 def test_a_draw_that_pins_lets_go_of_every_finished_frame_however_many_piled_up_before(monkeypatch):
-    if sys.version_info < (3, 12) and sys.getprofile() is not None:
-        pytest.skip("another profiler is active")
-    monkeypatch.setattr(Sweeper, "INTERVAL", 3600.0)
     alive: list = []
-    with no_monitoring_tool_free(), rng_trace(streams="random", print=False):
-        for _ in range(PinningCatchAll.PIN_AFTER + 1):
-            random.random()
+    with pinning_with_a_stalled_sweeper(monkeypatch):
         with rng_trace(streams="random", print=False):  # two traces: the Python path, which only pins
             for _ in range(100):
                 fetch(alive)
@@ -223,13 +224,8 @@ def fetch_holding_a_drawing_local() -> None:
 
 @pytest.mark.skipif(_base._speedups is None, reason="the C accelerator's walk lets go of finished pins")
 def test_a_finalizer_in_a_let_go_frame_that_draws_is_an_event_of_its_own(monkeypatch):
-    if sys.version_info < (3, 12) and sys.getprofile() is not None:
-        pytest.skip("another profiler is active")
-    monkeypatch.setattr(Sweeper, "INTERVAL", 3600.0)
     _DrawsWhenFreed.freed = 0
-    with no_monitoring_tool_free(), rng_trace(streams="random", print=False) as trace:
-        for _ in range(PinningCatchAll.PIN_AFTER + 1):
-            random.random()
+    with pinning_with_a_stalled_sweeper(monkeypatch) as trace:
         for _ in range(100):
             fetch_holding_a_drawing_local()
         freed = _DrawsWhenFreed.freed
