@@ -42,14 +42,31 @@ def _call_unlocked(lock: Any, fn: Callable, *args: Any) -> Any:
 _call_if_free = _speedups.call_if_free if _speedups is not None else _call_unlocked
 
 
-def _try_locked(lock: Any, fn: Callable, *args: Any) -> Any:
-    # Without the accelerator: an interrupt between the try-acquire and the try would keep the lock.
-    if not lock.acquire(blocking=False):
-        return NotImplemented
+def _under(lock: Any, blocking: bool, fn: Callable, args: tuple) -> Any:
+    """``fn(*args)`` holding the RLock ``lock`` (NotImplemented where ``blocking`` is False and it is taken).
+
+    Without the accelerator. Not a with statement, nor acquire() then try: a profile
+    hook (the catch-all's, or another tool's) runs before each call and after it, so a
+    Ctrl-C can land right after the acquire, or just before the release is called, and
+    keep the lock for good. The outer ``try`` lets go of it wherever it landed.
+    """
+    if lock._is_owned():
+        return fn(*args)  # this thread's already: taken again by nothing, let go by nothing
     try:
-        return fn(*args)
-    finally:
-        lock.release()
+        if not lock.acquire(blocking):
+            return NotImplemented
+        try:
+            return fn(*args)
+        finally:
+            lock.release()
+    except BaseException:
+        if lock._is_owned():
+            lock.release()
+        raise
+
+
+def _try_locked(lock: Any, fn: Callable, *args: Any) -> Any:
+    return _under(lock, False, fn, args)
 
 
 # fn(*args) under the lock where no other thread holds it, else NotImplemented (fn not called);
@@ -58,8 +75,7 @@ _call_when_free = _speedups.call_if_free if _speedups is not None else _try_lock
 
 
 def _call_with(lock: Any, fn: Callable, *args: Any) -> Any:
-    with lock:
-        return fn(*args)
+    return _under(lock, True, fn, args)
 
 
 # The hub's lock is taken and released in C where the accelerator is built: on 3.12+ the
@@ -124,6 +140,10 @@ class Hub:
         self._spawns = _processes.SpawnWatch()
         #: streams whose library finished importing while another thread held the lock
         self._pending_imports: set[str] = set()
+        #: sessions whose block is gone without having ended them, to end once the lock is free
+        self._orphans: list[_Session] = []
+        #: an install or undo began and has not finished (a Ctrl-C cut it short): see ``abandon``
+        self._unsettled = False
         #: stream -> its state where its library was imported inside a trace (``_note_import_state``)
         self._import_states: dict[str, dict] = {}
         #: (stream, id of a module's globals) -> those globals, already searched for references
@@ -157,11 +177,16 @@ class Hub:
         return out
 
     # -- starting and stopping -------------------------------------------
-    def start(self, trace: Trace, streams: frozenset, on_draw: str) -> _Session:
-        """Begin recording into ``trace``; install what it needs."""
-        session = _Session(trace, streams, on_draw)
+    # A face makes its session first and starts it inside a ``try`` whose handler ends it
+    # (``abandon``): a Ctrl-C landing anywhere after the start, even before ``start`` has
+    # returned, then still finds the session to end.
+    def session(self, trace: Trace, streams: frozenset, on_draw: str) -> _Session:
+        """A session recording into ``trace``, not started yet (``start``)."""
+        return _Session(trace, streams, on_draw)
+
+    def start(self, session: _Session) -> None:
+        """Begin recording into the session's trace; install what it needs."""
         self._locked(self._start, session)
-        return session
 
     def _start(self, session: _Session) -> None:
         rec, trace = self.rec, session.trace
@@ -173,6 +198,7 @@ class Hub:
             if len(sessions) == 1:
                 rec.new_warnings()  # each outermost trace warns afresh
             trace._live = (rec.stacks.resolve, rec.thread_names)
+            self._unsettled = True  # until the hooks are what the sessions need (see abandon)
             # Published first, so a watched library imported meanwhile (another thread)
             # finds the session that wants it.
             rec.publish(sessions)
@@ -180,6 +206,7 @@ class Hub:
                 self._settle(sessions)
                 if len(sessions) == 1:
                     self._plan = _lone.make_plan(self, session)
+            self._unsettled = False
             for name in session.streams:
                 source = rec.sources.get(name)
                 if source is not None:
@@ -196,6 +223,36 @@ class Hub:
         """End recording into the session's trace; restore what no other trace needs."""
         self._locked(self._stop, session, frame)
         return session.trace
+
+    def abandon(self, session: _Session) -> None:
+        """End ``session`` if it is still active, and finish an install or undo cut short (a Ctrl-C).
+
+        Every face calls this once its block is over, whatever ended it: a Ctrl-C can land
+        where no ``try`` of the hub's covers it yet (the first instruction of a call), and
+        leave a session running or hooks that no session wants; this finishes the job.
+        """
+        if session in self.active or self._unsettled:
+            self._locked(self._finish_cut_short, session)
+
+    def _finish_cut_short(self, session: _Session) -> None:
+        self._stop_active(session)
+        if self._unsettled:
+            self._settle(self.active)
+
+    def orphaned(self, session: _Session, *_: Any) -> None:
+        """The block of ``session`` is gone without having ended it: end it now, or once the lock is free.
+
+        A callback for whatever the block's end is noticed by (``_blocks.Binding.on_lost``):
+        it may run inside any code, which may hold the lock, so it only queues unless the
+        lock is free, and whoever holds the lock ends the session when it lets go.
+        """
+        if session in self.active:
+            self._orphans.append(session)
+            self._after_unlock()
+
+    def _stop_active(self, session: _Session) -> None:
+        if session in self.active:  # asked again under the lock: another thread may have ended it
+            self._stop(session, None)
 
     def _stop(self, session: _Session, frame: Optional[FrameType]) -> None:
         try:
@@ -215,10 +272,12 @@ class Hub:
                     self.rec.new_table()  # after the trace took its thread names
 
     def _release(self, session: _Session) -> None:
+        self._unsettled = True
         sessions = tuple(s for s in self.active if s is not session)
         if not sessions:
             try:
                 if _lone.uninstall_alone(self):
+                    self._unsettled = False
                     return
             except BaseException:
                 # Interrupted half-way (Ctrl-C): the general way finishes the job, then it is raised.
@@ -245,6 +304,7 @@ class Hub:
             except BaseException as e:  # noqa: BLE001 (Ctrl-C between two restores: finish first)
                 if interruption is None:
                     interruption = e
+        self._unsettled = False
         if interruption is not None:
             raise interruption
 
@@ -373,17 +433,24 @@ class Hub:
         return result
 
     def _after_unlock(self) -> None:
-        """Install the streams queued by import hooks that found the lock taken (see ``_imported``).
+        """Do what was queued while the lock was taken: the sessions ``orphaned`` and the imports ``_imported``.
 
-        Called by whoever lets go of the lock, and by the hooks themselves: a stream queued
+        Called by whoever lets go of the lock, and by the hooks themselves: work queued
         while the lock was held is taken by its holder once it lets go, whichever hub call
         that was (a draw starting the sweeper holds it too). Never waits for the lock (a
         hook runs with an import lock held), and never from inside a holder's own work.
         """
         lock = self._lock
-        while self._pending_imports and not lock._is_owned():  # type: ignore[attr-defined]
-            if _call_when_free(lock, self._take_imports) is NotImplemented:
+        while (self._pending_imports or self._orphans) and not lock._is_owned():  # type: ignore[attr-defined]
+            if _call_when_free(lock, self._take_pending) is NotImplemented:
                 break
+
+    def _take_pending(self) -> None:
+        """End the orphaned sessions, then install the streams queued meanwhile (lock held)."""
+        orphans = self._orphans
+        while orphans:
+            self._stop_active(orphans.pop())
+        self._take_imports()
 
     def wrappers(self) -> list[object]:
         """Every replacement currently patched in."""
@@ -563,6 +630,7 @@ class Hub:
         # its own that its parent's merges (_processes); else it runs untraced and unchanged.
         self._lock._at_fork_reinit()  # type: ignore[attr-defined]
         self._pending_imports.clear()
+        self._orphans.clear()  # the parent's: the child ends its own session when it exits
         self._import_states.clear()
         self.rec.after_fork()
         parents, self._child = self.active, None

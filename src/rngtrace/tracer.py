@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import functools
 import inspect
 import os
 import sys
-from contextvars import ContextVar, Token
+from contextvars import ContextVar
 from dataclasses import dataclass, fields
 from typing import IO, Any, AsyncGenerator, Callable, Coroutine, Generator, Iterable, Optional, TypeVar, overload
 
 import wrapt
 
 from . import _logdir
+from ._blocks import Binding, ExitSlot, claim
 from ._hub import HUB, install_order, validate_on_draw, validate_streams
 from ._paths import current_dir
 from .trace import Trace
@@ -80,7 +82,7 @@ class RngTrace(Options):
     # State of its own, set by _own_state (not dataclass fields: this class is not a dataclass).
     _sorted_streams: tuple[str, ...]
     _last: list[Optional[Trace]]
-    _entered: ContextVar[tuple[tuple[Any, Token], ...]]
+    _entered: ContextVar[tuple[Any, ...]]
     _open: list[Any]
 
     def __post_init__(self) -> None:
@@ -102,11 +104,13 @@ class RngTrace(Options):
         state["_sorted_streams"] = install_order(self.streams)  # type: ignore[arg-type]
         # A list, not an attribute: this changes every call.
         state["_last"] = [None]
-        # Which session a with statement's exit ends: the newest block that this context (thread,
-        # asyncio task) entered, so neither another thread's nor another task's block. A
+        # A with statement's exit knows its own block (_blocks); an exit called by hand
+        # (ExitStack, __exit__()) ends the newest block that its context (thread, asyncio
+        # task) entered by hand, so neither another thread's nor another task's. A
         # ContextVar, not one shared list, is what keeps them apart.
         state["_entered"] = ContextVar("rngtrace.entered")
-        # Every open block, from any context: for an exit in another context than its entry.
+        # Every block entered by hand and still open, from any context: for an exit in another
+        # context than its entry.
         state["_open"] = []
 
     @property
@@ -115,43 +119,84 @@ class RngTrace(Options):
         return self._last[0]
 
     # -- with ---------------------------------------------------------------
+    # Every step that can be interrupted once the session exists is covered: a Ctrl-C inside
+    # __enter__ ends it there, one inside the exit ends it in the exit's `finally`, and one at
+    # the exit's first instruction, before any `try` of ours, frees the statement's binding with
+    # the session in it, and the hub ends it (HUB.orphaned).
     def __enter__(self) -> Trace:
-        session = self._start()
-        self._open.append(session)
-        entered = self._entered.get(())
-        # The first set's token puts back what was there before this block (nothing, for the
-        # outermost), so a long-lived context keeps no entry once its blocks have ended.
-        token = self._entered.set(entered)
-        self._entered.set(entered + ((session, token),))
+        binding = claim(self, sys._getframe(1))
+        session = self._session()
+        try:
+            if binding is None:
+                self._register(session)
+            else:
+                binding.payload = session
+                binding.on_lost(functools.partial(HUB.orphaned, session))
+            self._start(session)
+        except BaseException:
+            HUB.abandon(session)
+            if binding is None:
+                self._unregister(session)
+            else:
+                binding.done()
+            raise
         return session.trace  # type: ignore[no-any-return]
 
-    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
-        self._end(self._leave(), sys._getframe(1), raising=exc_type is not None)
+    def _exit_bound(self, binding: Binding, exc_type: Any, exc: Any, tb: Any) -> None:
+        """A with statement's exit: end the session its ``__enter__`` put in ``binding``."""
+        frame = sys._getframe(1)  # the with statement's
+        session = binding.payload
+        if session is None:  # bound by hand (tracer.__exit__(...)), or the enter found no binding
+            return self._exit_by_hand(frame, exc_type)
+        try:
+            self._end(session, frame, raising=exc_type is not None)
+        finally:
+            HUB.abandon(session)  # ended already, unless a Ctrl-C cut _end short
+            binding.done()
 
-    def _leave(self) -> Any:
-        """Forget and return the session of the block being exited."""
+    def _exit_unbound(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        """End the newest block this context entered (``RngTrace.__exit__(tracer, ...)``, as ExitStack calls it)."""
+        return self._exit_by_hand(sys._getframe(1), exc_type)
+
+    __exit__ = ExitSlot(_exit_bound, _exit_unbound)
+
+    def _exit_by_hand(self, frame: Any, exc_type: Any) -> None:
+        session = self._leaving()
+        try:
+            self._end(session, frame, raising=exc_type is not None)
+        finally:
+            HUB.abandon(session)
+            self._unregister(session)
+
+    def _register(self, session: Any) -> None:
+        """Note a block entered by hand, for its exit to find (``_leaving``)."""
+        self._open.append(session)
+        self._entered.set(self._entered.get(()) + (session,))
+
+    def _unregister(self, session: Any) -> None:
+        """Forget a block entered by hand (also one whose registering was cut short)."""
+        if session in self._open:
+            self._open.remove(session)
         entered = self._entered.get(())
-        while entered and entered[-1][0] not in self._open:
-            entered = entered[:-1]  # already ended from another context (below)
-        if entered:
-            session, token = entered[-1]
-            try:
-                self._entered.reset(token)
-            except ValueError:  # entered in the context this one was copied from
-                self._entered.set(entered[:-1])
-        elif len(self._open) == 1:
+        if session in entered:
+            self._entered.set(tuple(s for s in entered if s is not session))
+
+    def _leaving(self) -> Any:
+        """The session an exit called by hand ends: the newest block its context entered by hand."""
+        open_ = self._open
+        for session in reversed(self._entered.get(())):
+            if session in open_:
+                return session  # (an entry not open was ended from another context, below)
+        if len(open_) == 1:
             # Entered in another thread or task, as an async fixture's setup and teardown are:
             # with one block open, this exit can only end that one.
-            session = self._open[0]
-        elif self._open:
+            return open_[0]
+        if open_:
             raise RuntimeError(
-                f"rng_trace cannot tell which of its {len(self._open)} open blocks this exit ends; "
+                f"rng_trace cannot tell which of its {len(open_)} open blocks this exit ends; "
                 "exit each block in the thread or asyncio task that entered it"
             )
-        else:
-            raise RuntimeError("rng_trace exited with no block open; pair each exit with one enter")
-        self._open.remove(session)
-        return session
+        raise RuntimeError("rng_trace exited with no block open; pair each exit with one enter")
 
     # -- decorator ----------------------------------------------------------
     def __call__(self, func: F) -> F:
@@ -170,15 +215,21 @@ class RngTrace(Options):
             wrapper = self._call
         return wrapt.FunctionWrapper(func, wrapper)  # type: ignore[no-any-return]
 
+    # Each form makes its session, then starts and ends it inside one `try` whose `finally` ends
+    # it where a Ctrl-C cut the start or the end short (HUB.abandon: a no-op otherwise).
     def _call(self, wrapped: Callable, instance: Any, args: tuple, kwargs: dict) -> Any:
-        session = self._start()
+        session = self._session()
         try:
-            result = wrapped(*args, **kwargs)
-        except BaseException:
-            self._end(session, sys._getframe(), raising=True)
-            raise
-        self._end(session, sys._getframe(), raising=False)
-        return result
+            self._start(session)
+            try:
+                result = wrapped(*args, **kwargs)
+            except BaseException:
+                self._end(session, sys._getframe(), raising=True)
+                raise
+            self._end(session, sys._getframe(), raising=False)
+            return result
+        finally:
+            HUB.abandon(session)
 
     # A generator, coroutine or async generator is made at call time (so wrong arguments still fail
     # at the call) and relayed by one of ours, whose body, and so whose trace, starts at the first
@@ -190,67 +241,79 @@ class RngTrace(Options):
         return _named(self._relay_generator(gen), gen)
 
     def _relay_generator(self, gen: Generator) -> Generator:
-        session = self._start()
+        session = self._session()
         try:
-            result = yield from gen  # passes send, throw and close through; returns its return value
-        except BaseException:
-            self._end(session, sys._getframe(), raising=True)
-            raise
-        self._end(session, sys._getframe(), raising=False)
-        return result
+            self._start(session)
+            try:
+                result = yield from gen  # passes send, throw and close through; returns its return value
+            except BaseException:
+                self._end(session, sys._getframe(), raising=True)
+                raise
+            self._end(session, sys._getframe(), raising=False)
+            return result
+        finally:
+            HUB.abandon(session)
 
     def _call_coroutine(self, wrapped: Callable, instance: Any, args: tuple, kwargs: dict) -> Coroutine:
         coro = wrapped(*args, **kwargs)
         return _named(self._relay_coroutine(coro), coro)
 
     async def _relay_coroutine(self, coro: Coroutine) -> Any:
-        session = self._start()
+        session = self._session()
         try:
-            result = await coro
-        except BaseException:
-            self._end(session, sys._getframe(), raising=True)
-            raise
-        self._end(session, sys._getframe(), raising=False)
-        return result
+            self._start(session)
+            try:
+                result = await coro
+            except BaseException:
+                self._end(session, sys._getframe(), raising=True)
+                raise
+            self._end(session, sys._getframe(), raising=False)
+            return result
+        finally:
+            HUB.abandon(session)
 
     def _call_async_generator(self, wrapped: Callable, instance: Any, args: tuple, kwargs: dict) -> AsyncGenerator:
         agen = wrapped(*args, **kwargs)
         return _named(self._relay_async_generator(agen), agen)
 
     async def _relay_async_generator(self, agen: AsyncGenerator) -> AsyncGenerator:
-        session = self._start()
+        session = self._session()
         try:
-            try:  # an async generator has no "yield from": relay asend, athrow and aclose by hand
-                value = await agen.__anext__()
-                while True:
-                    try:
-                        sent = yield value
-                    except GeneratorExit:
-                        await agen.aclose()
-                        raise
-                    except BaseException as error:
-                        value = await agen.athrow(error)
-                    else:
-                        value = await agen.asend(sent)
-            except StopAsyncIteration:
-                pass
-        except BaseException:
-            self._end(session, sys._getframe(), raising=True)
-            raise
-        self._end(session, sys._getframe(), raising=False)
+            self._start(session)
+            try:
+                try:  # an async generator has no "yield from": relay asend, athrow and aclose by hand
+                    value = await agen.__anext__()
+                    while True:
+                        try:
+                            sent = yield value
+                        except GeneratorExit:
+                            await agen.aclose()
+                            raise
+                        except BaseException as error:
+                            value = await agen.athrow(error)
+                        else:
+                            value = await agen.asend(sent)
+                except StopAsyncIteration:
+                    pass
+            except BaseException:
+                self._end(session, sys._getframe(), raising=True)
+                raise
+            self._end(session, sys._getframe(), raising=False)
+        finally:
+            HUB.abandon(session)
 
     # -- shared by both forms -----------------------------------------------
-    def _new_trace(self) -> Trace:
-        return Trace(self._sorted_streams, self.depth, self.max_events)
+    def _session(self) -> Any:
+        """A session of its own for one block or call, not started yet."""
+        return HUB.session(Trace(self._sorted_streams, self.depth, self.max_events), self.streams, self.on_draw)  # type: ignore[arg-type]
 
-    def _start(self) -> Any:
+    def _start(self, session: Any) -> None:
         if self.log_dir is None:  # the usual case: no rank to note, no states to compare
-            return HUB.start(self._new_trace(), self.streams, self.on_draw)  # type: ignore[arg-type]
+            HUB.start(session)
+            return
         self._note_rank()
-        trace = self._new_trace()
-        session = HUB.start(trace, self.streams, self.on_draw)  # type: ignore[arg-type]
-        HUB.compare_states(trace)  # the ranks' logs are compared: note the states they start from
-        return session
+        HUB.start(session)
+        HUB.compare_states(session.trace)  # the ranks' logs are compared: note the states they start from
 
     def _note_rank(self) -> None:
         if self.log_dir is not None:

@@ -1,0 +1,108 @@
+"""One binding of ``__exit__`` per ``with`` statement: its exit ends its own block, and a lost exit is noticed.
+
+A ``with`` statement looks up (and so binds) its manager's ``__exit__`` before
+it calls ``__enter__``, and holds that bound exit until the statement is over.
+``ExitSlot`` makes each bound exit an object of its own, with a ``Binding``
+behind it: ``__enter__`` claims the binding its statement just made and puts
+what the block needs in it, and the exit reads it back. So an exit always ends
+its own block, from whichever thread or task. And where the statement is left
+without its exit having done its work, the bound exit is freed with the work
+still undone, and the binding's ``on_lost`` callback runs. That is the one window
+no ``try`` can cover: a Ctrl-C at the first instruction of ``__exit__`` is
+raised before any code of ours runs.
+
+The bound exit is a ``functools.partial``, C, so that no Python frame refers to
+it: a traceback keeps the frames it passed through alive, with their locals, and
+would keep the statement's exit alive long after the statement (in a notebook,
+until the next error). Only the statement holds it.
+
+Where no statement bound the exit just before (``ExitStack``, a manual
+``__enter__()``), ``claim`` finds nothing and the manager pairs its entries and
+exits as it did before.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+import threading
+import weakref
+from types import FrameType
+from typing import Any, Callable, Optional
+
+
+class Binding:
+    """What one ``with`` statement's exit of a manager knows: the ``payload`` its ``__enter__`` left."""
+
+    __slots__ = ("payload", "_watch", "_lost")
+
+    def __init__(self) -> None:
+        #: what ``__enter__`` put here for the exit (None: no ``__enter__`` claimed this binding)
+        self.payload: Any = None
+        self._watch: Optional[weakref.ref] = None
+        self._lost: Optional[Callable[[], Any]] = None
+
+    def on_lost(self, callback: Callable[[], Any]) -> None:
+        """Call ``callback()`` if the statement is over before ``done()``: its exit never finished."""
+        self._lost = callback
+
+    def done(self) -> None:
+        """The exit did its work: nothing is lost when the statement lets go of it."""
+        # Dropping the weak reference first means the usual exit runs no Python code when
+        # the statement lets go (a Ctrl-C landing in a callback is printed and lost).
+        self._watch = None
+        self._lost = None
+
+    def _gone(self, _ref: Any) -> None:
+        lost, self._lost, self._watch = self._lost, None, None
+        if lost is not None:
+            lost()
+
+
+#: per thread, the exit bound last and where: (binding, bound exit, code, instruction, id of the frame)
+_made = threading.local()
+
+
+class ExitSlot:
+    """A class's ``__exit__``, bound anew by each ``with`` statement.
+
+    A statement's bound exit calls ``bound(manager, binding, exc_type, exc, tb)``;
+    ``Class.__exit__`` (as ``ExitStack`` reads it) is ``unbound``, called as
+    ``unbound(manager, exc_type, exc, tb)``.
+    """
+
+    def __init__(self, bound: Callable[..., Any], unbound: Callable[..., Any]) -> None:
+        self.bound = bound
+        self.unbound = unbound
+        self.__doc__ = unbound.__doc__
+
+    def __get__(self, manager: Any, owner: Optional[type] = None) -> Any:
+        if manager is None:
+            return self.unbound
+        binding = Binding()
+        exit = functools.partial(self.bound, manager, binding)
+        frame = sys._getframe(1)
+        # Where: only the __enter__ that the same instruction of the same frame calls next claims it.
+        _made.entry = (manager, binding, exit, frame.f_code, frame.f_lasti, id(frame))
+        return exit
+
+
+def claim(manager: Any, frame: FrameType) -> Optional[Binding]:
+    """The binding of the ``with`` statement running in ``frame`` that is entering ``manager``, or None.
+
+    Called by ``__enter__`` with the frame that called it: a ``with`` statement binds
+    the exit and calls ``__enter__`` from one instruction, so an exit bound at another
+    (``manager.__exit__`` read by hand) is never taken for this block's.
+    """
+    entry = getattr(_made, "entry", None)
+    if entry is None:
+        return None
+    _made.entry = None
+    owner, binding, exit, code, lasti, frame_id = entry
+    if owner is not manager or frame.f_lasti != lasti or frame.f_code is not code or id(frame) != frame_id:
+        return None
+    binding._watch = weakref.ref(exit, binding._gone)
+    return binding
+
+
+__all__ = ["Binding", "ExitSlot", "claim"]
