@@ -97,7 +97,8 @@ def install_order(streams: frozenset) -> tuple[str, ...]:
 class _Session:
     """One active trace and what the hub needs to know about it."""
 
-    __slots__ = ("trace", "streams", "order", "on_draw", "start_states", "token", "tags", "origins", "compared")
+    __slots__ = ("trace", "streams", "order", "on_draw", "start_states", "token", "tags", "origins", "compared",
+                 "gone")
 
     def __init__(self, trace: Trace, streams: frozenset, on_draw: str, tags: tuple = ()) -> None:
         self.trace = trace
@@ -117,6 +118,8 @@ class _Session:
         #: its log is meant to be compared with other runs' (rngtrace run, log_dir=): the full state
         #: each stream starts from is noted, and after each seed (see ``compare_states``)
         self.compared = False
+        #: None, or whether the code that would end it is gone without having done so (see ``end_gone``)
+        self.gone: Optional[Callable[[], bool]] = None
 
 
 class Hub:
@@ -189,6 +192,7 @@ class Hub:
         self._locked(self._start, session)
 
     def _start(self, session: _Session) -> None:
+        self._end_gone()
         rec, trace = self.rec, session.trace
         if not self._fork_registered:
             os.register_at_fork(before=self._before_fork, after_in_child=self._after_fork_in_child)
@@ -250,11 +254,24 @@ class Hub:
             self._orphans.append(session)
             self._after_unlock()
 
+    def _end_gone(self) -> None:
+        """End the sessions whose ``gone()`` says the code that would end them cannot any more.
+
+        A decorated generator's relay is killed, finally blocks unrun, where a Python profile
+        hook raises at its yield (a Ctrl-C landing in the hook): its session is ended here,
+        by the next start or end of any trace.
+        """
+        for s in self.active:
+            if s.gone is not None and s.gone():
+                self._stop(s, None)
+
     def _stop_active(self, session: _Session) -> None:
         if session in self.active:  # asked again under the lock: another thread may have ended it
             self._stop(session, None)
 
     def _stop(self, session: _Session, frame: Optional[FrameType]) -> None:
+        session.gone = None
+        self._end_gone()
         try:
             if session in self.active:
                 self._check_moved(session, frame)

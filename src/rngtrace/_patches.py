@@ -355,10 +355,11 @@ class ImportWatch:
         wrapt.register_post_import_hook(hook, module)
 
     def unwatch(self, name: str) -> None:
-        entry = self.hooks.pop(name, None)
+        entry = self.hooks.get(name)
         if entry is None:
             return
         unregister_post_import_hook(*entry)
+        del self.hooks[name]  # only now: an undo cut short before this line is done again
 
 
 def unregister_post_import_hook(module: str, hook: Callable) -> None:

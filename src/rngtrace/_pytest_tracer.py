@@ -21,6 +21,12 @@ MAX_EVENTS = 200_000
 ROTATE_AT = 50_000
 
 
+def _held(manager: Any) -> Iterator[Any]:
+    """``manager`` entered, until the generator is closed."""
+    with manager as value:
+        yield value
+
+
 class Tracer:
     """The plugin while turned on: one trace for the run, one record per test that touched a stream."""
 
@@ -59,19 +65,23 @@ class Tracer:
         from ._hub import HUB
         from .tracer import RngTrace
 
-        self._block = RngTrace(print=False, depth=DEPTH, max_events=MAX_EVENTS)
-        self._trace = self._block.__enter__()
+        # A with statement held open in a generator: its exit is the statement's own, which a
+        # Ctrl-C anywhere between here and the end of the run cannot lose, and closing is idempotent.
+        self._block = _held(RngTrace(print=False, depth=DEPTH, max_events=MAX_EVENTS))
+        self._trace = next(self._block)
         self._rec = HUB.rec
         self._seen = 0
 
     def _end(self) -> None:
-        block, self._block = self._block, None
+        block = self._block
         if block is not None:
             try:
-                block.__exit__(None, None, None)
+                block.close()
             finally:
-                self._outside(len(self._trace._raw), live=False)
-                self._trace = None
+                self._block = None
+                if self._trace is not None:
+                    self._outside(len(self._trace._raw), live=False)
+                    self._trace = None
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:

@@ -9,6 +9,7 @@ stays exact. The hub decides what is active and publishes it here as a
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 import warnings
@@ -70,8 +71,9 @@ class Recording:
         self.on_pin: Optional[Callable[[Any], None]] = None
         #: called with a stream after a recorded seed (the hub notes where processes start anew)
         self.on_seed: Optional[Callable[[str], None]] = None
-        #: trace -> (stream, id of a module namespace) already searched for references bound before it
-        self._searched: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+        #: id of a trace -> (a weak reference to it, the (stream, id of a module namespace) already searched
+        #: for references bound before it); not a WeakKeyDictionary, whose callback is Python (_searched_by)
+        self._searched: dict[int, tuple[weakref.ref, set]] = {}
 
     # -- what the hub publishes ------------------------------------------------
     def publish(self, sessions: tuple) -> None:
@@ -268,7 +270,7 @@ class Recording:
         if source is None or frame is None or not traces:
             return
         # A module is searched once per trace: a loop's thousand moves cost one search.
-        searched = [self._searched.setdefault(trace, set()) for trace in traces]
+        searched = [self._searched_by(trace) for trace in traces]
         try:
             found = _prebound(source, base, frame, self._depth, searched)
         except Exception:  # noqa: BLE001 (a user's odd global must never fail the draw that noticed it)
@@ -282,6 +284,19 @@ class Recording:
                 if note not in trace.notes:
                     trace.notes.append(note)
 
+
+    def _searched_by(self, trace: Any) -> set:
+        """What was searched already for ``trace``: forgotten by a C callback when the trace goes.
+
+        A Python callback (a WeakKeyDictionary's) runs wherever the trace happens to be freed,
+        and a Ctrl-C landing in it would be printed and lost.
+        """
+        key = id(trace)
+        entry = self._searched.get(key)
+        if entry is None or entry[0]() is not trace:
+            entry = (weakref.ref(trace, functools.partial(self._searched.pop, key)), set())
+            self._searched[key] = entry
+        return entry[1]
     def check(self, stream: str, api: str, frame: Optional[FrameType]) -> None:
         """Raise GlobalRNGError before a draw when a trace asked for on_draw="raise"."""
         if self._policy.get(self.base_of(stream)) == "raise":

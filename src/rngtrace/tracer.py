@@ -6,6 +6,7 @@ import functools
 import inspect
 import os
 import sys
+import weakref
 from contextvars import ContextVar
 from dataclasses import dataclass, fields
 from typing import IO, Any, AsyncGenerator, Callable, Coroutine, Generator, Iterable, Optional, TypeVar, overload
@@ -236,12 +237,20 @@ class RngTrace(Options):
     # resume and ends when it returns, raises or is closed. The trace spans that whole time: draws
     # made by other code between two resumes are in it too.
 
+    # Each relay knows itself (``own``, a weak reference filled in once it is made): a Python profile
+    # hook that raises at one of its yields (a Ctrl-C landing in the hook) kills it with its finally
+    # unrun, and the hub then ends its session at its next start or end (``_Session.gone``).
+
     def _call_generator(self, wrapped: Callable, instance: Any, args: tuple, kwargs: dict) -> Generator:
         gen = wrapped(*args, **kwargs)
-        return _named(self._relay_generator(gen), gen)
+        own: list = []
+        relay = self._relay_generator(gen, own)
+        own.append(functools.partial(_finished, weakref.ref(relay), "gi_frame"))
+        return _named(relay, gen)
 
-    def _relay_generator(self, gen: Generator) -> Generator:
+    def _relay_generator(self, gen: Generator, own: list) -> Generator:
         session = self._session()
+        session.gone = own[0]
         try:
             self._start(session)
             try:
@@ -256,10 +265,22 @@ class RngTrace(Options):
 
     def _call_coroutine(self, wrapped: Callable, instance: Any, args: tuple, kwargs: dict) -> Coroutine:
         coro = wrapped(*args, **kwargs)
-        return _named(self._relay_coroutine(coro), coro)
+        relay, own = None, []
+        try:
+            relay = self._relay_coroutine(coro, own)
+            own.append(functools.partial(_finished, weakref.ref(relay), "cr_frame"))
+            return _named(relay, coro)
+        except BaseException:
+            # A Ctrl-C before the caller has the relay: both are closed unstarted, so that neither
+            # warns "never awaited" (in Python code, where a second Ctrl-C would be lost).
+            coro.close()
+            if relay is not None:
+                relay.close()
+            raise
 
-    async def _relay_coroutine(self, coro: Coroutine) -> Any:
+    async def _relay_coroutine(self, coro: Coroutine, own: list) -> Any:
         session = self._session()
+        session.gone = own[0]
         try:
             self._start(session)
             try:
@@ -274,10 +295,14 @@ class RngTrace(Options):
 
     def _call_async_generator(self, wrapped: Callable, instance: Any, args: tuple, kwargs: dict) -> AsyncGenerator:
         agen = wrapped(*args, **kwargs)
-        return _named(self._relay_async_generator(agen), agen)
+        own: list = []
+        relay = self._relay_async_generator(agen, own)
+        own.append(functools.partial(_finished, weakref.ref(relay), "ag_frame"))
+        return _named(relay, agen)
 
-    async def _relay_async_generator(self, agen: AsyncGenerator) -> AsyncGenerator:
+    async def _relay_async_generator(self, agen: AsyncGenerator, own: list) -> AsyncGenerator:
         session = self._session()
+        session.gone = own[0]
         try:
             self._start(session)
             try:
@@ -342,6 +367,12 @@ class RngTrace(Options):
         except Exception:
             if not raising:
                 raise  # with an exception in flight, the user's error matters more than the log
+
+
+def _finished(relay: weakref.ref, frame: str) -> bool:
+    """Whether a relay is gone or has run to its end (its ``gi_frame``, ``cr_frame`` or ``ag_frame`` is None)."""
+    alive = relay()
+    return alive is None or getattr(alive, frame) is None
 
 
 def _named(relay: Any, original: Any) -> Any:
