@@ -190,19 +190,16 @@ def test_an_interrupt_anywhere_in_a_trace_never_leaves_a_patch_without_a_trace()
                     signal.setitimer(signal.ITIMER_REAL, 0)
             except KeyboardInterrupt:
                 interrupted += 1
-            # An interrupt in the with statement's own call of __enter__/__exit__ can skip the
-            # exit, as for any context manager: that block's trace is still running, not ended.
+            # Even one landing in the with statement's own call of __enter__/__exit__ ends the trace.
             for session in HUB.active:
                 leaked += 1
                 HUB.stop(session, None)
-            with rng_trace(print=False, streams="torch"):  # the next hub call completes any undo
-                pass
             if HUB.hooked() != {} or _namespaces() != before:
                 left.append(HUB.hooked())
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
-    assert interrupted > 100 and leaked < interrupted // 4
+    assert interrupted > 100 and leaked == 0
     assert left == []
     # No lock was left held either: another thread's traced draws go through.
     helper = threading.Thread(target=one_trace, daemon=True)
@@ -226,9 +223,18 @@ def _signal_can_land_before(code: Any, offset: int) -> bool:
     quiet = _QUIET_NOPS.get(code)
     if quiet is None:
         ops = [(ins.offset, ins.opname) for ins in dis.get_instructions(code)]
+        entries = getattr(dis.Bytecode(code), "exception_entries", ())
+
+        def handler(at: int) -> Optional[int]:
+            return next((e.target for e in entries if e.start <= at < e.end), None)
+
+        # Preceded by a call, it stands for an interrupt at that call's check; but where the call
+        # is inside a handler's range and the NOP outside it, a raise at the NOP is one no real
+        # signal makes (the call's handler would catch it): not a point to test.
         quiet = _QUIET_NOPS[code] = frozenset(
             at for i, (at, name) in enumerate(ops)
-            if name == "NOP" and not (i >= 2 and ops[i - 1][1] == "POP_TOP" and ops[i - 2][1].startswith(("CALL", "PRECALL")))
+            if name == "NOP" and not (i >= 2 and ops[i - 1][1] == "POP_TOP" and ops[i - 2][1].startswith(("CALL", "PRECALL"))
+                                      and handler(ops[i - 2][0]) == handler(at))
         )
     return offset not in quiet
 
@@ -315,7 +321,7 @@ def _nested() -> None:
 
 @pytest.mark.parametrize("one_trace", [_two_streams, _every_stream, _nested, _decorated],
                          ids=["with block", "every stream", "nested", "decorated call"])
-def test_an_interrupt_at_any_line_of_a_trace_leaves_nothing_behind_once_the_next_trace_ends(one_trace):
+def test_an_interrupt_at_any_line_of_a_trace_leaves_nothing_behind(one_trace):
     if one_trace is _every_stream:
         pytest.importorskip("torch")
     one_trace()
@@ -338,17 +344,17 @@ def test_an_interrupt_at_any_line_of_a_trace_leaves_nothing_behind_once_the_next
             pass
         finally:
             sys.settrace(None)
-        # An interrupt in the with statement's own call of __enter__/__exit__ can skip the exit,
-        # as for any context manager: that block's trace is still running. End it as the user's
-        # next trace would find it, then trace again: the hub completes any undo cut short.
-        for session in HUB.active:
-            HUB.stop(session, None)
+        # Nothing is left running or installed at once, and the next trace runs as usual.
+        after = _left_state()
+        if HUB.active:
+            left.append((interrupt.fired, "a trace is still active"))
+            for session in HUB.active:
+                HUB.stop(session, None)
         try:
             one_trace()
         except Exception as exc:
             left.append((interrupt.fired, f"the next trace raised {exc!r}"))
             continue
-        after = _left_state()
         if after != before:
             left.append((interrupt.fired, sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))))
             _let_go_of_held_locks()  # a lock left held fails this test, never hangs a later one

@@ -32,7 +32,9 @@ import hashlib
 import linecache
 import marshal
 import os
+import select
 import shutil
+import signal
 import struct
 import sys
 import tempfile
@@ -40,7 +42,7 @@ import threading
 import time
 from typing import Any, Optional
 
-from .sources._base import unmoved
+from .sources._base import _speedups, unmoved
 from .trace import UNATTRIBUTED
 
 #: seconds between two looks of a child's writer at what it recorded (and of a parent waiting for a child)
@@ -315,6 +317,8 @@ class ChildLog:
         self.exit: Optional[str] = None
         #: it ended without writing its exit (SIGKILL, a crash): its last events may be lost
         self.abrupt = False
+        #: its last record said it waits for its parent with everything written (a pool worker between tasks)
+        self.waiting = False
         self.tags: set[int] = set()
         #: the child's stack id -> its frames, ((filename, lineno, function), ...)
         self.stacks: dict[int, tuple] = {}
@@ -358,10 +362,14 @@ class ChildLog:
                 if end is not None:
                     overflow, log.dropped, log.exit = end
                     log.overflow = list(overflow)
+                log.waiting = False
+            elif record[0] == "waiting":
+                log.waiting = True
         if log is not None and log.exit is None:
             ended = _ended(log.pid)
             if ended is not None:
-                log.exit, log.abrupt = ended, True  # it wrote no exit: what it drew last is lost
+                # It wrote no exit: what it drew last is lost, unless it was waiting with all written.
+                log.exit, log.abrupt = ended, not log.waiting
         return log
 
 
@@ -419,6 +427,10 @@ def _ended(pid: int) -> Optional[str]:
     return None
 
 
+#: the record a child writes as it waits for its parent with nothing unwritten (``ChildWriter.before_wait``)
+_WAITING = _record(("waiting",))
+
+
 # -- the child's side ----------------------------------------------------------------
 class ChildWriter:
     """In a forked child: copy the child trace's events to its spool file, and end it on the way out.
@@ -441,6 +453,8 @@ class ChildWriter:
         self._lock = threading.Lock()
         self._done = False
         self._finishing = False
+        self._terminating = False
+        self._said_waiting = False  # the last record written says the child waits, all written
         self._real_exit = os._exit
         #: what lets go of pinned frames, run between writes (the catch-all sets it: ``after_fork``)
         self.sweep: Optional[Any] = None
@@ -452,7 +466,10 @@ class ChildWriter:
         # A bare thread: threading.Thread.start() would wait until the new thread runs, and
         # right after a fork (the parent forking the next worker, siblings starting) that
         # can take milliseconds of the child's start. It never draws, so it needs no name.
-        _thread.start_new_thread(self._run, ())
+        # It is made with SIGTERM blocked, from its first instant: a SIGTERM it took would trip
+        # the handler but leave the main thread asleep in a lock (a pool worker waiting for a
+        # task), never to run it, and the worker would never die.
+        _start_without_sigterm(self._run)
 
     # -- ways out ----------------------------------------------------------------------
     def _install_exits(self) -> None:
@@ -465,14 +482,78 @@ class ChildWriter:
 
         self._exit = _exit
         os._exit = _exit  # multiprocessing and DataLoader workers leave through it, skipping atexit
-        # No SIGTERM handler: with this module's thread running, a Python handler could leave a
-        # worker that waits on a lock (Pool.terminate()'s idle workers) never woken to die of it,
-        # and a program that hangs is worse than a log that lacks its last few milliseconds.
+        global _WRITER
+        _WRITER = self
+        _flush_before_sends()
+        # SIGTERM (Pool.terminate(), a DataLoader shut down mid-epoch) wakes the writer thread,
+        # which writes the rest and lets the child die of it (_speedups.on_sigterm: a Python handler
+        # would hang a worker asleep in a lock). Without the accelerator, the last writes' worth is lost.
+        self._wake: Optional[tuple[int, int]] = None
+        if _speedups is not None:
+            wake = os.pipe()
+            try:
+                if _speedups.on_sigterm(wake[1]):
+                    self._wake = wake
+            finally:
+                if self._wake is None:
+                    os.close(wake[0])
+                    os.close(wake[1])
 
     def _restore_exits(self) -> None:
+        global _WRITER
         atexit.unregister(self._at_exit)
         if os._exit is self._exit:  # never over what someone put there since
             os._exit = self._real_exit
+        if _WRITER is self:
+            _WRITER = None
+        _restore_sends()
+        self._stop_waking()
+
+    def _stop_waking(self) -> None:
+        wake, self._wake = self._wake, None
+        if wake is not None:
+            _speedups.on_sigterm(-1)
+            for fd in wake:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+
+    def before_send(self) -> None:
+        """The child is about to send its parent something (a task's result): what it drew is written first.
+
+        So a parent that has a worker's result has its events too, whatever ends the worker
+        next (``Pool.__exit__`` terminates its workers).
+        """
+        if self._done or self._finishing:
+            return
+        session = self.session
+        if len(session.trace._raw) + len(session.origins) != self._written + self._origins or role() != self._role:
+            try:
+                self.flush()
+            except Exception:  # noqa: BLE001 (a spool that cannot be written never breaks the child)
+                pass
+
+    def before_wait(self) -> None:
+        """The child is about to wait for its parent (a pool worker for its next task): written up to now, said so.
+
+        Where SIGTERM wakes the writer (the accelerator) it writes the rest itself; without it,
+        a worker that ``Pool.terminate()`` kills while it waits has lost nothing, and says so.
+        """
+        if self._wake is not None or self._done or self._finishing:
+            return
+        try:
+            self.flush(waiting=True)
+        except Exception:  # noqa: BLE001 (a spool that cannot be written never breaks the child)
+            pass
+
+    def _terminated(self) -> None:
+        """SIGTERM came (``Pool.terminate()``, a DataLoader shut down mid-epoch): write the rest, then die of it."""
+        try:
+            self.flush(final=f"killed by signal {int(signal.SIGTERM)}")
+        except Exception:  # noqa: BLE001
+            pass
+        _speedups.die_of_sigterm()
 
     def _at_exit(self) -> None:
         self.finish("normal")
@@ -483,10 +564,23 @@ class ChildWriter:
         # (a pool worker back from its task, a worker between epochs) is written at the next
         # look, before Pool.terminate() or its parent's end can come; one that keeps drawing
         # (a DataLoader worker) every BUSY_FLUSH_INTERVAL, and in full on its way out.
+        try:
+            self._look()
+        finally:
+            if not self._terminating:
+                self._stop_waking()  # nobody reads the pipe now: SIGTERM kills at once again
+
+    def _look(self) -> None:
         session = self.session
         seen, written_at = 0, time.monotonic()
         while True:
-            time.sleep(FLUSH_INTERVAL)
+            wake = self._wake
+            if wake is None:
+                time.sleep(FLUSH_INTERVAL)
+            elif select.select((wake[0],), (), (), FLUSH_INTERVAL)[0]:
+                self._terminating = True
+                self._terminated()
+                return
             if self._done or self._finishing:
                 return
             if not os.path.isdir(self.folder):
@@ -505,8 +599,12 @@ class ChildWriter:
                 return
             written_at = now
 
-    def flush(self, final: Optional[str] = None) -> None:
-        """Write the events recorded since the last write; ``final``: how the child ended, written last."""
+    def flush(self, final: Optional[str] = None, waiting: bool = False) -> None:
+        """Write the events recorded since the last write; ``final``: how the child ended, written last.
+
+        ``waiting``: the child is about to wait for its parent (a pool worker for its next task),
+        with nothing unwritten: said once, so that a child killed while it waits loses nothing.
+        """
         if not self._lock.acquire(timeout=1.0):
             return
         try:
@@ -517,6 +615,10 @@ class ChildWriter:
             record = self._next(final)
             if record is not None:
                 self._write(record)
+                self._said_waiting = False
+            if waiting and not self._said_waiting:
+                self._write(_WAITING)
+                self._said_waiting = True
         finally:
             self._lock.release()
 
@@ -601,6 +703,61 @@ class ChildWriter:
         finally:
             self.hub._spool.forget()
             self._restore_exits()
+
+
+# -- what a traced child's way out and its messages to its parent pass through ----------------
+#: the recording child's writer, read by the hooks below (a forked grandchild's replaces its parent's)
+_WRITER: Optional[ChildWriter] = None
+#: (class, method name, its own method) for each multiprocessing queue method that writes first
+_SENDS: list[tuple[type, Any]] = []
+
+
+def _flush_before_sends() -> None:
+    """Make each multiprocessing queue's ``put`` and ``get`` in this child write the child's events first.
+
+    A pool worker, a ProcessPoolExecutor worker and a DataLoader worker each hand their
+    results to a queue and wait for work on one: written before that, nothing the parent
+    has received can be lost, nor anything drawn by a worker killed while it waits.
+    """
+    if _SENDS:
+        return  # already in place (a grandchild forked from a recording child)
+    queues = sys.modules.get("multiprocessing.queues")
+    if queues is None:
+        return
+    for cls in (queues.SimpleQueue, queues.Queue):
+        for name, before in (("put", ChildWriter.before_send), ("get", ChildWriter.before_wait)):
+            original = cls.__dict__.get(name)
+            if original is None:
+                continue
+
+            def hooked(queue: Any, *args: Any, _original: Any = original, _before: Any = before, **kwargs: Any) -> Any:
+                writer = _WRITER
+                if writer is not None:
+                    _before(writer)
+                return _original(queue, *args, **kwargs)
+
+            hooked.__name__, hooked.__qualname__, hooked.__doc__ = original.__name__, original.__qualname__, original.__doc__
+            _SENDS.append((cls, name, original))
+            setattr(cls, name, hooked)
+
+
+def _restore_sends() -> None:
+    while _SENDS:
+        cls, name, original = _SENDS.pop()
+        setattr(cls, name, original)
+
+
+def _start_without_sigterm(run: Any) -> None:
+    """Start a thread running ``run`` with SIGTERM blocked in it (a new thread takes its maker's mask)."""
+    mask = getattr(signal, "pthread_sigmask", None)
+    if mask is None:
+        _thread.start_new_thread(run, ())
+        return
+    old = mask(signal.SIG_BLOCK, {signal.SIGTERM})
+    try:
+        _thread.start_new_thread(run, ())
+    finally:
+        mask(signal.SIG_SETMASK, old)  # a SIGTERM that came meanwhile is delivered here, to this thread
 
 
 def _plain(raw: tuple) -> tuple:

@@ -2796,7 +2796,90 @@ lineno_at(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     return PyLong_FromLong(line);
 }
 
+/* -- a recording child's SIGTERM (_processes.ChildWriter) ---------------------------------------------
+ * Pool.terminate() and a DataLoader's shutdown SIGTERM their workers. A Python handler cannot write what
+ * the worker recorded: a worker asleep in a lock when the signal came (one waiting for its next task)
+ * trips the handler but never wakes to run it, and never dies. This C handler only wakes the child's
+ * writer thread, through a pipe; the writer writes the rest and then lets the child die of SIGTERM
+ * (die_of_sigterm), as it would have untraced. In a process this handler was not set for (a child
+ * forked from here), or with no pipe to write to, it dies at once. */
+#include <signal.h>
+#include <unistd.h>
+
+static volatile sig_atomic_t sigterm_fd = -1;
+static volatile pid_t sigterm_pid = 0;
+
+static void
+sigterm_to_writer(int signum)
+{
+    int saved = errno;
+    char byte = (char)signum;
+    if (sigterm_fd < 0 || getpid() != sigterm_pid || write(sigterm_fd, &byte, 1) != 1) {
+        signal(signum, SIG_DFL);
+        raise(signum);
+    }
+    errno = saved;
+}
+
+/* on_sigterm(fd): SIGTERM wakes fd's reader, where SIGTERM is still the default (or this handler);
+ * True if set. on_sigterm(-1): the default back, where the handler is still this one. */
+static PyObject *
+on_sigterm(PyObject *module, PyObject *arg)
+{
+    long fd = PyLong_AsLong(arg);
+    if (fd == -1 && PyErr_Occurred())
+        return NULL;
+    struct sigaction now;
+    if (sigaction(SIGTERM, NULL, &now) != 0)
+        return PyErr_SetFromErrno(PyExc_OSError);
+    int ours = !(now.sa_flags & SA_SIGINFO) && now.sa_handler == sigterm_to_writer;
+    if (fd < 0) {
+        sigterm_fd = -1;
+        if (ours) {
+            struct sigaction dfl;
+            memset(&dfl, 0, sizeof(dfl));
+            dfl.sa_handler = SIG_DFL;
+            sigemptyset(&dfl.sa_mask);
+            sigaction(SIGTERM, &dfl, NULL);
+        }
+        Py_RETURN_TRUE;
+    }
+    if (!ours && ((now.sa_flags & SA_SIGINFO) || now.sa_handler != SIG_DFL))
+        Py_RETURN_FALSE; /* a handler of someone else's (or an ignore): theirs */
+    sigterm_pid = getpid();
+    sigterm_fd = (sig_atomic_t)fd;
+    if (!ours) {
+        struct sigaction act;
+        memset(&act, 0, sizeof(act));
+        act.sa_handler = sigterm_to_writer;
+        sigemptyset(&act.sa_mask);
+        act.sa_flags = SA_RESTART; /* the program's own calls go on as if nothing came */
+        if (sigaction(SIGTERM, &act, NULL) != 0) {
+            sigterm_fd = -1;
+            return PyErr_SetFromErrno(PyExc_OSError);
+        }
+    }
+    Py_RETURN_TRUE;
+}
+
+/* die_of_sigterm(): the default back, then SIGTERM to this process, which kills it. */
+static PyObject *
+die_of_sigterm(PyObject *module, PyObject *noargs)
+{
+    struct sigaction dfl;
+    memset(&dfl, 0, sizeof(dfl));
+    dfl.sa_handler = SIG_DFL;
+    sigemptyset(&dfl.sa_mask);
+    sigterm_fd = -1;
+    sigaction(SIGTERM, &dfl, NULL);
+    kill(getpid(), SIGTERM);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef module_methods[] = {
+    {"on_sigterm", on_sigterm, METH_O,
+     "on_sigterm(fd): SIGTERM writes a byte to fd instead of killing at once (fd -1: the default back)."},
+    {"die_of_sigterm", die_of_sigterm, METH_NOARGS, "die_of_sigterm(): the default SIGTERM back, and the process killed by it."},
     {"lineno_at", (PyCFunction)(void (*)(void))lineno_at, METH_FASTCALL,
      "lineno_at(code, lasti): the line of the instruction at byte offset lasti, or None (see _stack.lineno_at)."},
     {"configure", configure, METH_VARARGS,

@@ -53,6 +53,12 @@ def walk_memo() -> Any:
 def call_if_free(lock: Any, fn: Callable[..., Any], /, *args: Any) -> Any:
     """``fn(*args)`` with ``lock`` taken, or NotImplemented (not called) when another thread holds it."""
 
+def on_sigterm(fd: int, /) -> bool:
+    """SIGTERM writes a byte to ``fd`` (a recording child's writer wakes to it) where SIGTERM is the default; -1 puts the default back."""
+
+def die_of_sigterm() -> None:
+    """Put SIGTERM's default back and send it to this process, which dies of it."""
+
 class InPlace:
     """A stream's state read where it lives: ``value`` copies the regions' bytes."""
 
