@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import os
 import re
 import textwrap
 
@@ -142,8 +144,9 @@ def test_another_threads_draw_is_not_blamed_on_the_test_it_ran_beside(pytester):
     assert "random  1 draw in call" in found["other threads (not blamed on the test they ran beside)"]
 
 
-def test_strict_fails_exactly_the_unmarked_tests_that_draw_reseed_or_leak(pytester):
-    result = run(pytester, "--rng-trace=strict", *NO_RANDOMLY)
+@pytest.mark.parametrize("mode", [["--rng-trace-mode=strict"], ["--rng-trace=strict"]], ids=["mode option", "=MODE"])
+def test_strict_fails_exactly_the_unmarked_tests_that_draw_reseed_or_leak(pytester, mode):
+    result = run(pytester, *mode, *NO_RANDOMLY)
     result.assert_outcomes(passed=6, failed=4)
     failed = {line.split("::")[1].split(" ")[0] for line in result.stdout.lines if line.startswith("FAILED")}
     # Not the fixture's users, the other thread's neighbour, the marked test or the fixture's taker.
@@ -155,7 +158,7 @@ def test_strict_from_the_ini_file(pytester):
     pytester.makeini("[pytest]\nrng_trace = strict\n")
     result = run(pytester, *NO_RANDOMLY, source="import random\n\ndef test_a():\n    random.random()\n\ndef test_b():\n    pass\n")
     result.assert_outcomes(passed=1, failed=1)
-    result.stdout.fnmatch_lines(["*rngtrace --rng-trace=strict: this test drew from or reseeded*"])
+    result.stdout.fnmatch_lines(["*rngtrace strict mode: this test drew from or reseeded*"])
 
 
 def test_an_ini_mode_that_is_not_one_says_which_are(pytester):
@@ -267,11 +270,73 @@ def test_inert_without_the_flag_imports_nothing_patches_nothing_prints_nothing(p
     assert "global random streams" not in result.stdout.str()
 
 
-def test_a_bare_flag_before_a_path_says_how_to_write_it(pytester):
-    pytester.makepyfile(test_a="def test_a():\n    pass\n")
-    result = pytester.runpytest(*NO_RANDOMLY, "--rng-trace", "test_a.py")
-    assert result.ret != 0
-    result.stderr.fnmatch_lines(["*unknown mode 'test_a.py'*write it after the test paths, or as --rng-trace=report*"])
+DRAWS_ONCE = "import random\n\ndef test_draws():\n    random.random()\n\ndef test_clean():\n    pass\n"
+
+
+def test_the_flag_before_the_paths_traces_those_paths(pytester):
+    pytester.makepyfile(test_one=DRAWS_ONCE, test_other="def test_not_asked_for():\n    pass\n")
+    result = pytester.runpytest(*NO_RANDOMLY, "--rng-trace", "test_one.py")
+    result.assert_outcomes(passed=2)
+    assert set(entries(result.stdout.str())) == {"test_one.py::test_draws"}
+
+
+def test_the_mode_option_before_the_paths_takes_its_own_value_and_turns_tracing_on(pytester):
+    pytester.makepyfile(test_one=DRAWS_ONCE)
+    result = pytester.runpytest(*NO_RANDOMLY, "--rng-trace-mode", "strict", "test_one.py")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["rngtrace strict mode: this test drew from or reseeded*",
+                                 "FAILED test_one.py::test_draws*"])
+
+
+def test_a_mode_that_is_not_one_is_a_usage_error_naming_the_modes(pytester):
+    pytester.makepyfile(test_one=DRAWS_ONCE)
+    result = pytester.runpytest(*NO_RANDOMLY, "--rng-trace-mode=loud", "test_one.py")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*argument --rng-trace-mode: unknown mode 'loud'; choose from report, strict, off"])
+    # --rng-trace=MODE exists for the three modes alone: the flag itself takes no value.
+    result = pytester.runpytest(*NO_RANDOMLY, "--rng-trace=loud", "test_one.py")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*argument --rng-trace: ignored explicit argument 'loud'"])
+
+
+def test_a_mode_written_after_the_bare_flag_says_how_to_write_it(pytester):
+    pytester.makepyfile(test_one=DRAWS_ONCE)
+    result = pytester.runpytest(*NO_RANDOMLY, "test_one.py", "--rng-trace", "strict")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: --rng-trace takes no value, so 'strict' is read as a test path; "
+                                 "write --rng-trace-mode=strict (or --rng-trace=strict)"])
+
+
+def test_the_flag_keeps_the_ini_mode_and_the_mode_option_overrides_it(pytester):
+    pytester.makeini("[pytest]\nrng_trace = strict\n")
+    pytester.makepyfile(test_one=DRAWS_ONCE)
+    pytester.runpytest(*NO_RANDOMLY, "--rng-trace", "test_one.py").assert_outcomes(passed=1, failed=1)
+    result = pytester.runpytest(*NO_RANDOMLY, "--rng-trace-mode=report", "test_one.py")
+    result.assert_outcomes(passed=2)
+    assert set(entries(result.stdout.str())) == {"test_one.py::test_draws"}
+    result = pytester.runpytest(*NO_RANDOMLY, "--rng-trace-mode=off", "test_one.py")
+    result.assert_outcomes(passed=2)
+    assert "global random streams" not in result.stdout.str()
+
+
+def test_the_summary_counts_one_test_in_the_singular(pytester):
+    pytester.makepyfile(test_one="import random\n\ndef test_draws():\n    random.random()\n")
+    result = pytester.runpytest(*NO_RANDOMLY, "--rng-trace", "test_one.py")
+    result.stdout.fnmatch_lines(["1 test traced: 1 drew from or reseeded a global random stream*"])
+    pytester.makepyfile(test_one="def test_clean():\n    pass\n")
+    result = pytester.runpytest(*NO_RANDOMLY, "--rng-trace", "test_one.py")
+    result.stdout.fnmatch_lines(["no test drew from, reseeded or leaked a global random stream (1 test traced)"])
+
+
+def test_a_test_outside_the_rootdir_is_named_with_its_file_from_the_invocation_dir(pytester):
+    project = pytester.mkdir("project")
+    (project / "pytest.ini").write_text("[pytest]\n")
+    far = pytester.mkdir("elsewhere") / "test_far.py"
+    far.write_text("import random\n\nclass TestFar:\n    def test_draws(self):\n        random.random()\n")
+    # pytest's own id starts from the path given on the command line: "::TestFar::test_draws", no file.
+    result = pytester.runpytest(*NO_RANDOMLY, "--rootdir", str(project), "--rng-trace", str(far))
+    result.assert_outcomes(passed=1)
+    assert set(entries(result.stdout.str())) == {"elsewhere/test_far.py::TestFar::test_draws"}
 
 
 def test_a_session_fixtures_teardown_draw_is_reported_under_its_name(pytester):
@@ -312,3 +377,85 @@ def test_a_torch_draw_is_reported_with_the_tests_line(pytester):
     entry = found["test_suite.py::test_weights"]
     assert "torch  2 draws in call" in entry and "LEAKS torch" in entry
     assert "test_suite.py:4 in test_weights  torch.nn.init.kaiming_uniform_ ×4" in entry
+
+
+PACKAGE_INIT = """
+    import random
+
+    import numpy as np
+
+
+    def setup_module(module):
+        np.random.seed(int(np.random.uniform() * 1000))  # line 8: as scikit-learn's own __init__.py does
+        random.seed(3)
+
+
+    def teardown_module():
+        random.random()  # line 13
+"""
+
+
+def _package(pytester: pytest.Pytester) -> None:
+    pytester.mkpydir("pkg")
+    (pytester.path / "pkg" / "__init__.py").write_text(textwrap.dedent(PACKAGE_INIT))
+    (pytester.path / "pkg" / "test_a.py").write_text(textwrap.dedent("""
+        import random
+
+
+        def setup_module():
+            random.random()  # line 6: a module's own setup_module
+
+
+        def test_first():
+            pass
+
+
+        def test_second():
+            pass
+    """))
+    (pytester.path / "pkg" / "test_b.py").write_text("def test_last():\n    pass\n")
+
+
+def test_a_packages_setup_module_is_reported_once_under_its_name_not_blamed_on_its_first_test(pytester):
+    _package(pytester)
+    result = pytester.runpytest(*NO_RANDOMLY, "--rng-trace", "pkg")
+    result.assert_outcomes(passed=3)
+    found = entries(result.stdout.str())
+    assert set(found) == {"setup_module/teardown_module (package scope, pkg/__init__.py)",
+                          "setup_module (module scope, pkg/test_a.py)"}
+    entry = found["setup_module/teardown_module (package scope, pkg/__init__.py)"]
+    assert "numpy   1 seed, 1 draw in setup" in entry
+    assert "random  1 seed in setup; 1 draw in teardown" in entry
+    assert "pkg/__init__.py:8 in setup_module  numpy.random.seed(" in entry
+    assert re.search(r"\[LEAKS [^]]*random\]", entry)  # the package's own leak, not its first test's
+    assert "pkg/test_a.py:6 in setup_module  random.random" in found["setup_module (module scope, pkg/test_a.py)"]
+
+
+def test_strict_does_not_fail_a_packages_first_or_last_test_for_its_setup_module(pytester):
+    _package(pytester)
+    result = pytester.runpytest(*NO_RANDOMLY, "--rng-trace-mode=strict", "pkg")
+    result.assert_outcomes(passed=3)
+
+
+def test_scikit_learns_own_suite_outside_the_rootdir_names_files_and_its_package_setup_module(pytester):
+    spec = importlib.util.find_spec("sklearn")  # found, not imported: the inner run, alone, imports it
+    if spec is None or spec.origin is None:
+        pytest.skip("scikit-learn is in the test extra; not installed here")
+    suite = os.path.join(os.path.dirname(spec.origin), "model_selection", "tests", "test_split.py")
+    (pytester.path / "pytest.ini").write_text("[pytest]\n")
+    selected = "test_kfold_valueerrors or test_train_test_split_sparse"
+    # A fresh interpreter, as people run it: scikit-learn's extensions are not loaded twice here. -s shows
+    # what sklearn/__init__.py's setup_module prints as it seeds.
+    result = pytester.runpytest_subprocess(*NO_RANDOMLY, "-s", "--rootdir", str(pytester.path),
+                                           "--rng-trace-mode=strict", suite, "-k", selected)
+    failed = [line.split(" - ")[0] for line in result.stdout.lines if line.startswith("FAILED")]
+    # That setup_module seeds numpy and random in the first test's setup: not that test's doing.
+    assert failed and all("test_train_test_split_sparse" in line for line in failed)
+    found = entries(result.stdout.str())
+    seeded = "I: Seeding RNGs with" in result.stdout.str()
+    assert seeded or pytest.version_tuple < (8,)  # pytest 7 runs no setup_module of a package in site-packages
+    assert [k for k in found if "package scope" in k] == (
+        ["setup_module (package scope, sklearn/__init__.py)"] if seeded else [])
+    where = os.path.relpath(suite, pytester.path).replace(os.sep, "/")
+    tests = [k for k in found if "package scope" not in k]
+    assert tests and all(k.startswith(f"{where}::test_train_test_split_sparse[") for k in tests)

@@ -83,7 +83,8 @@ def sites(record: dict[str, Any], rootdir: str) -> list[str]:
         times = f" ({calls:,} calls)" if calls > 1 else ""
         lines.append(f"{own}  {label}{amount}{times}" + (f"  via {via}" if via else ""))
     if len(ordered) > TOP_SITES:
-        lines.append(f"... and {len(ordered) - TOP_SITES} more call sites (--rng-trace-json PATH keeps them all)")
+        more = len(ordered) - TOP_SITES
+        lines.append(f"... and {more} more call site{'' if more == 1 else 's'} (--rng-trace-json PATH keeps them all)")
     return lines
 
 
@@ -92,9 +93,10 @@ def summary(records: list[dict[str, Any]], tests: int, rootdir: str, strict: boo
     touched = [r for r in records if r["kind"] == "test" and r["counts"]]
     leaking = [r for r in records if r["leaks"]]
     fixtures = [r for r in records if r["kind"] == "fixture"]
+    traced = f"{tests:,} test{'' if tests == 1 else 's'} traced"
     if not records:
-        return [f"no test drew from, reseeded or leaked a global random stream ({tests:,} tests traced)"]
-    head = (f"{tests:,} tests traced: {len(touched)} drew from or reseeded a global random stream, "
+        return [f"no test drew from, reseeded or leaked a global random stream ({traced})"]
+    head = (f"{traced}: {len(touched)} drew from or reseeded a global random stream, "
             f"{len(leaking)} left one in another state than they found it (a leak: every later test sees it)")
     if fixtures:
         head += f"; {len(fixtures)} wider-scoped fixture{'s' if len(fixtures) != 1 else ''} drew"
@@ -126,7 +128,7 @@ def strict_message(record: dict[str, Any], rootdir: str) -> str:
     """The failure strict mode gives a test that touched a global stream."""
     what = "leaked state into later tests" if record["leaks"] and not record["counts"] else \
         "drew from or reseeded a global random stream"
-    lines = [f"rngtrace --rng-trace=strict: this test {what}:"]
+    lines = [f"rngtrace strict mode: this test {what}:"]
     lines += ["  " + line for line in counts_line(record)]
     lines += ["    " + line for line in sites(record, rootdir)]
     if record["leaks"]:

@@ -8,17 +8,25 @@ a few list appends; only its events are ever turned into a record
 from __future__ import annotations
 
 import inspect
+import os
+import sys
 from typing import Any, Iterator, Optional
 
 import pytest
 
 from . import _pytest_record as records
+from ._paths import short_path
 
 #: frames kept per stack: a test's line may sit under a deep library call
 DEPTH = 24
 #: events kept one by one in the session trace; past ROTATE_AT, a new trace starts after the test
 MAX_EVENTS = 200_000
 ROTATE_AT = 50_000
+#: what pytest calls in a module or a package's __init__.py, the first of each pair it finds there
+MODULE_SETUP = ("setUpModule", "setup_module")
+MODULE_TEARDOWN = ("tearDownModule", "teardown_module")
+#: pytest's own modules: a package's setup_module is reported as the package's only where pytest called it
+_PYTEST_DIR = os.path.dirname(inspect.getfile(pytest.Package)) + os.sep
 
 
 def _held(manager: Any) -> Iterator[Any]:
@@ -53,6 +61,7 @@ class Tracer:
         self._known: dict[str, dict[str, str]] = {}
         self._stale = True  # events outside tests may have moved the streams since _known was read
         self._fixture_code: dict[str, tuple[str, str, int, int]] = {}
+        self._package_labels: dict[str, str] = {}  # a package's __init__.py -> its record's label
 
     # -- the session trace -------------------------------------------------------
     @pytest.hookimpl(tryfirst=True)
@@ -146,7 +155,7 @@ class Tracer:
         key = f"fixture:{fixturedef.baseid}::{fixturedef.argname}"
         window.fixtures.append((start, len(trace._raw), key))
         if key not in self._fixture_code:
-            self._fixture_code[key] = _code_of(fixturedef, self.config)
+            self._fixture_code[key] = _code_of(fixturedef, request)
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: Any) -> Iterator[None]:
@@ -172,7 +181,7 @@ class Tracer:
         phases, window.assigned = phases[window.assigned:], len(phases)  # type: ignore[union-attr]
         test = self._made.get(item.nodeid)
         if test is None:
-            test = self._made[item.nodeid] = records.new_record(item.nodeid, item.nodeid, "test")
+            test = self._made[item.nodeid] = records.new_record(item.nodeid, _test_id(item), "test")
             test["exempt"] = _exempt(item)
         self._assign(window, phases, test)  # type: ignore[arg-type]
         if when == "teardown":
@@ -235,7 +244,11 @@ class Tracer:
                 records.add_event(target, raw, stack, noticed, phase)
 
     def _fixture_for(self, window: records.Window, index: int, stack: tuple, phase: str) -> Optional[dict]:
-        """The record of the wider-scoped fixture that made event ``index``, if one did."""
+        """The record of the wider-scoped fixture (or package setup_module) that made event ``index``, if one did."""
+        if phase != "call":
+            package = self._package_record(stack)
+            if package is not None:
+                return package
         key = None
         for start, end, name in window.fixtures:
             if start <= index < end:
@@ -245,6 +258,21 @@ class Tracer:
         if key is None:
             return None
         return self._record(key, self._fixture_code[key][0], "fixture")
+
+    def _package_record(self, stack: tuple) -> Optional[dict]:
+        """The record of the package whose setup_module or teardown_module pytest was running, if it was.
+
+        pytest calls these itself, in the first test's setup and the last one's teardown, with
+        no fixture around them: only the stack tells them from the test's own draws.
+        """
+        for frame, caller in zip(stack, stack[1:]):
+            if (frame.function in MODULE_SETUP + MODULE_TEARDOWN and caller.filename.startswith(_PYTEST_DIR)
+                    and os.path.basename(frame.filename) == "__init__.py"):
+                label = self._package_labels.get(frame.filename)
+                if label is None:
+                    label = self._package_labels[frame.filename] = _package_label(frame.filename, self.config)
+                return self._record(f"package:{frame.filename}", label, "fixture")
+        return None
 
     def _record(self, key: str, label: str, kind: str) -> dict[str, Any]:
         record = self._made.get(key)
@@ -389,10 +417,51 @@ def _exempt(item: pytest.Item) -> Optional[str]:
     return None
 
 
-def _code_of(fixturedef: Any, config: pytest.Config) -> tuple[str, str, int, int]:
+def _test_id(item: pytest.Item) -> str:
+    """The test's node id, as pytest's own; outside the rootdir, with its file as given from the invocation dir.
+
+    There pytest's id starts from the path given on the command line (``::test_x`` for a file),
+    which names no file: the path from where pytest was run names it, and runs it again.
+    """
+    rootpath, nodeid = item.config.rootpath, item.nodeid
+    path = item.path
+    if path == rootpath or rootpath in path.parents:
+        return nodeid
+    try:
+        where = os.path.relpath(path, item.config.invocation_params.dir)
+    except ValueError:  # another drive
+        where = str(path)
+    rest = nodeid.partition("::")[2]
+    return f"{where.replace(os.sep, '/')}::{rest}" if rest else where.replace(os.sep, "/")
+
+
+def _xunit_names(obj: Any, setup: tuple[str, ...], teardown: tuple[str, ...]) -> str:
+    """Name the setup and teardown functions pytest finds in ``obj`` (``setup_module/teardown_module``)."""
+    found = (next((name for name in names if callable(getattr(obj, name, None))), None) for names in (setup, teardown))
+    return "/".join(name for name in found if name)
+
+
+def _package_label(init_file: str, config: pytest.Config) -> str:
+    """``setup_module (package scope, sklearn/__init__.py)``: a package's record's label."""
+    module = next((m for m in list(sys.modules.values()) if getattr(m, "__file__", None) == init_file), None)
+    names = _xunit_names(module, MODULE_SETUP, MODULE_TEARDOWN) if module is not None else ""
+    return f"{names or 'setup_module'} (package scope, {short_path(init_file, str(config.rootpath))})"
+
+
+#: pytest's fixtures for xunit functions: their name's prefix -> (where the functions are, their names)
+_XUNIT = {"_xunit_setup_module_fixture_": ("module", MODULE_SETUP, MODULE_TEARDOWN),
+          "_xunit_setup_class_fixture_": ("cls", ("setup_class",), ("teardown_class",))}
+
+
+def _code_of(fixturedef: Any, request: Any) -> tuple[str, str, int, int]:
     """(label, file, first line, last line) of a wider fixture's function, to know its teardown's frames."""
     where = fixturedef.baseid or "conftest"
     label = f"fixture '{fixturedef.argname}' ({fixturedef.scope} scope, {where})"
+    for prefix, (owner, setup, teardown) in _XUNIT.items():
+        # A setup_module is run by a fixture of pytest's own: named after the functions, not the fixture.
+        if fixturedef.argname.startswith(prefix):
+            names = _xunit_names(getattr(request, owner, None), setup, teardown)
+            label = f"{names or fixturedef.argname} ({fixturedef.scope} scope, {where})"
     func = inspect.unwrap(fixturedef.func)
     code = getattr(func, "__code__", None)
     if code is None:
