@@ -632,3 +632,46 @@ def test_a_child_reaped_before_the_block_ends_is_said_to_have_ended_abruptly_onc
     notes = [note for note in trace.notes if f"process {pid} " in note]
     assert notes == [f"process {pid} ended abruptly after spooling 1 event: what it drew in its last 60 ms "
                      "is not in this log"]
+
+
+def test_workers_started_before_the_trace_are_named_as_untraced_in_its_notes_and_its_first_line(capsys):
+    loader = _loader(persistent_workers=True)
+    list(loader)  # the workers start here, before any trace
+    with FORK.Pool(2) as pool:
+        pool.map(_draw, range(4))
+        with rng_trace() as trace:
+            list(loader)
+            pool.map(_draw, range(4))
+        workers = sorted(w.pid for w in loader._iterator._workers)
+        pool_workers = sorted(p.pid for p in pool._pool)
+    assert len(trace) == 0  # they drew, where no trace could see
+    assert trace.untraced == sorted(workers + pool_workers)
+    assert trace.notes == [
+        f"2 DataLoader workers (pids {workers[0]}, {workers[1]}) started before this trace are not traced: "
+        "start the trace before the loader's first iteration, or use `rngtrace run`",
+        f"2 multiprocessing pool workers (pids {pool_workers[0]}, {pool_workers[1]}) started before this trace are "
+        "not traced: make the Pool inside the trace, or use `rngtrace run`",
+    ]
+    first, *_ = capsys.readouterr().err.splitlines()  # an empty log is printed: it may miss draws
+    assert first == ("rngtrace: no draws or reseeds in the traced process; 4 child processes started before "
+                     "the trace may draw unseen (see the notes)")
+    del loader
+
+
+def test_untraced_children_are_kept_in_a_saved_log(tmp_path):
+    with FORK.Pool(1) as pool:
+        pool.map(_draw, range(2))
+        with rng_trace(print=False) as trace:
+            pass
+    path = tmp_path / "log.json"
+    trace.save(path)
+    loaded = type(trace).load(path)
+    assert loaded.untraced == trace.untraced and len(trace.untraced) == 1
+    assert loaded.notes == trace.notes
+
+
+def test_workers_started_inside_the_trace_bring_no_untraced_note():
+    with rng_trace(print=False) as trace:
+        with FORK.Pool(2) as pool:
+            pool.map(_draw, range(4))
+    assert trace.untraced == [] and not [n for n in trace.notes if "started before this trace" in n]

@@ -201,6 +201,9 @@ class Hub:
             sessions = self.active + (session,)
             if len(sessions) == 1:
                 rec.new_warnings()  # each outermost trace warns afresh
+                # (an inner trace leaves this to the outer one, whose children follow it)
+                trace.untraced, notes = _processes.untraced_children()
+                trace.notes.extend(notes)
             trace._live = (rec.stacks.resolve, rec.thread_names)
             self._unsettled = True  # until the hooks are what the sessions need (see abandon)
             # Published first, so a watched library imported meanwhile (another thread)

@@ -59,6 +59,7 @@ class Fields(NamedTuple):
     # Optional, read by the findings (missing in older logs: False, {})
     from_start: bool = False
     settings: dict = {}
+    untraced: list = []
 
 
 # -- reading the file ------------------------------------------------------------
@@ -305,8 +306,10 @@ def check(data: dict[str, Any]) -> Fields:
     origins = _origins(data.get("origins", []), len(raw))
     from_start = _flag(data.get("from_start", False), "from_start")
     settings = _settings(data.get("settings", {}))
+    untraced = [_whole(pid, f"untraced[{i}]") for i, pid in enumerate(_list(data.get("untraced", []), "untraced",
+                                                                            "a list of pids"))]
     return Fields(pid, streams, depth, max_events, dropped, notes, stacks, threads, raw, overflow,
-                  ppid, children, pids, origins, from_start, settings)
+                  ppid, children, pids, origins, from_start, settings, untraced)
 
 
 def _flag(value: Any, where: str) -> bool:

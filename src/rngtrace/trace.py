@@ -269,6 +269,8 @@ class Trace:
         #: events not kept individually because max_events was reached
         self.dropped = 0
         self.notes: list[str] = []  # what the tracer could not watch, said in the log
+        #: the pids of child processes already running when the trace began, which it cannot follow
+        self.untraced: list[int] = []
         self._raw: list[RawEvent] = []
         # (stream, kind, api, stack_id) -> [calls, values] for events beyond max_events
         self._overflow: dict[tuple, list[int]] = {}
@@ -495,6 +497,7 @@ class Trace:
             # Read by the findings: whether the trace saw the program start, torch's flags at its end.
             "from_start": self.from_start,
             "settings": dict(self.settings),
+            "untraced": list(self.untraced),
         }
 
     @classmethod
@@ -532,6 +535,7 @@ class Trace:
         trace._origins = fields.origins
         trace.from_start = fields.from_start
         trace.settings = fields.settings
+        trace.untraced = fields.untraced
         trace._finished = True
         return trace
 

@@ -353,7 +353,7 @@ class RngTrace(Options):
         if self.log_dir is not None:
             # Saved before printing, and empty blocks too: block k of every rank is compared with block k.
             _logdir.save_block(trace, self.log_dir)  # type: ignore[arg-type]
-        if self.print and len(trace):
+        if self.print and (len(trace) or trace.untraced):  # an empty log is printed where it may miss draws
             self._print(trace, raising)
 
     def _print(self, trace: Trace, raising: bool) -> None:

@@ -71,6 +71,10 @@ def painter(color: bool) -> Paint:
 def header(trace: Trace) -> str:
     """``rngtrace: 5 events — numpy: 1 seed, 3 draws · random: 1 draw``, or that there were none."""
     if len(trace) == 0:
+        if trace.untraced:  # "none" would be a claim about processes the trace never saw
+            n = len(trace.untraced)
+            return printable(f"rngtrace: no draws or reseeds in the traced process; {n} child process"
+                             f"{'es' if n > 1 else ''} started before the trace may draw unseen (see the notes)")
         watched = f" (watched: {', '.join(trace.streams)})" if trace.streams else ""
         return printable(f"rngtrace: no draws or reseeds of global random streams{watched}")
     counts = trace.counts()
