@@ -1,10 +1,13 @@
-"""What ``--rng-trace`` adds to a suite of 2,000 trivial tests (issue 13's target: at most 15%).
+"""What ``--rng-trace`` adds to whole pytest runs, with pytest-randomly off and on (target: at most 15%).
 
-Writes 20 test files of 100 tests each (a conftest imports numpy, so its stream
-is watched as in a project that uses it), then times whole ``pytest`` runs, one
-without ``--rng-trace`` and one with it, alternating, and prints the medians as
-Markdown table rows, as benchmarks/run.py does: wall time, and the runs' CPU time,
-which a machine busy with other work disturbs less. ``--rounds N`` (default 5).
+Two suites: 2,000 trivial tests (20 files of 100; a conftest imports numpy, so its
+stream is watched as in a project that uses it), and scikit-learn's own
+``model_selection/tests/test_split.py``, a real third-party module that draws.
+Each is run without ``--rng-trace`` and with it, alternating, first with
+``-p no:randomly`` and then with pytest-randomly reseeding ``random`` and NumPy
+around every test (three times per test), and the medians are printed as Markdown
+table rows, as benchmarks/run.py does: wall time, and the runs' CPU time, which a
+machine busy with other work disturbs less. ``--rounds N`` (default 5).
 """
 
 from __future__ import annotations
@@ -17,9 +20,12 @@ import subprocess
 import sys
 import tempfile
 import time
+from typing import Optional
 
 FILES, TESTS = 20, 100
-BASE = [sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", "-p", "no:cacheprovider"]
+BASE = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
+# On: one seed for both sides, so the traced and untraced runs reseed alike (and run in one order).
+RANDOMLY = {False: ["-p", "no:randomly"], True: ["--randomly-seed=1"]}
 
 
 def write_suite(folder: str) -> None:
@@ -30,19 +36,44 @@ def write_suite(folder: str) -> None:
             out.writelines(f"def test_{t}():\n    assert {t} == {t}\n\n\n" for t in range(TESTS))
 
 
+def sklearn_module() -> Optional[str]:
+    """scikit-learn's test_split.py, where scikit-learn is installed."""
+    try:
+        import sklearn
+    except ImportError:
+        return None
+    path = os.path.join(os.path.dirname(sklearn.__file__), "model_selection", "tests", "test_split.py")
+    return path if os.path.exists(path) else None
+
+
 def _cpu() -> float:
     used = resource.getrusage(resource.RUSAGE_CHILDREN)
     return used.ru_utime + used.ru_stime
 
 
-def timed(folder: str, *extra: str) -> tuple[float, float]:
+def timed(folder: str, args: list[str], expect: Optional[str]) -> tuple[float, float]:
     """(wall, CPU) seconds of one whole pytest run; the CPU time is what a busy machine disturbs least."""
     start, cpu = time.perf_counter(), _cpu()
-    done = subprocess.run([*BASE, *extra], cwd=folder, capture_output=True, text=True)
+    done = subprocess.run([*BASE, *args], cwd=folder, capture_output=True, text=True)
     elapsed, cpu = time.perf_counter() - start, _cpu() - cpu
-    if done.returncode != 0 or f"{FILES * TESTS} passed" not in done.stdout:
+    if done.returncode != 0 or (expect is not None and expect not in done.stdout):
         raise SystemExit(f"the benchmark suite did not pass:\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}")
     return elapsed, cpu
+
+
+def rows(name: str, folder: str, targets: list[str], expect: Optional[str], rounds: int) -> None:
+    for randomly in (False, True):
+        extra = [*targets, *RANDOMLY[randomly]]
+        timed(folder, extra, expect)  # warm: bytecode and the file cache, for both sides alike
+        plain, traced = [], []
+        for _ in range(rounds):
+            plain.append(timed(folder, extra, expect))
+            traced.append(timed(folder, [*extra, "--rng-trace"], expect))
+        label = f"{name}, pytest-randomly {'on' if randomly else 'off'}"
+        for i, what in ((0, "wall"), (1, "CPU")):
+            a, b = statistics.median(r[i] for r in plain), statistics.median(r[i] for r in traced)
+            print(f"| pytest {label}, --rng-trace, {what} time (median of {rounds}) "
+                  f"| {a:.2f} s | {b:.2f} s | {b / a:.2f}x | ≤ 1.15x |", flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -51,15 +82,17 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as folder:
         write_suite(folder)
-        timed(folder)  # warm: bytecode and the file cache, for both sides alike
-        plain, traced = [], []
-        for _ in range(args.rounds):
-            plain.append(timed(folder))
-            traced.append(timed(folder, "--rng-trace"))
-    for i, what in ((0, "wall"), (1, "CPU")):
-        a, b = statistics.median(r[i] for r in plain), statistics.median(r[i] for r in traced)
-        print(f"| pytest, {FILES * TESTS:,} trivial tests, --rng-trace, {what} time (median of {args.rounds}) "
-              f"| {a:.2f} s | {b:.2f} s | {b / a:.2f}x | ≤ 1.15x |")
+        rows(f"{FILES * TESTS:,} trivial tests", folder, [], f"{FILES * TESTS} passed", args.rounds)
+        module = sklearn_module()
+        if module is None:
+            print("| pytest scikit-learn's test_split.py | not installed: skipped | | | |")
+        else:
+            # Run from outside the package, with its rootdir our folder: as a user runs a library's tests.
+            # An ini of the folder's own: not the one above the installed package (this project's, here).
+            with open(os.path.join(folder, "pytest.ini"), "w") as out:
+                out.write("[pytest]\n")
+            rows("scikit-learn's test_split.py", folder, [module, "--rootdir", folder, "-c", "pytest.ini"], None,
+                 args.rounds)
     return 0
 
 

@@ -22,6 +22,8 @@ DEPTH = 24
 #: events kept one by one in the session trace; past ROTATE_AT, a new trace starts after the test
 MAX_EVENTS = 200_000
 ROTATE_AT = 50_000
+#: stacks kept resolved at once (a bound, not a loss: one past it is resolved again)
+MAX_RESOLVED = 20_000
 #: what pytest calls in a module or a package's __init__.py, the first of each pair it finds there
 MODULE_SETUP = ("setUpModule", "setup_module")
 MODULE_TEARDOWN = ("tearDownModule", "teardown_module")
@@ -56,9 +58,14 @@ class Tracer:
         self._foreign: set[str] = set()  # streams pytest-randomly or Hypothesis reseeded in the running test
         self._touched: set[str] = set()  # streams any event of the running test was on
         self._seeded: set[str] = set()  # streams the running test reseeded itself
-        #: stream -> digests of its full state, as the last test left it: a fingerprint sees draws, not
-        #: every reseed, so a test that reseeds is checked against these. Read only after a test with events.
-        self._known: dict[str, dict[str, str]] = {}
+        #: stream -> its full state (``Source.state()``), as the last test left it: a fingerprint sees draws,
+        #: not every reseed, so a test that reseeds is checked against these. Read only after a test with events.
+        self._known: dict[str, dict[str, Any]] = {}
+        #: stack id -> its frames, resolved once for the session trace's table (pytest-randomly's seeds come
+        #: from the same few stacks in every test)
+        self._resolved: dict[int, tuple] = {}
+        #: (stack id, kind) -> whether such an event is pytest-randomly's or Hypothesis's seed
+        self._foreign_at: dict[tuple[int, str], bool] = {}
         self._stale = True  # events outside tests may have moved the streams since _known was read
         self._fixture_code: dict[str, tuple[str, str, int, int]] = {}
         self._package_labels: dict[str, str] = {}  # a package's __init__.py -> its record's label
@@ -80,6 +87,7 @@ class Tracer:
         self._trace = next(self._block)
         self._rec = HUB.rec
         self._seen = 0
+        self._resolved, self._foreign_at = {}, {}  # a new trace's stack ids
 
     def _end(self) -> None:
         block = self._block
@@ -222,7 +230,7 @@ class Tracer:
         picked = [raws[i] for s, e in spans for i in range(s, e)]
         if not picked and not any(d for *_x, d in phases):
             return
-        stacks = records.stacks_of(picked, self._trace._live[0], DEPTH)
+        stacks = records.stacks_of(picked, self._resolve, DEPTH)
         for phase, start, end, dropped in phases:
             records.add_dropped(test, phase, dropped)
             for i in range(start, end):
@@ -230,7 +238,13 @@ class Tracer:
                 stack = stacks.get(raw[4], ())
                 base = raw[0].split(".", 1)[0]
                 self._touched.add(base)
-                if records.foreign_seed(raw[1], stack):
+                key = (raw[4], raw[1])
+                foreign = self._foreign_at.get(key)
+                if foreign is None:
+                    if len(self._foreign_at) >= MAX_RESOLVED:
+                        self._foreign_at.clear()
+                    foreign = self._foreign_at[key] = records.foreign_seed(raw[1], stack)
+                if foreign:
                     self._foreign.add(base)
                     continue
                 if raw[1] == "seed" and raw[5] == window.thread:
@@ -312,26 +326,35 @@ class Tracer:
             return
         now = self._full(refresh)
         for name in self._seeded - moved - self._foreign:
+            source = self._sources.get(name)
             old_full, new_full = self._known.get(name, {}), now.get(name, {})
-            for stream, digest in new_full.items():
-                if old_full.get(stream, digest) != digest:
+            for stream, state in new_full.items():
+                old = old_full.get(stream)
+                if source is not None and old is not None and not _same(source, old, state):
                     self._leak_owner(test, stream)["leaks"].append(stream)
         self._known.update(now)
 
-    def _full(self, names: Any) -> dict[str, dict[str, str]]:
-        """Digests of the full states of the streams ``names`` (dear: a test with events pays for them)."""
-        from ._processes import state_digests
-
+    def _full(self, names: Any) -> dict[str, dict[str, Any]]:
+        """The full states of the streams ``names`` (``Source.full()``: a test with events pays for them)."""
         out = {}
         for name in list(names):
             source = self._sources.get(name)
             if source is None:
                 continue
             try:
-                out[name] = state_digests(source)
+                out[name] = source.full()
             except Exception:  # noqa: BLE001 (a state that cannot be read is no leak)
                 continue
         return out
+
+    def _resolve(self, sid: int, depth: int) -> tuple:
+        """The frames of stack ``sid``, each resolved once per session trace."""
+        frames = self._resolved.get(sid)
+        if frames is None:
+            if len(self._resolved) >= MAX_RESOLVED:
+                self._resolved.clear()
+            frames = self._resolved[sid] = self._trace._live[0](sid, depth)
+        return frames
 
     def _leak_owner(self, test: dict[str, Any], stream: str) -> dict[str, Any]:
         """Whoever alone moved ``stream`` (a wider fixture, another thread) owns its leak; else the test."""

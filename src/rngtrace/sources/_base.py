@@ -107,6 +107,15 @@ class Source(ABC):
         """
         return self.state()
 
+    def full(self) -> dict[str, Any]:
+        """The whole state of each sub-stream, for comparing two moments (``same``), not for restoring.
+
+        A reseed can leave the fingerprint as it found it (``random.seed(x)`` for any x resets
+        the twister's index and first word alike): where a reseed must be seen, this is compared.
+        ``state()`` unless a source reads it faster (in place).
+        """
+        return self.state()
+
     def same(self, a: Any, b: Any) -> bool:
         """Whether two states (or two snapshots) of one sub-stream are equal."""
         return bool(a == b)
