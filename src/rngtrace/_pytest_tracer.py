@@ -179,6 +179,8 @@ class Tracer:
 
     def _judge(self, item: pytest.Item, report: Any, when: str) -> None:
         """Turn the phases so far into records; at teardown, add leaks and hand the records to the report."""
+        if when != "teardown" and not self.strict:
+            return  # only strict mode acts at the call: the phases are judged together at teardown
         window = self._window
         end = len(self._trace._raw)
         if self._quiet(window, when):  # type: ignore[arg-type]
