@@ -29,7 +29,6 @@ from conftest import _global_hooks, _namespaces
 from rngtrace import rng_isolate, rng_trace
 from rngtrace import _catchall
 from rngtrace._hub import HUB
-from rngtrace.sources import _base
 
 pytestmark = pytest.mark.skipif(not hasattr(signal, "setitimer"), reason="needs signal.setitimer")
 
@@ -61,9 +60,9 @@ class _Alarm:
         self.fired += 1
         self.where = " < ".join(f"{os.path.basename(f.filename)}:{f.lineno}"
                                 for f in reversed(traceback.extract_stack(frame, limit=4)))
-        # Without the accelerator the 3.10/3.11 catch-all is a Python profile hook: raising at a yield,
-        # it kills the generator there, finally blocks unrun (a decorated generator's relay among them).
-        self.in_python_hook = _base._speedups is None and frame.f_code.co_filename == _catchall.__file__
+        # The 3.10/3.11 catch-all, once armed, is a Python profile hook: raising at a yield, it kills the
+        # generator there, finally blocks unrun (a decorated generator's relay among them; README's limits).
+        self.in_python_hook = frame.f_code.co_filename == _catchall.__file__
         if frame.f_code is warnings._warn_unawaited_coroutine.__code__:
             # CPython warns of a coroutine dropped unawaited in Python code, where an interrupt is lost
             # (printed as ignored): the coroutine an earlier interrupt dropped as it was made.
