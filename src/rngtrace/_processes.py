@@ -589,14 +589,12 @@ class ChildWriter:
         self._stop_waking()
 
     def _stop_waking(self) -> None:
-        wake, self._wake = self._wake, None
-        if wake is not None:
+        """SIGTERM kills at once again. The pipe stays open: the writer thread may be waiting on it
+        (closing it under a select() wakes that as if a SIGTERM came), and a number freed here could
+        be another file's by the time anyone looks; the writer closes it on its way out (``_run``)."""
+        if self._wake is not None:
             _speedups.on_sigterm(-1)
-            for fd in wake:
-                try:
-                    os.close(fd)
-                except OSError:
-                    pass
+            self._wake = None
 
     def before_send(self) -> None:
         """The child is about to send its parent something (a task's result): what it drew is written first.
@@ -643,11 +641,21 @@ class ChildWriter:
         # (a pool worker back from its task, a worker between epochs) is written at the next
         # look, before Pool.terminate() or its parent's end can come; one that keeps drawing
         # (a DataLoader worker) every BUSY_FLUSH_INTERVAL, and in full on its way out.
+        wake = self._wake
         try:
             self._look()
         finally:
-            if not self._terminating:
-                self._stop_waking()  # nobody reads the pipe now: SIGTERM kills at once again
+            # Nobody reads the pipe now: SIGTERM kills at once again. Not while the child finishes:
+            # finish() writes its end first, then puts the default back (a SIGTERM meanwhile waits),
+            # and the pipe then goes with the process.
+            if not self._terminating and not self._finishing:
+                self._stop_waking()
+                if wake is not None:
+                    for fd in wake:
+                        try:
+                            os.close(fd)
+                        except OSError:
+                            pass
 
     def _look(self) -> None:
         session = self.session
@@ -656,7 +664,8 @@ class ChildWriter:
             wake = self._wake
             if wake is None:
                 time.sleep(FLUSH_INTERVAL)
-            elif select.select((wake[0],), (), (), FLUSH_INTERVAL)[0]:
+            elif select.select((wake[0],), (), (), FLUSH_INTERVAL)[0] and os.read(wake[0], 16):
+                # A byte from the SIGTERM handler (nothing else writes there).
                 self._terminating = True
                 self._terminated()
                 return
@@ -767,6 +776,22 @@ class ChildWriter:
             self.flush(final=how)
         except Exception:  # noqa: BLE001 (a spool that cannot be written never breaks the child)
             self._done = True
+        finally:
+            self._after_end()
+
+    def _after_end(self) -> None:
+        """The end is written: SIGTERM's default back, and a SIGTERM that came meanwhile kills now, as untraced."""
+        wake = self._wake
+        if wake is None:
+            return
+        try:
+            came = bool(select.select((wake[0],), (), (), 0)[0]) and bool(os.read(wake[0], 16))
+        except (OSError, ValueError):
+            came = False
+        if not self._terminating:  # else the writer thread is ending it already
+            self._stop_waking()
+            if came:
+                _speedups.die_of_sigterm()
 
     def stop_recording(self) -> None:
         """The parent's trace ended before this child: stop recording, leave nothing behind."""

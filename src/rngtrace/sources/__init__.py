@@ -8,6 +8,7 @@ the source module itself is imported only when that stream is traced, so
 from __future__ import annotations
 
 import importlib
+import sys
 
 from ._base import Source
 
@@ -21,7 +22,10 @@ SOURCES: dict[str, str] = {
 
 def load_source(name: str) -> Source:
     """Create the source for stream ``name``; its library must be imported."""
-    module = importlib.import_module(f"{__name__}.{name}")
+    qualified = f"{__name__}.{name}"
+    # sys.modules first: 3.10's import_module takes the module's import lock every time, and a
+    # Ctrl-C landing in that lock's Python weakref callback is printed and lost.
+    module = sys.modules.get(qualified) or importlib.import_module(qualified)
     return module.SOURCE_CLASS()
 
 
