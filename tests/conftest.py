@@ -35,6 +35,7 @@ def _namespaces() -> dict[str, dict[str, object]]:
     torch = sys.modules.get("torch")
     if torch is not None and hasattr(torch, "Tensor"):
         out["torch.Tensor"] = dict(vars(torch.Tensor))
+        out["torch.Generator"] = dict(vars(torch._C.Generator))
     return out
 
 

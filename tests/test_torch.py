@@ -14,6 +14,8 @@ torch = pytest.importorskip("torch")
 import torch._dynamo  # noqa: E402,F401  (its import wraps torch.manual_seed: done here, before any test)
 import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
+
+from rngtrace.render.text import render  # noqa: E402
 from torch import randn as prebound_randn  # noqa: E402  (bound before any trace starts)
 from torch.utils.data import DataLoader, TensorDataset, random_split  # noqa: E402
 
@@ -324,24 +326,77 @@ def test_every_namespace_holding_a_seed_function_gets_the_same_wrapper():
     ]
 
 
-@pytest.mark.skipif(sys.version_info < (3, 12), reason="sys.monitoring sees the method call on 3.12+")
-def test_default_generator_method_is_a_seed():
+def test_default_generator_methods_are_recorded_from_the_first_call_with_their_values():
+    state = torch.default_generator.get_state()
+    torch.manual_seed(0)  # so that seeding with 3 moves the generator
     with torch_trace() as trace:
-        torch.default_generator.manual_seed(1)
-    assert [(e.stream, e.kind, e.api) for e in trace.events] == [
-        ("torch", "seed", "torch.default_generator.manual_seed")
+        torch.default_generator.manual_seed(3)
+        torch.rand(2)
+        torch.default_generator.set_state(state)
+        torch.rand(1)
+        torch.default_generator.seed()
+    assert [(e.stream, e.kind, e.api, e.detail) for e in trace.events] == [
+        ("torch", "seed", "torch.default_generator.manual_seed", "3"),
+        ("torch", "draw", "torch.rand", None),
+        ("torch", "seed", "torch.default_generator.set_state", "<Tensor>"),
+        ("torch", "draw", "torch.rand", None),
+        ("torch", "seed", "torch.default_generator.seed", None),
     ]
+    first = trace.events[0].frame
+    assert first.filename == __file__ and trace.events[2].frame.lineno == first.lineno + 2
+    # Only the true entropy seed is called one: the restore is deterministic.
+    unseeded = [f for f in trace.findings if f.kind == "unseeded"]
+    assert [trace.events[i].api for f in unseeded for i in f.events] == ["torch.default_generator.seed"]
 
 
-@pytest.mark.skipif(sys.version_info >= (3, 12), reason="3.10/3.11: no hook sees a C method call")
-def test_default_generator_method_reseeding_is_never_silent():
-    torch.manual_seed(0)  # so that seeding with 1 moves the generator
+def test_a_default_generator_restore_is_no_entropy_seed_in_the_log():
+    state = torch.default_generator.get_state()
     with torch_trace() as trace:
-        torch.default_generator.manual_seed(1)
-    # Noticed at the block's end, or seen by the profile hook where an earlier move armed it.
-    assert [(e.stream, e.kind) for e in trace.events] in (
-        [("torch", "unattributed")], [("torch", "seed")]
-    )
+        torch.default_generator.set_state(state)
+    assert not trace.findings
+    assert "OS entropy" not in render(trace)
+
+
+def test_a_state_setter_the_cpu_generator_refuses_raises_as_untraced_and_blames_no_line():
+    calls = (lambda g: g.set_offset(3), lambda g: g.graphsafe_set_state(g.clone_state()))
+    untraced = []
+    for call in calls:
+        with pytest.raises(RuntimeError) as error:  # the CPU generator has no offset nor graph-safe state
+            call(torch.default_generator)
+        untraced.append(str(error.value))
+    with torch_trace() as trace:
+        for call, message in zip(calls, untraced):
+            with pytest.raises(RuntimeError, match=message):
+                call(torch.default_generator)
+    assert trace.events == []  # refused: the generator did not move
+
+
+def test_a_generator_of_the_programs_own_is_not_recorded_and_draws_the_same():
+    def run():
+        g = torch.Generator()
+        g.manual_seed(5)
+        g.set_state(g.get_state())
+        return torch.rand(4, generator=g)
+
+    expected = run()
+    with torch_trace() as trace:
+        got = run()
+    assert torch.equal(got, expected) and trace.events == []
+
+
+def test_default_generator_method_values_are_unchanged_by_tracing():
+    def run():
+        torch.default_generator.manual_seed(11)
+        first = torch.rand(3)
+        state = torch.default_generator.get_state()
+        torch.rand(5)
+        torch.default_generator.set_state(state)
+        return first, torch.rand(3)
+
+    expected = run()
+    with torch_trace():
+        got = run()
+    assert all(torch.equal(a, b) for a, b in zip(got, expected))
 
 
 def test_cuda_seed_is_recorded_without_initialising_cuda():
@@ -500,6 +555,27 @@ def test_cuda_values_are_bit_identical_when_traced():
     with torch_trace():
         traced = torch.randn(100, device="cuda")
     assert torch.equal(untraced, traced)
+
+
+@needs_cuda
+def test_a_cuda_default_generators_own_methods_are_recorded_on_its_device_stream():
+    torch.cuda.init()
+    generator = torch.cuda.default_generators[0]
+    state = generator.get_state()
+    with torch_trace() as trace:
+        generator.manual_seed(7)
+        generator.set_state(state)
+        generator.set_offset(4)
+        generator.seed()
+    assert [(e.stream, e.kind, e.api, e.detail) for e in trace.events] == [
+        ("torch.cuda:0", "seed", "torch.cuda.default_generators[i].manual_seed", "7"),
+        ("torch.cuda:0", "seed", "torch.cuda.default_generators[i].set_state", "<Tensor>"),
+        ("torch.cuda:0", "seed", "torch.cuda.default_generators[i].set_offset", "4"),
+        ("torch.cuda:0", "seed", "torch.cuda.default_generators[i].seed", None),
+    ]
+    assert [trace.events[i].api for f in trace.findings if f.kind == "unseeded" for i in f.events] == [
+        "torch.cuda.default_generators[i].seed"
+    ]
 
 
 @needs_cuda

@@ -70,7 +70,7 @@ def _worker_seeding(event: Event) -> bool:
 
 
 def _entropy(event: Event) -> bool:
-    return event.kind == SEED and event.detail in (None, "None")
+    return event.from_entropy
 
 
 def _base(stream: str) -> str:

@@ -79,7 +79,7 @@ class StateDifference:
     @property
     def from_entropy(self) -> bool:
         """Whether both runs' states were set by a seed given no value (OS entropy)."""
-        return all(s is not None and s.detail in (None, "None") for s in (self.seed_a, self.seed_b))
+        return all(s is not None and s.from_entropy for s in (self.seed_a, self.seed_b))
 
     @property
     def never_seeded(self) -> bool:

@@ -26,6 +26,8 @@ KINDS = (DRAW, SEED, UNATTRIBUTED)
 #: the stack id of an event with no stack (an unattributed move: no recorded call made it)
 NO_STACK = -1
 #: how the end-of-block check's notes end: the window then closes at the block's end, not at a call
+#: the seeding functions that draw their seed from OS entropy when given none
+ENTROPY_SEEDERS = frozenset({"seed", "seed_all"})
 BLOCK_END = "noticed when the block ended"
 
 
@@ -109,6 +111,16 @@ class Event:
     def frame(self) -> Frame | None:
         """The frame that called the random API (innermost), or None."""
         return self.stack[0] if self.stack else None
+
+    @property
+    def from_entropy(self) -> bool:
+        """A seed given no value by a function that then seeds from OS entropy (``random.seed()``).
+
+        Only the ``seed`` functions do: a restore (``set_state``, ``setstate``) or
+        ``manual_seed`` the catch-all recorded without its argument is no entropy seed.
+        """
+        return (self.kind == SEED and self.detail in (None, "None")
+                and self.api.rsplit(".", 1)[-1] in ENTROPY_SEEDERS)
 
 
 @dataclass(frozen=True)

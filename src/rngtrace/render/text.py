@@ -133,7 +133,7 @@ def _event_table(events: Sequence[Event], cwd: str, several: bool = False) -> Ta
         else:
             # A seed's value is in its api label; any other detail (a call that raised) goes under it.
             note = e.detail if e.detail and e.kind != SEED else ""
-            if e.kind == SEED and e.detail in (None, "None"):
+            if e.from_entropy:
                 note = ENTROPY
             table.rows.append(Row(cells, note, "dim"))
     return table

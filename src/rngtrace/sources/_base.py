@@ -198,6 +198,7 @@ def recorder(
     strict_check: Optional[Callable[[Optional[FrameType], tuple, dict], None]] = None,
     accelerate: bool = True,
     draws_if: Optional[Callable[[tuple, dict], bool]] = None,
+    method: bool = False,
 ) -> Callable:
     """The one recording wrapper: each outermost call of ``original`` becomes an event.
 
@@ -206,7 +207,8 @@ def recorder(
     were, with stream None for a result that drew nothing. A seed is recorded on
     ``stream``, or on ``seeded(args, kwargs)``. ``takes(args, kwargs)`` declines
     a call (an explicit generator); with ``owner``, only calls on that one instance
-    (the singleton) are recorded. Nested calls (``random.randint`` calling
+    (the singleton) are recorded; ``method`` says ``original`` is a method whose
+    first argument is the instance (kept out of a seed's detail). Nested calls (``random.randint`` calling
     ``getrandbits``) are part of the outer call. Where the C accelerator is built a
     wrapper gets its ``Recorder`` in front, the same protocol one-to-one; this
     Python wrapper stays the reference and the path of every unusual call.
@@ -221,7 +223,7 @@ def recorder(
     def after_seed(st: Any, frame: Optional[FrameType], args: tuple, kwargs: dict) -> None:
         """A seed returned: record it, and start the stream's fingerprint (and its digest) anew."""
         where = seeded(args, kwargs) if seeded is not None else stream
-        detail = seed_detail(args[1:] if owner is not None else args, kwargs)
+        detail = seed_detail(args[1:] if owner is not None or method else args, kwargs)
         record(where, SEED, api, None, frame, detail, st)
         rec.reseeded(stream)
         rec.seeded(where)

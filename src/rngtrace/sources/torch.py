@@ -58,6 +58,8 @@ _CPU_SEEDS = ("manual_seed", "seed", "set_rng_state")
 _CUDA_SEEDS = ("manual_seed", "manual_seed_all", "seed", "seed_all", "set_rng_state", "set_rng_state_all")
 # Methods of a default generator that move it; its other methods only read it.
 _GENERATOR_SEEDS = frozenset({"manual_seed", "seed", "set_state", "set_offset", "graphsafe_set_state"})
+# Their originals, taken at import (before any patch goes on).
+_GENERATOR_METHODS = {name: vars(_Generator)[name] for name in sorted(_GENERATOR_SEEDS) if name in vars(_Generator)}
 
 
 # -- which functions draw ---------------------------------------------------------
@@ -348,6 +350,31 @@ def _cuda_seed_stream(args: tuple, kwargs: dict, device_at: Optional[int]) -> st
     return _cuda_stream(_current_cuda())
 
 
+def _generator_method_wrapper(rec: Any, name: str, original: Callable) -> Callable:
+    """``torch.Generator.<name>`` recording the default generators' calls only, with their values.
+
+    The method is patched on the (immutable) type, as NumPy's RandomState methods are:
+    ``torch.default_generator.manual_seed(3)`` is then recorded from the first call, not
+    left to the catch-all, which sees no arguments. The C Recorder in front takes the CPU
+    generator's calls; on a build with CUDA a Python wrapper behind it takes the CUDA
+    default generators' (``torch.cuda.default_generators[i]``), each on its device's
+    stream. Every other generator's call goes straight to the method.
+    """
+    inner = original
+    if torch.backends.cuda.is_built():
+        def cuda_default(args: tuple, kwargs: dict) -> bool:
+            return bool(args) and any(args[0] is g for g in _initialised_cuda_generators())
+
+        def device_stream(args: tuple, kwargs: dict) -> str:
+            return _cuda_stream(_initialised_cuda_generators().index(args[0]))
+
+        inner = recorder(
+            rec, "torch.cuda", SEED, f"torch.cuda.default_generators[i].{name}", original,
+            takes=cuda_default, seeded=device_stream, method=True,
+        )
+    return recorder(rec, "torch", SEED, f"torch.default_generator.{name}", inner, owner=_cpu_generator())
+
+
 def _cuda_seed_wrapper(rec: Any, api: str, original: Callable, device_at: Optional[int]) -> Callable:
     """Record a CUDA reseed on the stream of the device it seeds (the current one for *_all)."""
     return recorder(
@@ -432,6 +459,8 @@ class TorchSource(Source):
             module = sys.modules.get(module_name)
             if module is not None:
                 yield from patch(module, name, f"torch.{name}", draw(name))
+        for name, original in _GENERATOR_METHODS.items():
+            yield _Generator, name, _generator_method_wrapper(hub, name, original)
         cpu_seed = lambda original, api: seed_wrapper(hub, "torch", api, original)  # noqa: E731
         for module in (torch, torch.random):
             for name in _CPU_SEEDS:
