@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import sys
 import threading
 
@@ -32,6 +33,7 @@ def _namespaces() -> dict[str, dict[str, object]]:
     mtrand = sys.modules.get("numpy.random.mtrand")
     if mtrand is not None:
         out["numpy.random.RandomState"] = dict(vars(mtrand.RandomState))
+    out["random.Random"] = dict(vars(random.Random))
     torch = sys.modules.get("torch")
     if torch is not None and hasattr(torch, "Tensor"):
         out["torch.Tensor"] = dict(vars(torch.Tensor))

@@ -57,13 +57,13 @@ def test_references_bound_before_tracing_are_never_silent():
     with rng_trace(print=False) as trace:
         prebound_random()
         prebound_randint(1, 6)
-    assert trace.events, "a pre-bound draw moved the stream and nothing was recorded"
-    attributed = [e for e in trace.events if e.kind == "draw"]
-    if attributed:  # the catch-all hook saw the calls themselves
-        assert [e.api for e in attributed] == ["random.random", "random.randint"]
-        assert all(e.stack[0].filename == HERE for e in attributed)
-    else:
-        assert {e.kind for e in trace.events} == {"unattributed"}
+    # randint is random.py's Python method: the instance's methods it calls record it, on every
+    # Python. random() is C: the catch-all hook sees it, or the next check notices its move.
+    assert [(e.kind, e.api) for e in trace.events] in (
+        [("draw", "random.random"), ("draw", "random.randint")],
+        [("unattributed", "random state"), ("draw", "random.randint")],
+    )
+    assert trace.events[-1].stack[0].filename == HERE
 
 
 @pytest.mark.skipif(sys.version_info >= (3, 12), reason="3.10/3.11 arm the profile hook on demand")

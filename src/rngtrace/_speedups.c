@@ -549,6 +549,8 @@ typedef struct {
     PyObject *after;        /* a seed: after(st, frame, args, kwargs) records it, once it returned; else None */
     PyObject *inside;       /* file prefixes (the stream's library, rngtrace): a call from there inside a
                              * recorded call is part of it; a tuple, or None to leave that to the wrapper */
+    PyObject *through;      /* file prefixes whose calls outside a recorded call are the wrapper's to
+                             * record (random.py's methods calling each other on the instance), or None */
     int test;               /* the condition's test (TEST_*), and where its arguments are found */
     int params;
     Py_ssize_t index[2];
@@ -1169,6 +1171,15 @@ recorder_vectorcall(Recorder *self, PyObject *const *args, size_t nargsf, PyObje
             return PyObject_Vectorcall(self->original, args, nargsf, kwnames);
         goto slow;
     }
+    if (self->through != Py_None) {
+        /* The library's own method calling this one, in a call nothing recorded (a reference
+         * bound before tracing): the Python wrapper records the outer call, once. */
+        int from_through = called_from(PyEval_GetFrame(), self->through);
+        if (from_through < 0)
+            return NULL;
+        if (from_through)
+            goto slow;
+    }
     if (SLOT(st, st_pending) != Py_None)
         goto slow;
     PyObject *hook = SLOT(now, sn_profile_hook), *strict = SLOT(now, sn_strict);
@@ -1231,21 +1242,23 @@ recorder_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
     static char *names[] = {"slow", "original", "owner", "hot", "fingerprint", "lock", "stream", "kind", "api",
                             "moved", "count_of", "tensor_type", "place", "slow_keyword", "takes", "condition",
-                            "after", "inside", NULL};
+                            "after", "inside", "through", NULL};
     PyObject *slow, *original, *owner, *hot, *fingerprint, *lock, *stream, *kind, *api, *moved, *count_of;
     PyObject *tensor_type = Py_None, *place = Py_None, *slow_keyword = Py_None, *takes = Py_None;
-    PyObject *condition = Py_None, *after = Py_None, *inside = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOOOOOOO|OOOOOOO:Recorder", names, &slow, &original, &owner,
+    PyObject *condition = Py_None, *after = Py_None, *inside = Py_None, *through = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOOOOOOO|OOOOOOOO:Recorder", names, &slow, &original, &owner,
                                      &hot, &fingerprint, &lock, &stream, &kind, &api, &moved, &count_of,
-                                     &tensor_type, &place, &slow_keyword, &takes, &condition, &after, &inside))
+                                     &tensor_type, &place, &slow_keyword, &takes, &condition, &after, &inside,
+                                     &through))
         return NULL;
-    if (inside != Py_None && !PyTuple_CheckExact(inside)) {
-        PyErr_SetString(PyExc_TypeError, "inside= is a tuple of file prefixes, or None");
-        return NULL;
-    }
-    for (Py_ssize_t i = 0; inside != Py_None && i < PyTuple_GET_SIZE(inside); i++) {
-        if (!PyUnicode_CheckExact(PyTuple_GET_ITEM(inside, i))) {
-            PyErr_SetString(PyExc_TypeError, "inside= is a tuple of file prefixes (str), or None");
+    PyObject *prefix_args[2] = {inside, through};
+    for (int k = 0; k < 2; k++) {
+        PyObject *prefixes = prefix_args[k];
+        int bad = prefixes != Py_None && !PyTuple_CheckExact(prefixes);
+        for (Py_ssize_t i = 0; !bad && prefixes != Py_None && i < PyTuple_GET_SIZE(prefixes); i++)
+            bad = !PyUnicode_CheckExact(PyTuple_GET_ITEM(prefixes, i));
+        if (bad) {
+            PyErr_Format(PyExc_TypeError, "%s= is a tuple of file prefixes (str), or None", k ? "through" : "inside");
             return NULL;
         }
     }
@@ -1292,6 +1305,7 @@ recorder_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     self->condition = Py_NewRef(condition);
     self->after = Py_NewRef(after);
     self->inside = Py_NewRef(inside);
+    self->through = Py_NewRef(through);
     if (condition_init(self, condition) < 0) {
         Py_DECREF(self);
         return NULL;
@@ -1316,6 +1330,7 @@ recorder_traverse(Recorder *self, visitproc visit, void *arg)
     Py_VISIT(self->condition);
     Py_VISIT(self->after);
     Py_VISIT(self->inside);
+    Py_VISIT(self->through);
     for (int i = 0; i < self->params; i++)
         Py_VISIT(self->fallback[i]);
     Py_VISIT(self->tensor_type);
@@ -1344,6 +1359,7 @@ recorder_clear(Recorder *self)
     Py_CLEAR(self->condition);
     Py_CLEAR(self->after);
     Py_CLEAR(self->inside);
+    Py_CLEAR(self->through);
     for (int i = 0; i < self->params; i++) {
         Py_CLEAR(self->name[i]);
         Py_CLEAR(self->fallback[i]);

@@ -106,8 +106,15 @@ class Recorder:
         slow_keyword: Optional[str] = None,
         takes: Optional[Callable[[tuple, dict], bool]] = None,
         condition: Optional[tuple[str, tuple[tuple[int, str, Any], ...]]] = None,
+        after: Optional[Callable[..., None]] = None,
+        inside: Optional[tuple[str, ...]] = None,
+        through: Optional[tuple[str, ...]] = None,
     ) -> None:
-        """``condition``: a ``_base.Condition.spec``, the test ``takes`` would make, evaluated in C."""
+        """``condition``: a ``_base.Condition.spec``, the test ``takes`` would make, evaluated in C.
+
+        ``inside``: file prefixes whose calls inside a recorded call are part of it;
+        ``through``: file prefixes whose calls outside one go to ``slow`` (see ``_base.Through``).
+        """
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any: ...
     def __get__(self, instance: Any, owner: Any = None) -> Any: ...

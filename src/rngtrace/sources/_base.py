@@ -199,6 +199,7 @@ def recorder(
     accelerate: bool = True,
     draws_if: Optional[Callable[[tuple, dict], bool]] = None,
     method: bool = False,
+    through: Optional["Through"] = None,
 ) -> Callable:
     """The one recording wrapper: each outermost call of ``original`` becomes an event.
 
@@ -208,7 +209,9 @@ def recorder(
     ``stream``, or on ``seeded(args, kwargs)``. ``takes(args, kwargs)`` declines
     a call (an explicit generator); with ``owner``, only calls on that one instance
     (the singleton) are recorded; ``method`` says ``original`` is a method whose
-    first argument is the instance (kept out of a seed's detail). Nested calls (``random.randint`` calling
+    first argument is the instance (kept out of a seed's detail); ``through``
+    records the library's own methods calling this one outside a recorded call
+    as that outer call (see ``Through``). Nested calls (``random.randint`` calling
     ``getrandbits``) are part of the outer call. Where the C accelerator is built a
     wrapper gets its ``Recorder`` in front, the same protocol one-to-one; this
     Python wrapper stays the reference and the path of every unusual call.
@@ -264,13 +267,37 @@ def recorder(
                 st.busy = was_busy
         return result
 
+    def record_through(st: Any, frame: FrameType, args: tuple, kwargs: dict) -> Any:
+        """``frame``, the library's own code, calls this in a call nothing recorded: record that outer call once."""
+        assert through is not None
+        top, user = through.outer(frame)
+        if st.pending is not None and recorded_by_catchall(st, user):
+            return call_busy(st, user, original, args, kwargs)  # the catch-all recorded the outer call
+        tid = get_ident()
+        with lock:
+            was_busy = st.busy
+            try:
+                if through.last.get(tid) is top:
+                    # A later call inside the outer call recorded already (sample() drawing k times).
+                    result = call_busy(st, user, original, args, kwargs)
+                else:
+                    outer_kind, outer_api = through.describe(top, kind, api)
+                    result = checked_call(rec, stream, fingerprint, moved, st, user, original, args, kwargs,
+                                          outer_kind, outer_api)
+                    through.last[tid] = top
+                    record(stream, outer_kind, outer_api, None, user, None, st)
+                fingerprint.take()
+            finally:
+                st.busy = was_busy
+        return result
+
     # A seed the caller's ``takes`` may decline stays with the Python wrapper; ``owner`` the C Recorder
     # checks itself.
     declines = takes is not None
     if owner is not None:
         takes = lambda args, kwargs: bool(args) and args[0] is owner  # noqa: E731
     library = library_of(stream)
-    wrapper = entry(rec, original, record_call, takes, library)
+    wrapper = entry(rec, original, record_call, takes, library, through, record_through)
     # A call from these files inside a recorded call is part of it (``entry``'s rule, asked in C too).
     inside = (*library, PACKAGE_DIR)
     if not accelerate or _speedups is None or (not is_draw and declines):
@@ -285,7 +312,8 @@ def recorder(
     else:
         specific = {"after": after_seed}  # a seed: the C Recorder makes the call, after_seed records it
     recorder = _speedups.Recorder(
-        wrapper, original, owner, hot, fingerprint, lock, stream, kind, api, moved, count_of, inside=inside, **specific
+        wrapper, original, owner, hot, fingerprint, lock, stream, kind, api, moved, count_of, inside=inside,
+        through=None if through is None else through.files, **specific
     )
     _named(recorder, original)
     # Looked up on the instance first: the same rule as the Python wrapper's.
@@ -363,12 +391,50 @@ class Wrapper:
         return f"<rngtrace wrapper of {self.__wrapped__!r}>"
 
 
+class Through:
+    """A library's methods calling each other on the instance, in a call nothing recorded.
+
+    ``random._inst.randint`` bound before tracing runs random.py's ``randint``
+    unseen, which calls ``self.randrange``, then ``self.getrandbits``: the class's
+    wrappers. Such a call, made from ``files`` outside any recorded call, is
+    recorded as the outermost call of the library's code (``randint``), at the line
+    that made it, once: its later calls (``sample`` draws k times) are part of it.
+    """
+
+    def __init__(self, files: tuple[str, ...], prefix: str, seeds: Iterable[str]) -> None:
+        self.files = files
+        self.prefix = prefix  # api = prefix + the outer method's name
+        self.seeds = frozenset(seeds)
+        #: per thread, the outer frame recorded last (held: its id cannot name another frame meanwhile)
+        self.last: dict[int, FrameType] = {}
+
+    def outer(self, frame: FrameType) -> tuple[FrameType, Optional[FrameType]]:
+        """The outermost frame of the library's code calling in, and the frame that called it."""
+        top: FrameType = frame
+        f = frame.f_back
+        while f is not None and f.f_code.co_filename.startswith(self.files):
+            top, f = f, f.f_back
+        return top, f
+
+    def describe(self, top: FrameType, kind: str, api: str) -> tuple[str, str]:
+        """The outer call's kind and api; the inner call's where the outer one is no public method."""
+        name = top.f_code.co_name
+        if name.startswith(("_", "<")):
+            return kind, api
+        return (SEED if name in self.seeds else DRAW), self.prefix + name
+
+    def forget(self) -> None:
+        self.last.clear()
+
+
 def entry(
     rec: Any,
     original: Callable,
     call: Callable[[Any, Optional[FrameType], tuple, dict], Any],
     takes: Optional[Callable[[tuple, dict], bool]] = None,
     library: tuple[str, ...] = (),
+    through: Optional[Through] = None,
+    call_through: Optional[Callable[[Any, FrameType, tuple, dict], Any]] = None,
 ) -> Callable:
     """The Python wrapper around ``original``: each outermost call it ``takes`` goes to ``call``.
 
@@ -377,13 +443,15 @@ def entry(
     ``original``; so does one made, inside another recorded call, by code of the
     stream's ``library`` (file prefixes) or rngtrace's: it is part of that call.
     Any other code drawing inside a recorded call (a finalizer, a signal handler,
-    a callback) makes its own event. Every call is made as if from its caller's
+    a callback) makes its own event; outside one, a call from ``through``'s files
+    goes to ``call_through``. Every call is made as if from its caller's
     line (``call_as``), so a warning raised inside points there, not here.
     """
     hot = rec.hot
     states, new_state = hot.states, rec.state
     getframe = sys._getframe
     inside = (*library, PACKAGE_DIR)
+    through_files = through.files if through is not None else None
 
     def rngtrace_wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
@@ -403,9 +471,13 @@ def entry(
             or is_stand_in(frame.f_code)
         ):
             return call_as(frame, original, args, kwargs)
+        make = call
+        if through_files is not None and frame is not None and not st.busy \
+                and frame.f_code.co_filename.startswith(through_files):
+            make = call_through  # type: ignore[assignment]
         if now.profile_hook is None:
-            return call(st, frame, args, kwargs)
-        return stepping_aside(now.profile_hook, st, call, frame, args, kwargs)
+            return make(st, frame, args, kwargs)
+        return stepping_aside(now.profile_hook, st, make, frame, args, kwargs)
 
     return _named(rngtrace_wrapper, original)
 
