@@ -204,6 +204,35 @@ def test_pytest_randomly_reseeding_before_each_test_is_not_blamed_on_the_tests(p
     assert "LEAKS" not in found["test_suite.py::test_draws"]
 
 
+def test_with_pytest_randomly_a_stream_it_does_not_reseed_still_leaks_after_many_clean_tests(pytester):
+    # The tests whose only events are pytest-randomly's reseeds are judged on a short path: a move
+    # of another stream, even one no call recorded, must still be named.
+    pytest.importorskip("pytest_randomly", reason="pytest-randomly is in the test extra; not installed here")
+    pytest.importorskip("torch")
+    source = """
+        import random
+        import torch
+
+        def test_clean_0():
+            pass
+
+        def test_clean_1():
+            pass
+
+        def test_clean_2():
+            assert random.Random(0).random() < 1
+
+        def test_moves_torch_unseen():
+            torch._C._VariableFunctions.rand(2)  # torch's C function itself: no wrapper sees it
+    """
+    result = run(pytester, "-p", "randomly", "-p", "no:xdist", "--randomly-dont-reorganize", "--rng-trace",
+                 source=source)
+    result.assert_outcomes(passed=4)
+    found = entries(result.stdout.str())
+    assert {k for k in found if "::" in k} == {"test_suite.py::test_moves_torch_unseen"}
+    assert "LEAKS torch" in found["test_suite.py::test_moves_torch_unseen"]
+
+
 def test_a_hypothesis_test_is_one_test_and_its_seeds_are_not_blamed(pytester):
     pytest.importorskip("hypothesis", reason="Hypothesis is in the test extra; not installed here")
     source = """
