@@ -1,8 +1,10 @@
 """What ``--rng-trace`` adds to whole pytest runs, with pytest-randomly off and on (target: at most 15%).
 
-Two suites: 2,000 trivial tests (20 files of 100; a conftest imports numpy, so its
-stream is watched as in a project that uses it), and scikit-learn's own
-``model_selection/tests/test_split.py``, a real third-party module that draws.
+Three suites: 2,000 trivial tests (20 files of 100; a conftest imports numpy, so its
+stream is watched as in a project that uses it), scikit-learn's own
+``model_selection/tests/test_split.py``, a real third-party module that draws, and
+three of networkx's generator test modules, whose graphs draw from ``random``'s
+hidden instance (``seed=None``).
 Each is run without ``--rng-trace`` and with it, alternating, first with
 ``-p no:randomly`` and then with pytest-randomly reseeding ``random`` and NumPy
 around every test (three times per test), and the medians are printed as Markdown
@@ -46,6 +48,20 @@ def sklearn_module() -> Optional[str]:
     return path if os.path.exists(path) else None
 
 
+NETWORKX_MODULES = ("test_random_graphs.py", "test_degree_seq.py", "test_trees.py")
+
+
+def networkx_modules() -> Optional[list[str]]:
+    """Three of networkx's generators/tests modules, where networkx is installed."""
+    try:
+        import networkx
+    except ImportError:
+        return None
+    folder = os.path.join(os.path.dirname(networkx.__file__), "generators", "tests")
+    paths = [os.path.join(folder, name) for name in NETWORKX_MODULES]
+    return paths if all(os.path.exists(p) for p in paths) else None
+
+
 def _cpu() -> float:
     used = resource.getrusage(resource.RUSAGE_CHILDREN)
     return used.ru_utime + used.ru_stime
@@ -79,12 +95,18 @@ def rows(name: str, folder: str, targets: list[str], expect: Optional[str], roun
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--only", choices=("trivial", "sklearn", "networkx"), action="append",
+                        help="run only this suite (repeatable); all three by default")
     args = parser.parse_args(argv)
+    only = set(args.only or ("trivial", "sklearn", "networkx"))
     with tempfile.TemporaryDirectory() as folder:
         write_suite(folder)
-        rows(f"{FILES * TESTS:,} trivial tests", folder, [], f"{FILES * TESTS} passed", args.rounds)
+        if "trivial" in only:
+            rows(f"{FILES * TESTS:,} trivial tests", folder, [], f"{FILES * TESTS} passed", args.rounds)
         module = sklearn_module()
-        if module is None:
+        if "sklearn" not in only:
+            pass
+        elif module is None:
             print("| pytest scikit-learn's test_split.py | not installed: skipped | | | |")
         else:
             # Run from outside the package, with its rootdir our folder: as a user runs a library's tests.
@@ -93,6 +115,16 @@ def main(argv: list[str] | None = None) -> int:
                 out.write("[pytest]\n")
             rows("scikit-learn's test_split.py", folder, [module, "--rootdir", folder, "-c", "pytest.ini"], None,
                  args.rounds)
+        modules = networkx_modules()
+        if "networkx" not in only:
+            pass
+        elif modules is None:
+            print("| pytest networkx's generator tests | not installed: skipped | | | |")
+        else:
+            with open(os.path.join(folder, "pytest.ini"), "w") as out:
+                out.write("[pytest]\n")
+            rows("networkx's " + ", ".join(NETWORKX_MODULES), folder,
+                 [*modules, "--rootdir", folder, "-c", "pytest.ini"], None, args.rounds)
     return 0
 
 

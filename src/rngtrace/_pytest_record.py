@@ -69,8 +69,13 @@ def new_record(key: str, label: str, kind: str) -> dict[str, Any]:
             "more": 0, "leaks": [], "failed_by": None}
 
 
-def add_event(record: dict[str, Any], raw: tuple, stack: tuple, noticed: tuple, phase: str) -> None:
-    """Add one raw event; ``stack`` its frames, ``noticed`` the noticing call's for an unattributed move."""
+def add_event(record: dict[str, Any], raw: tuple, stack: tuple, noticed: tuple, phase: str,
+              listed: Optional[list] = None) -> None:
+    """Add one raw event; ``stack`` its frames, ``noticed`` the noticing call's for an unattributed move.
+
+    ``listed``: those frames as the record lists them (``listed_frames``), made once per stack by
+    a caller that adds many events of one stack; shared by them, and never changed.
+    """
     stream, kind, api, count = raw[0], raw[1], raw[2], raw[3]
     detail = _moved_parts(raw)[0] if kind == UNATTRIBUTED else raw[6]
     counts = record["counts"]
@@ -79,9 +84,14 @@ def add_event(record: dict[str, Any], raw: tuple, stack: tuple, noticed: tuple, 
     if len(record["events"]) >= MAX_RECORD_EVENTS:
         record["more"] += 1
         return
-    frames = noticed if kind == UNATTRIBUTED else stack
-    record["events"].append([stream, kind, api, count, [[f.filename, f.lineno, f.function] for f in frames],
-                             phase, detail])
+    if listed is None:
+        listed = listed_frames(noticed if kind == UNATTRIBUTED else stack)
+    record["events"].append([stream, kind, api, count, listed, phase, detail])
+
+
+def listed_frames(frames: tuple) -> list:
+    """Frames as a record lists them: [filename, line, function] each."""
+    return [[f.filename, f.lineno, f.function] for f in frames]
 
 
 def add_dropped(record: dict[str, Any], phase: str, dropped: int) -> None:

@@ -65,8 +65,12 @@ def _where(frame: list, rootdir: str) -> str:
 def sites(record: dict[str, Any], rootdir: str) -> list[str]:
     """The record's top call sites, most calls first: the user's own line, what it called, and through where."""
     groups: dict[tuple, list[int]] = {}
+    found: dict[int, tuple[str, str]] = {}  # id(frames) -> its site: the events of one stack share one list
     for stream, kind, api, count, frames, _phase, detail in record["events"]:
-        own, via = _site(frames, rootdir)
+        site = found.get(id(frames))
+        if site is None:
+            site = found[id(frames)] = _site(frames, rootdir)
+        own, via = site
         if kind == "seed":
             label = f"{api}({detail if detail is not None else ''})"
         elif kind == "unattributed":

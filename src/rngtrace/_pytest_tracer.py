@@ -8,8 +8,10 @@ a few list appends; only its events are ever turned into a record
 from __future__ import annotations
 
 import inspect
+import operator
 import os
 import sys
+from collections import Counter
 from typing import Any, Iterator, Optional
 
 import pytest
@@ -24,6 +26,10 @@ MAX_EVENTS = 200_000
 ROTATE_AT = 50_000
 #: stacks kept resolved at once (a bound, not a loss: one past it is resolved again)
 MAX_RESOLVED = 20_000
+#: events of one phase assigned one by one; past them, counted by kind and stack (a test drawing a
+#: million times): no record lists more than records.MAX_RECORD_EVENTS anyway
+ONE_BY_ONE = records.MAX_RECORD_EVENTS
+_TALLY_KEY = operator.itemgetter(0, 1, 4, 5)  # stream, kind, stack id, thread
 #: what pytest calls in a module or a package's __init__.py, the first of each pair it finds there
 MODULE_SETUP = ("setUpModule", "setup_module")
 MODULE_TEARDOWN = ("tearDownModule", "teardown_module")
@@ -259,36 +265,60 @@ class Tracer:
     def _assign(self, window: records.Window, phases: list, test: dict[str, Any]) -> None:
         """Give each event of ``phases`` to the test, a wider fixture, or "other threads"."""
         raws = self._trace._raw
-        spans = [(s, e) for _phase, s, e, _d in phases]
-        picked = [raws[i] for s, e in spans for i in range(s, e)]
-        if not picked and not any(d for *_x, d in phases):
+        if not any(end > start or dropped for _phase, start, end, dropped in phases):
             return
-        stacks = records.stacks_of(picked, self._resolve, DEPTH)
         for phase, start, end, dropped in phases:
             records.add_dropped(test, phase, dropped)
-            for i in range(start, end):
-                raw = raws[i]
+            cut = end
+            if end - start > ONE_BY_ONE and not any(s < end and e > start + ONE_BY_ONE for s, e, _k in window.fixtures):
+                cut = start + ONE_BY_ONE  # the rest has no fixture's range in it: counted, not listed
+            picked = raws[start:cut]
+            stacks = records.stacks_of(picked, self._resolve, DEPTH)
+            listed: dict[Any, list] = {}  # stack id -> its frames as listed, made once per stack
+            for i, raw in enumerate(picked, start):
                 stack = stacks.get(raw[4], ())
-                base = raw[0].split(".", 1)[0]
-                self._touched.add(base)
-                key = (raw[4], raw[1])
-                foreign = self._foreign_at.get(key)
-                if foreign is None:
-                    if len(self._foreign_at) >= MAX_RESOLVED:
-                        self._foreign_at.clear()
-                    foreign = self._foreign_at[key] = records.foreign_seed(raw[1], stack)
-                if foreign:
-                    self._foreign.add(base)
+                target = self._target(window, test, raw[0], raw[1], raw[4], raw[5], stack, phase, i)
+                if target is None:
                     continue
-                if raw[1] == "seed" and raw[5] == window.thread:
-                    self._seeded.add(base)
-                noticed = stacks.get(records._moved_parts(raw)[1], ()) if raw[1] == records.UNATTRIBUTED else ()
-                if raw[5] != window.thread:
-                    target = self._record("outside:threads", "other threads (not blamed on the test they ran beside)",
-                                          "outside")
-                else:
-                    target = self._fixture_for(window, i, stack, phase) or test
-                records.add_event(target, raw, stack, noticed, phase)
+                shown = records._moved_parts(raw)[1] if raw[1] == records.UNATTRIBUTED else raw[4]
+                frames = listed.get(shown)
+                if frames is None:
+                    frames = listed[shown] = records.listed_frames(stacks.get(shown, ()))
+                records.add_event(target, raw, stack, (), phase, frames)
+            if cut < end:
+                self._tally(window, test, raws, cut, end, phase)
+
+    def _tally(self, window: records.Window, test: dict[str, Any], raws: list, start: int, end: int,
+               phase: str) -> None:
+        """Count events ``start:end`` of a phase by stream, kind, stack and thread, in C: none is listed."""
+        for (stream, kind, sid, thread), n in Counter(map(_TALLY_KEY, raws[start:end])).items():
+            stack = self._resolve(sid, DEPTH) if sid is not None and sid >= 0 else ()
+            target = self._target(window, test, stream, kind, sid, thread, stack, phase, -1)
+            if target is not None:
+                counts = target["counts"]
+                slot = f"{stream}|{kind}|{phase}"
+                counts[slot] = counts.get(slot, 0) + n
+                target["more"] += n
+
+    def _target(self, window: records.Window, test: dict[str, Any], stream: str, kind: str, sid: Any, thread: int,
+                stack: tuple, phase: str, index: int) -> Optional[dict[str, Any]]:
+        """The record an event goes to; None for a plugin's reseed (noted, never blamed)."""
+        base = stream.split(".", 1)[0]
+        self._touched.add(base)
+        key = (sid, kind)
+        foreign = self._foreign_at.get(key)
+        if foreign is None:
+            if len(self._foreign_at) >= MAX_RESOLVED:
+                self._foreign_at.clear()
+            foreign = self._foreign_at[key] = records.foreign_seed(kind, stack)
+        if foreign:
+            self._foreign.add(base)
+            return None
+        if kind == "seed" and thread == window.thread:
+            self._seeded.add(base)
+        if thread != window.thread:
+            return self._record("outside:threads", "other threads (not blamed on the test they ran beside)", "outside")
+        return self._fixture_for(window, index, stack, phase) or test
 
     def _fixture_for(self, window: records.Window, index: int, stack: tuple, phase: str) -> Optional[dict]:
         """The record of the wider-scoped fixture (or package setup_module) that made event ``index``, if one did."""

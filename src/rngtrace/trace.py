@@ -8,6 +8,7 @@ offset -> file, line, function) once, when the trace is finished.
 from __future__ import annotations
 
 import json
+import operator
 import os
 import sys
 from dataclasses import dataclass
@@ -28,6 +29,7 @@ NO_STACK = -1
 #: how the end-of-block check's notes end: the window then closes at the block's end, not at a call
 #: the seeding functions that draw their seed from OS entropy when given none
 ENTROPY_SEEDERS = frozenset({"seed", "seed_all"})
+_THREAD_OF = operator.itemgetter(5)  # a raw event's thread
 BLOCK_END = "noticed when the block ended"
 
 
@@ -339,7 +341,8 @@ class Trace:
         # replaced, never cleared), so resolving later gives what resolving now would.
         self._unresolved = resolve_stack
         if raw:
-            self._threads = {r[5]: thread_names.get(r[5], f"thread-{r[5]}") for r in raw}
+            # The distinct threads first, in C: a long trace has few threads and many events.
+            self._threads = {t: thread_names.get(t, f"thread-{t}") for t in set(map(_THREAD_OF, raw))}
         self._live = None
         self._events = None
         # torch's determinism flags, read once here and only where torch drew or was seeded.
