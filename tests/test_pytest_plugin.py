@@ -233,6 +233,27 @@ def test_with_pytest_randomly_a_stream_it_does_not_reseed_still_leaks_after_many
     assert "LEAKS torch" in found["test_suite.py::test_moves_torch_unseen"]
 
 
+def test_a_test_drawing_thousands_of_times_is_counted_whole_and_a_threads_draw_after_them_keeps_its_line(pytester):
+    source = """
+        import random
+        import threading
+
+        def test_many():
+            for _ in range(2500):
+                random.random()
+            thread = threading.Thread(target=random.random)
+            thread.start()
+            thread.join()
+            random.seed(4)
+    """
+    result = run(pytester, "--rng-trace", *NO_RANDOMLY, source=source)
+    result.assert_outcomes(passed=1)
+    found = entries(result.stdout.str())
+    assert "random  1 seed, 2,500 draws in call" in found["test_suite.py::test_many"]
+    others = found["other threads (not blamed on the test they ran beside)"]
+    assert "random  1 draw in call" in others and "threading.py" in others and "random.random ×1" in others
+
+
 def test_a_hypothesis_test_is_one_test_and_its_seeds_are_not_blamed(pytester):
     pytest.importorskip("hypothesis", reason="Hypothesis is in the test extra; not installed here")
     source = """

@@ -290,15 +290,38 @@ class Tracer:
 
     def _tally(self, window: records.Window, test: dict[str, Any], raws: list, start: int, end: int,
                phase: str) -> None:
-        """Count events ``start:end`` of a phase by stream, kind, stack and thread, in C: none is listed."""
-        for (stream, kind, sid, thread), n in Counter(map(_TALLY_KEY, raws[start:end])).items():
+        """Count events ``start:end`` of a phase by stream, kind, stack and thread, in C.
+
+        Only the events whose record is full are counted so; any other (another thread's draw
+        in a test that drew a million times) is still listed, in order.
+        """
+        listed = set()
+        for key, n in Counter(map(_TALLY_KEY, raws[start:end])).items():
+            stream, kind, sid, thread = key
             stack = self._resolve(sid, DEPTH) if sid is not None and sid >= 0 else ()
             target = self._target(window, test, stream, kind, sid, thread, stack, phase, -1)
+            if target is None:
+                continue
+            if len(target["events"]) < records.MAX_RECORD_EVENTS:
+                listed.add(key)
+                continue
+            counts = target["counts"]
+            slot = f"{stream}|{kind}|{phase}"
+            counts[slot] = counts.get(slot, 0) + n
+            target["more"] += n
+        if not listed:
+            return
+        for raw in raws[start:end]:
+            if _TALLY_KEY(raw) not in listed:
+                continue
+            stack = self._resolve(raw[4], DEPTH) if raw[4] is not None and raw[4] >= 0 else ()
+            target = self._target(window, test, raw[0], raw[1], raw[4], raw[5], stack, phase, -1)
             if target is not None:
-                counts = target["counts"]
-                slot = f"{stream}|{kind}|{phase}"
-                counts[slot] = counts.get(slot, 0) + n
-                target["more"] += n
+                unattributed = raw[1] == records.UNATTRIBUTED
+                shown = records._moved_parts(raw)[1] if unattributed else raw[4]
+                frames = stack if not unattributed else (
+                    self._resolve(shown, DEPTH) if shown is not None and shown >= 0 else ())
+                records.add_event(target, raw, stack, frames if unattributed else (), phase)
 
     def _target(self, window: records.Window, test: dict[str, Any], stream: str, kind: str, sid: Any, thread: int,
                 stack: tuple, phase: str, index: int) -> Optional[dict[str, Any]]:
