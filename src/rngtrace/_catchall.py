@@ -51,6 +51,20 @@ def _shielded(callback: Callable, main_thread: Optional[int]) -> Callable:
     return _speedups.Shielded(callback, main_thread)
 
 
+def _own_failure(error: Exception) -> bool:
+    """Whether a callback's ``error`` is its own, not one a signal handler raised while it ran.
+
+    A callback never raises its own error (the recursion limit reached, a bug) into the
+    program. An exception a signal handler raised in it (a timeout's) is the program's: it
+    goes on, and the accelerator's ``Shielded`` raises it at the program's next safe point.
+    A handler's frame is the innermost of the traceback.
+    """
+    tb = error.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    return tb is None or tb.tb_frame.f_code.co_filename.startswith(_PACKAGE_DIR)
+
+
 class CatchAll:
     """Common part: classify a callee and record it through the hub."""
 
@@ -182,38 +196,57 @@ class MonitoringCatchAll(CatchAll):
                 disabled[key] = weakref.ref(code, functools.partial(forget, key))
 
         def on_call(code: CodeType, offset: int, callee: Any, arg0: Any) -> Any:
-            if id(code) in own:
-                return disable
-            if code.co_filename.startswith(_PACKAGE_DIR):
-                # Our own wrappers and the hub: disabled for good, never enabled again at
-                # uninstall. Each event runs this callback, and a Ctrl-C landing in it before
-                # a `with lock:`'s exit call would leave the hub's lock held.
-                own.add(id(code))
-                return disable
-            if is_stand_in(code):
-                # The one-line stand-in a Python wrapper calls the original through (it carries
-                # the caller's file name): a call recorded already. Not kept in ``own``: it can
-                # be freed, and its id reused by the user's code.
-                return disable
-            source = lookup(callee, arg0)
-            if source is None and keep._keep and (
-                isinstance(arg0, keep._keep) or isinstance(getattr(callee, "__self__", None), keep._keep)
-            ):
+            try:
+                if id(code) in own:
+                    return disable
+                if code.co_filename.startswith(_PACKAGE_DIR):
+                    # Our own wrappers and the hub: disabled for good, never enabled again at
+                    # uninstall. Each event runs this callback, and a Ctrl-C landing in it before
+                    # a `with lock:`'s exit call would leave the hub's lock held.
+                    own.add(id(code))
+                    return disable
+                if is_stand_in(code):
+                    # The one-line stand-in a Python wrapper calls the original through (it carries
+                    # the caller's file name): a call recorded already. Not kept in ``own``: it can
+                    # be freed, and its id reused by the user's code.
+                    return disable
+                source = lookup(callee, arg0)
+                if source is None and keep._keep and (
+                    isinstance(arg0, keep._keep) or isinstance(getattr(callee, "__self__", None), keep._keep)
+                ):
+                    return None
+                # None: calls something else; OURS: a patched wrapper, which records the call itself.
+                if source is None or source is OURS or handle(source, callee, sys._getframe(1), False) is INTERNAL:
+                    remember(code)
+                    return disable
                 return None
-            # None: calls something else; OURS: a patched wrapper, which records the call itself.
-            if source is None or source is OURS or handle(source, callee, sys._getframe(1), False) is INTERNAL:
-                remember(code)
-                return disable
-            return None
+            except (RecursionError, MemoryError):
+                # Its own failure stays here (at the recursion limit it can call nothing): the call
+                # goes ahead as untraced, and a move it did not record shows as unattributed.
+                return None
+            except Exception as error:  # noqa: BLE001
+                if _own_failure(error):
+                    return None
+                raise
 
         states = hub.rec.states
         getframe = sys._getframe
 
         def on_exit(code: CodeType, offset: int, value: Any) -> None:
             # A frame the stack cache knows is leaving: its id may name another frame next.
-            st = states.get(get_ident())
-            if st is not None and st.frames:
-                st.frames.pop(id(getframe(1)), None)
+            try:
+                st = states.get(get_ident())
+                if st is not None and st.frames:
+                    st.frames.pop(id(getframe(1)), None)
+            except BaseException as error:
+                # Only an interrupt (or no memory) lands here: this calls no Python code (and where it
+                # gets no frame at the limit, the frame leaving was never cached: a capture needs more
+                # room above it). The exit went unseen, so an id the cache holds may name a frame gone.
+                st = states.get(get_ident())
+                if st is not None:
+                    st.frames = None
+                if not isinstance(error, (RecursionError, MemoryError)):
+                    raise  # the program's (a Ctrl-C): the accelerator raises it at its next safe point
 
         self._callback = on_call
         self._on_exit = on_exit
@@ -285,22 +318,31 @@ class ProfileCatchAll(CatchAll):
         states = hub.rec.states
 
         def profile(frame: FrameType, event: str, arg: Any) -> None:
-            if event != "c_call":
-                if event == "return":  # also on exceptions and yields: the frame is leaving
-                    st = states.get(get_ident())
-                    if st is not None and st.frames:
-                        st.frames.pop(id(frame), None)
+            try:
+                if event != "c_call":
+                    if event == "return":  # also on exceptions and yields: the frame is leaving
+                        st = states.get(get_ident())
+                        if st is not None and st.frames:
+                            st.frames.pop(id(frame), None)
+                    return
+                if not hub.active:
+                    # A thread started during a trace outlived it: take the hook off here.
+                    if sys.getprofile() is profile:
+                        sys.setprofile(None)
+                    return
+                source = lookup(arg)
+                code = frame.f_code
+                if source is None or source is OURS or code.co_filename.startswith(_PACKAGE_DIR) or is_stand_in(code):
+                    return
+                handle(source, arg, frame, True)
+            # A hook that raises is taken off by Python, its error raised in the program. At the
+            # recursion limit even its C calls fail (3.10/3.11 count them); a frame it then fails to
+            # drop was never cached: a capture needs more room above a frame than this hook does.
+            except (RecursionError, MemoryError):
                 return
-            if not hub.active:
-                # A thread started during a trace outlived it: take the hook off here.
-                if sys.getprofile() is profile:
-                    sys.setprofile(None)
-                return
-            source = lookup(arg)
-            code = frame.f_code
-            if source is None or source is OURS or code.co_filename.startswith(_PACKAGE_DIR) or is_stand_in(code):
-                return
-            handle(source, arg, frame, True)
+            except Exception as error:  # noqa: BLE001
+                if not _own_failure(error):
+                    raise
 
         self._profile = profile
         # threading.setprofile promises the user's hook to every new thread: ours rides along.

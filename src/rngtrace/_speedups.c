@@ -253,8 +253,18 @@ shielded_vectorcall(PyObject *op, PyObject *const *args, size_t nargsf, PyObject
 {
     Shielded *self = (Shielded *)op;
     PyObject *result = PyObject_Vectorcall(self->fn, args, nargsf, kwnames);
-    if (result != NULL || PyThread_get_thread_ident() != self->main_ident)
+    if (result != NULL)
         return result;
+    /* The callback's own failure, on any thread: at the recursion limit it gets no frame to run
+     * in (the callbacks catch these themselves once they run). Never the program's: deferred,
+     * it would fire in the next callback, be deferred again there, and so on down an unwinding
+     * stack, skipping each callback's work, until it reached the program's handler. */
+    if (PyErr_ExceptionMatches(PyExc_RecursionError) || PyErr_ExceptionMatches(PyExc_MemoryError)) {
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    if (PyThread_get_thread_ident() != self->main_ident)
+        return NULL;
     PyObject *type, *value, *traceback;
     PyErr_Fetch(&type, &value, &traceback);
     PyErr_NormalizeException(&type, &value, &traceback);
@@ -331,7 +341,8 @@ static PyTypeObject ShieldedType = {
     .tp_basicsize = sizeof(Shielded),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
     .tp_doc = "Shielded(fn, main_thread_ident): fn, whose exceptions on the main thread are raised "
-              "again at the program's next safe point instead of where it was called.",
+              "again at the program's next safe point instead of where it was called; its "
+              "RecursionError or MemoryError is dropped on every thread.",
     .tp_new = shielded_new,
     .tp_dealloc = (destructor)shielded_dealloc,
     .tp_traverse = (traverseproc)shielded_traverse,

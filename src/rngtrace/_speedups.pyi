@@ -69,7 +69,8 @@ class InPlace:
 class Shielded:
     """``fn``, called through; on the main thread what it raises is raised again at the program's
     next safe point (a pending call) and the call returns None: a monitoring callback never
-    raises into the call it reports."""
+    raises into the call it reports. A RecursionError or MemoryError, ``fn``'s own failure,
+    is dropped on every thread (the call returns None)."""
 
     def __init__(self, fn: Callable[..., Any], main_thread_ident: int) -> None: ...
     def __call__(self, *args: Any) -> Any: ...
