@@ -38,7 +38,7 @@ PROGRAM = textwrap.dedent(
         np.random.rand()
 
     def draw_singleton():
-        random._inst.random()  # a bound method made at each call: only the catch-all sees it
+        random._inst.random()  # the instance's method, patched on its class (a C Recorder, with the accelerator)
 
     def nothing():
         pass
@@ -117,7 +117,7 @@ def test_a_caught_recursion_error_lets_the_handler_run_and_the_program_go_on(dra
         pytest.skip("the C accelerator is not built or is turned off")
     result = run(draw, pure)
     assert result["handled"]
-    if draw in ("through the singleton", "no draw"):
+    if draw == "no draw" or (draw == "through the singleton" and not pure):
         # What it caught is its own RecursionError, raised in its own code: no callback raised one.
         # (A Python wrapper, without the accelerator, is a frame of the draw: the limit can fall in it.)
         assert result["raised in"] == "<string>"
