@@ -29,7 +29,9 @@ def _namespaces() -> dict[str, dict[str, object]]:
     for name in _WATCHED:
         module = sys.modules.get(name)
         if module is not None:
-            out[name] = dict(vars(module))
+            # Not __warningregistry__: CPython's warnings write it in the module whose code runs when a
+            # warning comes (a coroutine collected unawaited while random.py runs), rngtrace or not.
+            out[name] = {k: v for k, v in vars(module).items() if k != "__warningregistry__"}
     mtrand = sys.modules.get("numpy.random.mtrand")
     if mtrand is not None:
         out["numpy.random.RandomState"] = dict(vars(mtrand.RandomState))

@@ -136,7 +136,12 @@ def _nothing_left(before: dict[str, Any]) -> Callable[[], Optional[str]]:
         after = _left_behind()
         if after == before:
             return None
-        return "left behind: " + ", ".join(sorted(k for k in before if before[k] != after[k]))
+        changed = sorted(k for k in before if before[k] != after[k])
+        if "namespaces" in changed:  # which attributes: what the failure is about
+            old, new = before["namespaces"], after["namespaces"]
+            changed += [f"{name}.{key}" for name in old for key in old[name].keys() | new.get(name, {}).keys()
+                        if old[name].get(key) is not new.get(name, {}).get(key)][:5]
+        return "left behind: " + ", ".join(changed)
 
     return check
 
