@@ -160,7 +160,8 @@ def test_a_pool_terminated_by_its_with_block_loses_no_draw_of_its_workers(method
         with rng_trace(print=False) as trace:
             with context.Pool(2) as pool:
                 pool.map(_draw, range(8), chunksize=1)
-        assert sum(e.api == "numpy.random.rand" for e in trace.events) == 8
+        got = sum(e.api == "numpy.random.rand" for e in trace.events)
+        assert got == 8, (got, [p.exit for p in trace.processes], trace.notes)
         assert not [note for note in trace.notes if "ended abruptly" in note]
 
 
