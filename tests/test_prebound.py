@@ -10,10 +10,12 @@ from __future__ import annotations
 import importlib
 import random
 import sys
+import types
 from pathlib import Path
 from types import ModuleType
 from typing import Iterator
 
+import numpy as np
 import pytest
 
 from rngtrace import rng_trace
@@ -93,3 +95,26 @@ def test_learning_draws_the_same_values_as_untraced(prebound: ModuleType) -> Non
         with rng_trace(print=False):
             traced.append(prebound.pick())
     assert traced == untraced
+
+
+_held = types.SimpleNamespace(draw=types.SimpleNamespace(random=random.random))  # bound before tracing
+
+
+def _through_the_catchall() -> float:
+    return _held.draw.random()  # the same bytecode as below: a frame at the same address, the same offset
+
+
+def _through_a_wrapper() -> float:
+    return np.random.rand()
+
+
+def test_a_wrappers_call_at_the_address_and_offset_of_a_catchall_record_is_still_recorded():
+    # The catch-all marks the call it recorded (the frame and offset) for the wrapper it may run
+    # into; a later frame of other code at that address and offset is another call, recorded too.
+    with rng_trace(print=False) as trace:
+        for _ in range(50):
+            _through_the_catchall()
+            _through_a_wrapper()
+    kinds = [(e.kind, e.api) for e in trace.events]
+    assert ("unattributed", "numpy state") not in kinds
+    assert kinds.count(("draw", "numpy.random.rand")) == 50

@@ -148,7 +148,9 @@ class CatchAll:
         if kind == "draw":
             rec.check(stream, api, start)
         rec.record(stream, kind, api, None, start, detail, st)
-        st.pending = (id(frame), frame.f_lasti)  # an id: rngtrace keeps no frame alive
+        # An id: rngtrace keeps no frame alive. With the code: a later frame at the same address and
+        # offset (a pending left by a C call no wrapper ran inside) is another call, not this one.
+        st.pending = (id(frame), frame.f_lasti, frame.f_code)
         # The call happens after this hook returns: its move is explained, not yet seen.
         rec.forget_fingerprint(stream)
         # Where the reference lives in the caller's module, patch it: later calls and

@@ -544,7 +544,8 @@ def recorded_by_catchall(st: Any, frame: Optional[FrameType]) -> bool:
     if pending is None:
         return False
     st.pending = None
-    return frame is not None and pending[0] == id(frame) and pending[1] == frame.f_lasti
+    return (frame is not None and pending[0] == id(frame) and pending[1] == frame.f_lasti
+            and pending[2] is frame.f_code)
 
 
 def call_busy(st: Any, frame: Optional[FrameType], original: Callable, args: tuple, kwargs: dict) -> Any:
