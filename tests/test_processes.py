@@ -162,7 +162,11 @@ def test_a_pool_terminated_by_its_with_block_loses_no_draw_of_its_workers(method
                 pool.map(_draw, range(8), chunksize=1)
         got = sum(e.api == "numpy.random.rand" for e in trace.events)
         assert got == 8, (got, [p.exit for p in trace.processes], trace.notes)
-        assert not [note for note in trace.notes if "ended abruptly" in note]
+        if _base._speedups is not None:
+            # Without the accelerator a SIGTERM landing between a worker's last result and its next
+            # wait kills it with no last word (README's limits): nothing is lost, but its end is
+            # noted as abrupt. With it, the worker writes its end first.
+            assert not [note for note in trace.notes if "ended abruptly" in note]
 
 
 @pytest.mark.parametrize("method", ["fork", "spawn"])
