@@ -292,36 +292,41 @@ class Tracer:
                phase: str) -> None:
         """Count events ``start:end`` of a phase by stream, kind, stack and thread, in C.
 
-        Only the events whose record is full are counted so; any other (another thread's draw
-        in a test that drew a million times) is still listed, in order.
+        Events whose record still has room (another thread's draw in a test that drew a million
+        times) are listed first, in order, until their record is full; the rest are counted.
         """
-        listed = set()
-        for key, n in Counter(map(_TALLY_KEY, raws[start:end])).items():
+        tally = Counter(map(_TALLY_KEY, raws[start:end]))
+        targets: dict[tuple, dict[str, Any]] = {}
+        for key in tally:
             stream, kind, sid, thread = key
             stack = self._resolve(sid, DEPTH) if sid is not None and sid >= 0 else ()
             target = self._target(window, test, stream, kind, sid, thread, stack, phase, -1)
-            if target is None:
-                continue
-            if len(target["events"]) < records.MAX_RECORD_EVENTS:
-                listed.add(key)
-                continue
-            counts = target["counts"]
-            slot = f"{stream}|{kind}|{phase}"
-            counts[slot] = counts.get(slot, 0) + n
-            target["more"] += n
-        if not listed:
-            return
-        for raw in raws[start:end]:
-            if _TALLY_KEY(raw) not in listed:
-                continue
-            stack = self._resolve(raw[4], DEPTH) if raw[4] is not None and raw[4] >= 0 else ()
-            target = self._target(window, test, raw[0], raw[1], raw[4], raw[5], stack, phase, -1)
             if target is not None:
-                unattributed = raw[1] == records.UNATTRIBUTED
-                shown = records._moved_parts(raw)[1] if unattributed else raw[4]
-                frames = stack if not unattributed else (
-                    self._resolve(shown, DEPTH) if shown is not None and shown >= 0 else ())
-                records.add_event(target, raw, stack, frames if unattributed else (), phase)
+                targets[key] = target
+        roomy = {key for key, target in targets.items() if len(target["events"]) < records.MAX_RECORD_EVENTS}
+        for i in range(start, end) if roomy else ():
+            raw = raws[i]
+            key = _TALLY_KEY(raw)
+            if key not in roomy:
+                continue
+            target = targets[key]
+            unattributed = raw[1] == records.UNATTRIBUTED
+            shown = records._moved_parts(raw)[1] if unattributed else raw[4]
+            frames = self._resolve(shown, DEPTH) if shown is not None and shown >= 0 else ()
+            records.add_event(target, raw, (), frames if unattributed else (), phase,
+                              records.listed_frames(frames))
+            tally[key] -= 1
+            if len(target["events"]) >= records.MAX_RECORD_EVENTS:
+                roomy -= {k for k in roomy if targets[k] is target}
+                if not roomy:
+                    break
+        for key, target in targets.items():
+            n = tally[key]
+            if n:
+                counts = target["counts"]
+                slot = f"{key[0]}|{key[1]}|{phase}"
+                counts[slot] = counts.get(slot, 0) + n
+                target["more"] += n
 
     def _target(self, window: records.Window, test: dict[str, Any], stream: str, kind: str, sid: Any, thread: int,
                 stack: tuple, phase: str, index: int) -> Optional[dict[str, Any]]:
