@@ -254,6 +254,21 @@ def test_a_test_drawing_thousands_of_times_is_counted_whole_and_a_threads_draw_a
     assert "random  1 draw in call" in others and "threading.py" in others and "random.random ×1" in others
 
 
+def test_rngtraces_own_modules_are_imported_without_pytests_assert_rewriting(pytester):
+    # pytest rewrites a plugin package's modules, compiling each from source where no bytecode is
+    # written: a tenth of a second on every traced run, for asserts that are not test assertions.
+    source = """
+        import sys
+
+        def test_loaders():
+            names = [n for n in sys.modules if n.startswith("rngtrace.") and n != "rngtrace.pytest_plugin"]
+            assert "rngtrace._hub" in names and "rngtrace._pytest_tracer" in names
+            rewritten = [n for n in names if type(sys.modules[n].__loader__).__name__ == "AssertionRewritingHook"]
+            assert rewritten == []
+    """
+    run(pytester, "--rng-trace", *NO_RANDOMLY, source=source).assert_outcomes(passed=1)
+
+
 def test_a_hypothesis_test_is_one_test_and_its_seeds_are_not_blamed(pytester):
     pytest.importorskip("hypothesis", reason="Hypothesis is in the test extra; not installed here")
     source = """
