@@ -287,7 +287,9 @@ def _left_state() -> dict:
     from conftest import _global_hooks, _namespaces as every_namespace
 
     held = sorted(name for name, lock in _locks_a_trace_takes().items() if lock._is_owned())
+    st = HUB.rec.states.get(threading.get_ident())
     return {**every_namespace(), **_global_hooks(), "hooked": HUB.hooked(), "strays": len(HUB.patches.strays),
+            "busy": bool(st is not None and st.busy),
             "locks held": held}
 
 

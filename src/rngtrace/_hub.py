@@ -290,6 +290,12 @@ class Hub:
                     self._merge_children(session)
                 if not self.active:
                     self.rec.new_table()  # after the trace took its thread names
+                    # Nothing records now. Without the accelerator a Ctrl-C at the first line of a
+                    # wrapper's finally leaves this thread marked inside a recorded call, and every
+                    # later trace would take its moves for part of that call: it is not in one.
+                    st = self.rec.states.get(threading.get_ident())
+                    if st is not None:
+                        st.busy, st.pending = False, None
 
     def _release(self, session: _Session) -> None:
         self._unsettled = True
