@@ -38,14 +38,14 @@ def write_suite(folder: str) -> None:
             out.writelines(f"def test_{t}():\n    assert {t} == {t}\n\n\n" for t in range(TESTS))
 
 
-def sklearn_module() -> Optional[str]:
+def sklearn_module() -> Optional[list[str]]:
     """scikit-learn's test_split.py, where scikit-learn is installed."""
     try:
         import sklearn
     except ImportError:
         return None
     path = os.path.join(os.path.dirname(sklearn.__file__), "model_selection", "tests", "test_split.py")
-    return path if os.path.exists(path) else None
+    return [path] if os.path.exists(path) else None
 
 
 NETWORKX_MODULES = ("test_random_graphs.py", "test_degree_seq.py", "test_trees.py")
@@ -103,28 +103,19 @@ def main(argv: list[str] | None = None) -> int:
         write_suite(folder)
         if "trivial" in only:
             rows(f"{FILES * TESTS:,} trivial tests", folder, [], f"{FILES * TESTS} passed", args.rounds)
-        module = sklearn_module()
-        if "sklearn" not in only:
-            pass
-        elif module is None:
-            print("| pytest scikit-learn's test_split.py | not installed: skipped | | | |")
-        else:
+        suites = (("sklearn", "scikit-learn's test_split.py", sklearn_module()),
+                  ("networkx", "networkx's " + ", ".join(NETWORKX_MODULES), networkx_modules()))
+        for key, name, paths in suites:
+            if key not in only:
+                continue
+            if paths is None:
+                print(f"| pytest {name} | not installed: skipped | | | |")
+                continue
             # Run from outside the package, with its rootdir our folder: as a user runs a library's tests.
             # An ini of the folder's own: not the one above the installed package (this project's, here).
             with open(os.path.join(folder, "pytest.ini"), "w") as out:
                 out.write("[pytest]\n")
-            rows("scikit-learn's test_split.py", folder, [module, "--rootdir", folder, "-c", "pytest.ini"], None,
-                 args.rounds)
-        modules = networkx_modules()
-        if "networkx" not in only:
-            pass
-        elif modules is None:
-            print("| pytest networkx's generator tests | not installed: skipped | | | |")
-        else:
-            with open(os.path.join(folder, "pytest.ini"), "w") as out:
-                out.write("[pytest]\n")
-            rows("networkx's " + ", ".join(NETWORKX_MODULES), folder,
-                 [*modules, "--rootdir", folder, "-c", "pytest.ini"], None, args.rounds)
+            rows(name, folder, [*paths, "--rootdir", folder, "-c", "pytest.ini"], None, args.rounds)
     return 0
 
 

@@ -221,8 +221,14 @@ class Tracer:
             return False
         if when != "teardown":
             return True
+        return self._unmoved()
+
+    def _unmoved(self, skip: Any = ()) -> bool:
+        """Whether every stream but those of ``skip`` is where the test found it (its quick states)."""
         after = self._snapshot()
         for name, states in self._before.items():
+            if name in skip:
+                continue
             now = after.get(name)
             if now is None or now.keys() != states.keys():
                 return False
@@ -249,16 +255,9 @@ class Tracer:
             if raw[5] != thread or not foreign_at.get((raw[4], raw[1])):
                 return False
             bases.add(raw[0].split(".", 1)[0])
-        after = self._snapshot()
-        for name, states in self._before.items():
-            if name in bases:
-                continue  # reseeded by the plugin: where it left the stream is no leak (see _leaks)
-            now = after.get(name)
-            if now is None or now.keys() != states.keys():
-                return False
-            source = self._sources.get(name)
-            if not all(_same(source, old, now[stream]) for stream, old in states.items()):
-                return False
+        # A stream the plugin reseeded: where it left it is no leak (see _leaks).
+        if not self._unmoved(skip=bases):
+            return False
         self._known.update(self._full(bases))
         return True
 
@@ -278,13 +277,8 @@ class Tracer:
             for i, raw in enumerate(picked, start):
                 stack = stacks.get(raw[4], ())
                 target = self._target(window, test, raw[0], raw[1], raw[4], raw[5], stack, phase, i)
-                if target is None:
-                    continue
-                shown = records._moved_parts(raw)[1] if raw[1] == records.UNATTRIBUTED else raw[4]
-                frames = listed.get(shown)
-                if frames is None:
-                    frames = listed[shown] = records.listed_frames(stacks.get(shown, ()))
-                records.add_event(target, raw, stack, (), phase, frames)
+                if target is not None:
+                    records.add_event(target, raw, stack, (), phase, self._listed(raw, listed))
             if cut < end:
                 self._tally(window, test, raws, cut, end, phase)
 
@@ -304,17 +298,14 @@ class Tracer:
             if target is not None:
                 targets[key] = target
         roomy = {key for key, target in targets.items() if len(target["events"]) < records.MAX_RECORD_EVENTS}
+        listed: dict[Any, list] = {}
         for i in range(start, end) if roomy else ():
             raw = raws[i]
             key = _TALLY_KEY(raw)
             if key not in roomy:
                 continue
             target = targets[key]
-            unattributed = raw[1] == records.UNATTRIBUTED
-            shown = records._moved_parts(raw)[1] if unattributed else raw[4]
-            frames = self._resolve(shown, DEPTH) if shown is not None and shown >= 0 else ()
-            records.add_event(target, raw, (), frames if unattributed else (), phase,
-                              records.listed_frames(frames))
+            records.add_event(target, raw, (), (), phase, self._listed(raw, listed))
             tally[key] -= 1
             if len(target["events"]) >= records.MAX_RECORD_EVENTS:
                 roomy -= {k for k in roomy if targets[k] is target}
@@ -327,6 +318,15 @@ class Tracer:
                 slot = f"{key[0]}|{key[1]}|{phase}"
                 counts[slot] = counts.get(slot, 0) + n
                 target["more"] += n
+
+    def _listed(self, raw: tuple, listed: dict[Any, list]) -> list:
+        """The frames an event's record lists (the noticing call's for an unattributed move), made once per stack."""
+        shown = records._moved_parts(raw)[1] if raw[1] == records.UNATTRIBUTED else raw[4]
+        frames = listed.get(shown)
+        if frames is None:
+            stack = self._resolve(shown, DEPTH) if shown is not None and shown >= 0 else ()
+            frames = listed[shown] = records.listed_frames(stack)
+        return frames
 
     def _target(self, window: records.Window, test: dict[str, Any], stream: str, kind: str, sid: Any, thread: int,
                 stack: tuple, phase: str, index: int) -> Optional[dict[str, Any]]:
