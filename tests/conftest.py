@@ -53,6 +53,9 @@ def _global_hooks() -> dict[str, object]:
     torch = sys.modules.get("torch")
     if torch is not None and hasattr(torch, "_C"):
         hooks["torch function modes"] = torch._C._len_torch_function_stack()
+    speedups = sys.modules.get("rngtrace._speedups")
+    if speedups is not None:
+        hooks["builtins recording in place"] = speedups.hooked_builtins()
     wrapt_importer = sys.modules.get("wrapt.importer")
     if wrapt_importer is not None:
         hooks["post-import hooks"] = {

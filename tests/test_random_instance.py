@@ -33,9 +33,10 @@ def test_calls_through_the_module_instance_are_recorded_from_the_first_call_at_t
 
 
 def test_a_seed_through_the_instance_is_a_seed_with_its_value():
+    saved = random.getstate()
     with rng_trace(print=False) as trace:
         random._inst.seed(42)
-        random._inst.setstate(random.getstate())
+        random._inst.setstate(saved)  # changes the state back: a seed (one of the state held is none)
     assert [(e.kind, e.api, e.detail) for e in trace.events] == [
         ("seed", "random.seed", "42"), ("seed", "random.setstate", "<tuple>")
     ]

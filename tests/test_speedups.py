@@ -302,7 +302,7 @@ def test_the_dropout_conditions_in_c_decide_as_the_python_ones_do():
     fast, pure = (run_program(pure, DROPOUT_PROGRAM) for pure in (False, True))
     assert fast == pure
     assert len(fast["events"]) > 20 and fast["errors"]  # p=1.5 is refused by dropout itself, and still a draw here
-    assert any(kind == "draw" and api == "torch.nn.functional.dropout" for kind, api, *_ in fast["events"])
+    assert any(kind == "draw" and api == "torch.dropout" for kind, api, *_ in fast["events"])
 
 
 def test_a_condition_reads_positions_keywords_and_defaults_and_counts_what_it_cannot_judge_as_a_draw():
@@ -342,12 +342,12 @@ def test_dropout_in_training_takes_the_fast_path_and_eval_draws_nothing():
     x = torch.ones(8)
 
     def draws():
-        F.dropout(x, 0.5, True)  # draws: recorded by the C Recorder, which asks the condition itself
+        F.dropout(x, 0.5, True)  # draws (torch.dropout, in place): the C Recorder asks the condition itself
         F.dropout(x, 0.5, False)  # eval: no draw, no event
 
     with rng_trace(print=False, streams="torch") as trace:
         wrapper_calls = python_path_calls(draws, 200)
-    assert [e.api for e in trace.events] == ["torch.nn.functional.dropout"] * 200
+    assert [e.api for e in trace.events] == ["torch.dropout"] * 200
     assert wrapper_calls == []
 
 

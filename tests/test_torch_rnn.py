@@ -42,7 +42,7 @@ def test_lstm_dropout_is_a_draw_at_the_line_that_calls_the_lstm_not_the_next_one
         drop(output)
     assert summary(trace) == [
         ("torch", "draw", "torch.nn.LSTM (dropout)", 24),  # one layer's output of 3 x 2 x 4
-        ("torch", "draw", "torch.nn.functional.dropout", 24),
+        ("torch", "draw", "torch.dropout", 24),
     ]
     assert lines_here(trace.events[0])[0] == line
     assert lines_here(trace.events[1])[0] == line + 1

@@ -15,6 +15,13 @@ changed. An entry skipped that way is a stray: whenever one of rngtrace's
 wrappers is found back in its place (the other tool restored what it saved),
 the next hub call puts the original there.
 
+A builtin a source marks ``IN_PLACE`` is not replaced at all: with the C
+accelerator the builtin object itself calls its wrapper while its set is applied
+(``_speedups.hook_builtins``), so every reference to it, bound before the trace or
+checked by identity (torch.compile's guards), is the same object, recording. Its
+hooks go on after the set's attributes and come off before them; both passes
+are idempotent, so one cut short by an interrupt is completed by the next.
+
 Post-import hooks (wrapt's registry) live here too: a stream whose library is
 imported inside a trace is installed the moment it is.
 """
@@ -24,6 +31,8 @@ from __future__ import annotations
 import ctypes
 import gc
 from typing import Any, Callable, Iterable, Optional
+
+from .sources._base import IN_PLACE
 
 INHERITED = object()  # the attribute lived on a base class: undo by deleting ours
 
@@ -71,6 +80,24 @@ def _swap_python(entries: list[Entry], forward: bool, inherited: object, stamps:
     return strays
 
 
+def _hook(parts: Iterable["PatchSet"], forward: bool) -> None:
+    """Hook (or unhook) the in-place builtins of ``parts``: each set's, in one C call per set."""
+    for patch_set in parts:
+        if patch_set.hooks:  # only built where the accelerator is
+            _hook_builtins()(patch_set.hooks, forward)
+
+
+_HOOK_BUILTINS: list[Callable[[list, bool], bool]] = []  # the C call, found once
+
+
+def _hook_builtins() -> Callable[[list, bool], bool]:
+    if not _HOOK_BUILTINS:
+        from .sources._base import _speedups
+
+        _HOOK_BUILTINS.append(_speedups.hook_builtins)  # type: ignore[union-attr]
+    return _HOOK_BUILTINS[0]
+
+
 def _swapper() -> Callable[..., Any]:
     from .sources._base import _speedups
 
@@ -80,11 +107,13 @@ def _swapper() -> Callable[..., Any]:
 class PatchSet:
     """One source's patches, made once per process and reused while nobody patched over them."""
 
-    __slots__ = ("source", "entries", "applied", "stamps")
+    __slots__ = ("source", "entries", "hooks", "applied", "stamps")
 
     def __init__(self, source: Any) -> None:
         self.source = source
         self.entries: list[Entry] = []
+        #: (builtin, wrapper) for each builtin that records in place
+        self.hooks: list[tuple[Any, Any]] = []
         #: each namespace's dict version after our last pass (C only): unchanged, no check needed
         self.stamps: dict[int, int] = {}
         #: the wrappers are in place (or an undo of them has not completed yet)
@@ -94,6 +123,10 @@ class PatchSet:
         """Apply a source's patches as it yields them (numpy binds later ones to earlier ones)."""
         self.applied = True
         for parent, attr, wrapper in plan:
+            if attr == IN_PLACE:
+                self.hooks.append((parent, wrapper))
+                _hook((self,), True)
+                continue
             namespace, kind = namespace_of(parent)
             original = namespace.get(attr, INHERITED)
             self.entries.append((namespace, attr, original, wrapper, kind))
@@ -102,16 +135,19 @@ class PatchSet:
                 _type_modified((kind,))
 
     def wrappers(self) -> list[object]:
-        """Every replacement this set puts in place."""
-        return [entry[3] for entry in self.entries]
+        """Every replacement this set puts in place, and the builtins that record in place."""
+        # A wrapper a class holds as a static method (torch._VF's) is the function inside it.
+        wrappers = [e[3].__func__ if isinstance(e[3], staticmethod) else e[3] for e in self.entries]
+        return wrappers + [fn for fn, _wrapper in self.hooks]
 
     def by_original(self) -> dict[int, tuple[Any, Any]]:
         """id(original) -> (original, wrapper) for the module-level functions this set replaces."""
         return {id(e[2]): (e[2], e[3]) for e in self.entries if e[4] is None and e[2] is not INHERITED}
 
     def describe(self) -> list[str]:
-        """``module.attribute`` for each patched attribute."""
-        return [f"{_owner_name(ns, kind)}.{attr}" for ns, attr, _o, _w, kind in self.entries]
+        """``module.attribute`` for each patched attribute, and each builtin recording in place."""
+        hooked = [f"{getattr(fn, '__module__', None) or '?'}.{fn.__name__} (in place)" for fn, _w in self.hooks]
+        return [f"{_owner_name(ns, kind)}.{attr}" for ns, attr, _o, _w, kind in self.entries] + hooked
 
 
 class Patches:
@@ -139,6 +175,7 @@ class Patches:
             # Marked first: a pure-Python pass interrupted half-way is undone by the next call.
             patch_set.applied = True
             if self._swap(patch_set.entries, True, INHERITED, patch_set.stamps):
+                _hook((patch_set,), True)
                 self._apply_learned(name)
                 return patch_set
             patch_set.applied = False
@@ -204,6 +241,7 @@ class Patches:
         for patch_set in parts:
             patch_set.applied = True  # first: a pure-Python pass cut short is undone by the next call
         if self._swap(entries, True, INHERITED, stamps):
+            _hook(parts, True)
             return True
         for patch_set in parts:  # the swap changed nothing
             patch_set.applied = False
@@ -211,6 +249,7 @@ class Patches:
 
     def swap_out(self, parts: list[PatchSet], entries: list[Entry], stamps: dict) -> None:
         """Undo ``parts``, whose entries ``entries`` joins, in one swap; what someone patched over becomes a stray."""
+        _hook(parts, False)
         strays = self._swap(entries, False, INHERITED, stamps)
         if strays:
             self.strays.extend(entries[i] for i in strays)
@@ -289,6 +328,7 @@ class Patches:
             learned.applied = False
 
     def _undo(self, patch_set: PatchSet) -> None:
+        _hook((patch_set,), False)
         strays = self._swap(patch_set.entries, False, INHERITED, patch_set.stamps)
         if strays:
             self.strays.extend(patch_set.entries[i] for i in strays)

@@ -43,9 +43,35 @@ def is_hidden(filename: str) -> bool:
     """Tell whether frames of ``filename`` are left out of recorded stacks; never raises.
 
     rngtrace's own and runpy's: the stack of a program run with ``python -m``,
-    ``runpy`` or ``rngtrace run`` ends at the program's own first frame.
+    ``runpy`` or ``rngtrace run`` ends at the program's own first frame. And
+    torch.compile's machinery between a compiled call and the op it runs (see
+    ``is_compile_machinery``): a dozen frames nobody edits, which would push the
+    user's line past the recorded depth.
     """
-    return filename in _RUNPY or is_own(filename)
+    return filename in _RUNPY or is_own(filename) or is_compile_machinery(filename)
+
+
+# Inductor's and AOTAutograd's packages; torch._dynamo's frames stay: they mark compiled code.
+_COMPILE_PACKAGES = ("torch/_inductor/", "torch/_functorch/")
+
+
+def is_compile_machinery(filename: str) -> bool:
+    """Tell whether ``filename`` is torch.compile's: Inductor, AOTAutograd, or code they generated; never raises."""
+    if filename.startswith("<eval_with_key>") or ":codegen(" in filename:
+        return True  # FX's generated forward, AOTAutograd's generated wrappers
+    tail = package_tail(filename)
+    if tail is not None:
+        return tail.startswith(_COMPILE_PACKAGES)
+    return in_inductor_cache(filename)
+
+
+def in_inductor_cache(filename: str) -> bool:
+    """Tell whether ``filename`` is code Inductor wrote into its cache (``/tmp/torchinductor_<user>/...``)."""
+    parts = filename.replace("\\", "/").split("/")
+    if any(part.startswith("torchinductor_") for part in parts[:-1]):
+        return True
+    cache = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+    return bool(cache) and os.path.isabs(filename) and _under(_norm(filename), _norm(cache))
 
 
 def label_cells(labeller: Callable[[str], str | None] | None) -> None:
@@ -72,7 +98,7 @@ def is_user_file(filename: str) -> bool:
     """
     if filename.startswith("<"):
         return filename.startswith(_INTERACTIVE)
-    if package_tail(filename) is not None or is_own(filename):
+    if package_tail(filename) is not None or is_own(filename) or is_compile_machinery(filename):
         return False
     path = _norm(filename)
     stdlib, packages = _library_dirs()

@@ -193,6 +193,9 @@ class StackTable:
 
     def _capture_flat(self, frame: Optional[FrameType], depth: int) -> int:
         """Walk ``depth`` frames into a flat key; build tree nodes only for a new key."""
+        # Twice as many frames as are kept: hidden ones (torch.compile's dozen between a compiled
+        # call and its op) must not push the user's line out; resolve() keeps ``depth``.
+        depth *= 2
         if _c_flat_key is not None:
             flat = _c_flat_key(frame, depth)  # the same key, packed in one bytes object
         else:

@@ -115,6 +115,17 @@ class Event:
         return self.stack[0] if self.stack else None
 
     @property
+    def compiled(self) -> bool:
+        """Whether the call was made by code torch.compile compiled (Inductor's seeds, say), not by a line of Python."""
+        return any(
+            # The wrapper torch.compile puts around what it compiles (not a disabled region's);
+            # 3.10 records no qualified names.
+            (f.function.startswith("_TorchDynamoContext.__call__") or f.function == "compile_wrapper")
+            and f.filename.replace("\\", "/").endswith("torch/_dynamo/eval_frame.py")
+            for f in self.stack
+        )
+
+    @property
     def from_entropy(self) -> bool:
         """A seed given no value by a function that then seeds from OS entropy (``random.seed()``).
 

@@ -113,9 +113,11 @@ def api_label(event: Event) -> str:
     """``numpy.random.seed(666)``, ``numpy.random.rand ×3``, or the api alone."""
     if event.kind == SEED:
         return printable(f"{event.api}({event.detail if event.detail is not None else ''})")
+    # Compiled code names no line of its own: say what ran it, then the op.
+    api = f"torch.compile'd code: {event.api}" if event.kind == DRAW and event.compiled else event.api
     if event.count is not None and event.kind == DRAW:
-        return printable(f"{event.api} ×{event.count:,}")
-    return printable(event.api)
+        return printable(f"{api} ×{event.count:,}")
+    return printable(api)
 
 
 def describe(frame: Frame | None, cwd: str) -> str:
@@ -229,7 +231,8 @@ _GENERATORS = {
 # torch APIs with no generator= parameter: only seeding the global stream fixes them.
 _NO_GENERATOR = frozenset({
     "dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout", "feature_alpha_dropout",
-    "rrelu", "scaled_dot_product_attention",
+    "rrelu", "scaled_dot_product_attention", "feature_dropout", "native_dropout",
+    "dropout_", "alpha_dropout_", "feature_dropout_", "feature_alpha_dropout_", "rrelu_",
 })
 _TORCH_DATA = "torch/utils/data/"
 _TORCH_MODULES = "torch/nn/modules/"
@@ -237,7 +240,8 @@ _TORCH_MODULES = "torch/nn/modules/"
 
 def _takes_no_generator(api: str) -> bool:
     # "torch.nn.LSTM (dropout)": a recurrent module's dropout between layers takes none either.
-    return api.endswith(" (dropout)") or api.rsplit(".", 1)[-1] in _NO_GENERATOR
+    # "torch.ops.aten.randint.low_out": an op compiled code calls (Inductor's seeds), no call of the user's.
+    return api.endswith(" (dropout)") or api.startswith("torch.ops.") or api.rsplit(".", 1)[-1] in _NO_GENERATOR
 
 
 def hints(trace: Trace) -> list[str]:

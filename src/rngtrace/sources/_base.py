@@ -16,7 +16,7 @@ import pickle
 import sys
 from _thread import get_ident
 from abc import ABC, abstractmethod
-from types import FrameType, MethodType
+from types import BuiltinFunctionType, FrameType, FunctionType, MethodType
 from typing import Any, Callable, ClassVar, Iterable, Optional
 
 from .._caller import call_as, is_stand_in
@@ -38,7 +38,11 @@ if _speedups is not None:
 # whose public call site was (or will be) seen on its own: skip it for good.
 INTERNAL = "internal"
 
-Patch = tuple  # (parent object, attribute name, replacement callable)
+Patch = tuple  # (parent object, attribute name, replacement callable), or (builtin, IN_PLACE, wrapper)
+#: A patch's attribute name for a builtin that records in place: the builtin object itself calls
+#: the wrapper (``_speedups.hook_builtins``), so code that holds it or checks its identity
+#: (torch.compile's guards) sees the same object traced or not.
+IN_PLACE = "<in place>"
 Hit = tuple  # (stream, kind, api, start frame, detail)
 
 
@@ -295,7 +299,11 @@ def recorder(
     # checks itself.
     declines = takes is not None
     if owner is not None:
-        takes = lambda args, kwargs: bool(args) and args[0] is owner  # noqa: E731
+        own = takes
+        if own is None:
+            takes = lambda args, kwargs: bool(args) and args[0] is owner  # noqa: E731
+        else:
+            takes = lambda args, kwargs: bool(args) and args[0] is owner and own(args, kwargs)  # noqa: E731
     library = library_of(stream)
     wrapper = entry(rec, original, record_call, takes, library, through, record_through)
     # A call from these files inside a recorded call is part of it (``entry``'s rule, asked in C too).
@@ -335,7 +343,8 @@ def reduce_as_original(wrapper: Any, protocol: Any) -> Any:
     pickle would refuse the stand-in, so the name is looked up on unpickling instead.
     """
     original = wrapper.__wrapped__
-    reduced = original.__reduce_ex__(protocol)
+    # A Python function (torch.manual_seed) pickles by its qualified name, as pickle saves one.
+    reduced = original.__qualname__ if isinstance(original, FunctionType) else original.__reduce_ex__(protocol)
     if not isinstance(reduced, str):
         return reduced
     module = getattr(original, "__module__", None) or pickle.whichmodule(original, reduced)
@@ -566,6 +575,58 @@ def draw_wrapper(rec: Any, stream: str, api: str, original: Callable, count_of: 
 def seed_wrapper(rec: Any, stream: str, api: str, original: Callable) -> Callable:
     """Wrap a reseeding function; the seed argument is kept as the event's detail."""
     return recorder(rec, stream, SEED, api, original)
+
+
+def restore_wrapper(
+    rec: Any, stream: str, api: str, original: Callable, current: Callable[[Any], bool],
+    owner: Optional[object] = None, method: bool = False,
+) -> Callable:
+    """Wrap a restore (``setstate``, ``set_rng_state``): recorded only where it changes the state.
+
+    Frameworks save and restore a stream around work of their own (torch.compile's
+    Dynamo restores ``random`` and torch at every compile): a restore of the state the
+    stream already holds moves nothing, and is no seed of anybody's. ``current(state)``
+    says whether ``state`` is the stream's state now; where it cannot tell (raises),
+    the call is recorded.
+    """
+    skip = 1 if owner is not None or method else 0
+    fingerprint = rec.fingerprint(stream)
+    lock = rec.stream_lock(stream)
+
+    def restore(*args: Any, **kwargs: Any) -> Any:
+        # The same state put back may still rewrite what the fingerprint reads (torch's
+        # set_state rewrites its head): once the call returns, take the state as explained --
+        # only where it was before, so a move nobody recorded is still reported.
+        with lock:
+            view, last = fingerprint.view, fingerprint.last
+            clean = view is not None and last is not None and view.value == last
+            result = original(*args, **kwargs)
+            if clean:
+                fingerprint.take()
+        return result
+
+    _named(restore, original)
+
+    def changes(args: tuple, kwargs: dict) -> bool:
+        state = args[skip] if len(args) > skip else next(iter(kwargs.values()), None)
+        try:
+            return not current(state)
+        except Exception:  # noqa: BLE001 (a state it cannot compare: the call says what it is)
+            return True
+
+    wrapper = recorder(rec, stream, SEED, api, restore, takes=changes, owner=owner, method=method and owner is None)
+    wrapper.__dict__["__wrapped__"] = original  # named, signed and pickled as the original, not ``restore``
+    return wrapper
+
+
+def twin_of(fn: Any) -> Optional[Callable]:
+    """A builtin calling what ``fn`` does, for a wrapper to call while ``fn`` records in place; None where it cannot (no accelerator)."""
+    if _speedups is None or type(fn) is not BuiltinFunctionType:
+        return None
+    try:
+        return _speedups.builtin_twin(fn)
+    except TypeError:  # a builtin method of a class (METH_METHOD): patched as an attribute
+        return None
 
 
 def inplace_count(args: tuple, kwargs: dict, name: str = "x") -> Optional[int]:

@@ -10,7 +10,9 @@ from types import FrameType
 from typing import Any, Iterable, Optional
 
 from ..trace import DRAW, SEED
-from ._base import INTERNAL, Hit, Patch, Source, Through, draw_wrapper, inplace_count, recorder, seed_wrapper
+from ._base import (
+    INTERNAL, Hit, Patch, Source, Through, draw_wrapper, inplace_count, recorder, restore_wrapper, seed_wrapper,
+)
 from ._inplace import in_place, inside, read_with_state
 
 _SEEDS = frozenset({"seed", "setstate"})
@@ -102,18 +104,27 @@ class RandomSource(Source):
                 api = f"random.{name}"
                 kind = SEED if name in _SEEDS else DRAW
                 counted = _method_count if name in _MANY else None
+                if name == "setstate":
+                    yield _random.Random, name, restore_wrapper(hub, "random", api, original, self._current, owner=inst)
+                    continue
                 yield _random.Random, name, recorder(
                     hub, "random", kind, api, original, count_of=counted, owner=inst, through=self._through
                 )
         for name in _public_names(self._inst):
             original = getattr(_random, name)
             api = f"random.{name}"
-            if name in _SEEDS:
+            if name == "setstate":
+                yield _random, name, restore_wrapper(hub, "random", api, original, self._current)
+            elif name in _SEEDS:
                 yield _random, name, seed_wrapper(hub, "random", api, original)
             else:
                 # Most return one number; only these return several, or shuffle in place.
                 counted = _count if name in _MANY else None
                 yield _random, name, draw_wrapper(hub, "random", api, original, counted)
+
+    def _current(self, state: Any) -> bool:
+        """Whether ``state`` is the hidden instance's state now (a restore of it moves nothing)."""
+        return type(state) is tuple and state == _random.Random.getstate(self._inst)
 
     def owners(self) -> Iterable[object]:
         return (self._inst,)

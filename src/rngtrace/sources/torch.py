@@ -30,13 +30,16 @@ import torch.utils._device as _device
 from .._errors import GlobalRNGError
 from ..trace import DRAW, SEED
 from . import _torch_state
-from ._base import INTERNAL, Condition, Hit, Patch, Source, recorder, seed_wrapper
+from ._base import IN_PLACE, INTERNAL, Condition, Hit, Patch, Source, recorder, restore_wrapper, seed_wrapper, twin_of
 
 _Generator = torch.Generator
 _Tensor = torch.Tensor
 _Module = torch.nn.Module
 _PackedSequence = _rnn_utils.PackedSequence
-_FakeTensor = importlib.import_module("torch._subclasses.fake_tensor").FakeTensor
+_fake_tensor = importlib.import_module("torch._subclasses.fake_tensor")
+_FakeTensor = _fake_tensor.FakeTensor
+# A fake tensor, or a wrapper of one (AOTAutograd's FunctionalTensor): a compile tracing, drawing nothing.
+_is_fake = getattr(_fake_tensor, "is_fake", lambda t: False)
 
 # Private ops worth seeing: torch.distributions' Gamma, Beta, Chi2, StudentT and
 # Dirichlet sample through them.
@@ -47,6 +50,11 @@ _PRIVATE_DRAWS = frozenset({"_standard_gamma", "_sample_dirichlet"})
 _RECURRENT = ("lstm", "gru", "rnn_tanh", "rnn_relu")
 _RECURRENT_MODULES = ("LSTM", "GRU", "RNN")
 
+# The ops nn.functional's dropout family reaches through torch._VF (not through torch's attributes).
+_VF_DRAWS = frozenset({
+    "dropout", "dropout_", "feature_dropout", "feature_dropout_", "alpha_dropout", "alpha_dropout_",
+    "feature_alpha_dropout", "feature_alpha_dropout_",
+})
 _INIT_DRAWS = (
     "uniform_", "normal_", "trunc_normal_", "kaiming_uniform_", "kaiming_normal_",
     "xavier_uniform_", "xavier_normal_", "orthogonal_", "sparse_",
@@ -63,6 +71,27 @@ _GENERATOR_METHODS = {name: vars(_Generator)[name] for name in sorted(_GENERATOR
 
 
 # -- which functions draw ---------------------------------------------------------
+@functools.lru_cache(maxsize=None)
+def _tagged_overloads() -> tuple[tuple[str, Any], ...]:
+    """(``aten.name.overload``, OpOverload) for each overload tagged ``nondeterministic_seeded``.
+
+    Compiled code calls these directly (Inductor's seeds: ``aten.randint.low_out``), not
+    torch's functions.
+    """
+    out = []
+    for full in torch._C._dispatch_get_all_op_names():
+        if not full.startswith("aten::"):
+            continue
+        name, _, overload = full[6:].partition(".")
+        try:
+            op = getattr(getattr(torch.ops.aten, name), overload or "default")
+        except (AttributeError, RuntimeError):
+            continue
+        if torch.Tag.nondeterministic_seeded in op.tags:
+            out.append((f"aten.{name}.{overload or 'default'}", op))
+    return tuple(out)
+
+
 @functools.lru_cache(maxsize=None)
 def _tagged() -> dict[str, tuple[int, ...]]:
     """Tagged operator name -> positions where a generator may be passed positionally."""
@@ -171,7 +200,7 @@ def _cuda_stream(index: int) -> str:
 def _placed(result: Any) -> tuple[Optional[str], Optional[int]]:
     """(stream, values drawn) for a result; stream None for a meta or fake tensor, which draws nothing."""
     r = result[0] if type(result) is tuple else result
-    if isinstance(r, _FakeTensor):  # torch.compile tracing with fake tensors: no generator moved
+    if isinstance(r, _FakeTensor) or (type(r) is not _Tensor and _is_fake(r)):  # torch.compile tracing: no generator moved
         return None, None
     try:
         if r.is_cpu:  # the usual case first: one property read
@@ -372,7 +401,14 @@ def _generator_method_wrapper(rec: Any, name: str, original: Callable) -> Callab
             rec, "torch.cuda", SEED, f"torch.cuda.default_generators[i].{name}", original,
             takes=cuda_default, seeded=device_stream, method=True,
         )
+    if name == "set_state":
+        return restore_wrapper(rec, "torch", f"torch.default_generator.{name}", inner, _cpu_holds, owner=_cpu_generator())
     return recorder(rec, "torch", SEED, f"torch.default_generator.{name}", inner, owner=_cpu_generator())
+
+
+def _cpu_holds(state: Any) -> bool:
+    """Whether ``state`` is the CPU generator's state now (Dynamo restores it at every compile)."""
+    return isinstance(state, _Tensor) and bool(torch.equal(state, _cpu_generator().get_state()))
 
 
 def _cuda_seed_wrapper(rec: Any, api: str, original: Callable, device_at: Optional[int]) -> Callable:
@@ -420,10 +456,16 @@ class TorchSource(Source):
         if not self._tables_filled:  # torch.overrides' tables, once: only a cache_clear() empties them
             _fill_function_tables()
             self._tables_filled = True
+        _skipped_by_dynamo()
 
     def patches(self, hub: Any) -> Iterable[Patch]:
         when = _conditions()
         seen: dict[int, Callable] = {}
+        hooked: set[int] = set()
+        # nn.functional's dropout family is left alone (Python functions torch.compile inlines,
+        # guarding their code's identity): each reaches its op through torch._VF, and the op is
+        # recorded there, in place; without the accelerator _VF's class holds the op's wrapper too.
+        variable_functions = torch._C._VariableFunctionsClass  # torch._VF reads its instance's attributes
 
         def patch(parent: Any, attr: str, api: str, make: Callable[[Callable, str], Callable]) -> Iterable[Patch]:
             original = getattr(parent, attr, None)
@@ -431,8 +473,17 @@ class TorchSource(Source):
                 return ()
             # torch.manual_seed and torch.random.manual_seed are one object: one wrapper.
             wrapper = seen.get(id(original))
-            if wrapper is None:
-                wrapper = seen[id(original)] = make(original, api)
+            if wrapper is not None:
+                return () if id(original) in hooked else ((parent, attr, wrapper),)
+            # A builtin records in place where it can: torch.compile's guards check the identity of
+            # each builtin compiled code read (torch.rand), and every reference (torch._VF's, one
+            # bound at import) is then the same recording object.
+            twin = twin_of(original)
+            if twin is not None:
+                seen[id(original)] = make(twin, api)
+                hooked.add(id(original))
+                return ((original, IN_PLACE, seen[id(original)]),)
+            wrapper = seen[id(original)] = make(original, api)
             return ((parent, attr, wrapper),)
 
         def draw(tagged: Optional[str] = None, count_of: Any = None) -> Callable[[Callable, str], Callable]:
@@ -442,6 +493,13 @@ class TorchSource(Source):
 
         for name in _torch_draw_names():
             yield from patch(torch, name, f"torch.{name}", draw(name))
+            if (id(getattr(torch, name)) not in hooked and name in _VF_DRAWS
+                    and isinstance(vars(variable_functions).get(name), staticmethod)):
+                # Held there as a static method: the wrapper is, as well. Only these: torch looks
+                # every function a torch-function mode is handed up there (torch.device("meta")
+                # knows the factory functions by identity).
+                for parent, attr, wrapper in patch(torch, name, f"torch.{name}", draw(name)):
+                    yield variable_functions, attr, staticmethod(wrapper)
         recurrent = lambda original, api: _recurrent_wrapper(hub, api, original)  # noqa: E731
         for name in _RECURRENT_MODULES:
             yield from patch(getattr(torch.nn, name), "forward", f"torch.nn.{name} (dropout)", recurrent)
@@ -450,8 +508,8 @@ class TorchSource(Source):
         for api in when:
             if api.startswith("torch.nn.functional."):
                 name = api.rsplit(".", 1)[1]
-                count = _attention_count if name == "scaled_dot_product_attention" else None
-                yield from patch(_F, name, api, draw(None, count))
+                if name == "scaled_dot_product_attention":
+                    yield from patch(_F, name, api, draw(None, _attention_count))
         yield from patch(_F, "rrelu_", "torch.rrelu_", draw("rrelu_"))
         for name in _INIT_DRAWS:
             yield from patch(_init, name, f"torch.nn.init.{name}", draw())
@@ -459,9 +517,27 @@ class TorchSource(Source):
             module = sys.modules.get(module_name)
             if module is not None:
                 yield from patch(module, name, f"torch.{name}", draw(name))
+        # The ops themselves, as compiled code calls them: each overload's callable records in
+        # place (only there: an OpOverload holds its callable, no namespace to patch).
+        if twin_of(torch.rand) is not None:
+            for op_name, op in _tagged_overloads():
+                name = op_name.split(".")[1]
+                callable_ = getattr(op, "_op", None)
+                twin = twin_of(callable_)
+                if twin is None or id(callable_) in seen:
+                    continue
+                seen[id(callable_)] = wrapper = _draw_wrapper(
+                    hub, f"torch.ops.{op_name}", twin, _generator_positions(None, name), when.get(f"torch.{name}")
+                )
+                hooked.add(id(callable_))
+                yield callable_, IN_PLACE, wrapper
         for name, original in _GENERATOR_METHODS.items():
             yield _Generator, name, _generator_method_wrapper(hub, name, original)
-        cpu_seed = lambda original, api: seed_wrapper(hub, "torch", api, original)  # noqa: E731
+        def cpu_seed(original: Callable, api: str) -> Callable:
+            if api.endswith(".set_rng_state"):
+                return restore_wrapper(hub, "torch", api, original, _cpu_holds)
+            return seed_wrapper(hub, "torch", api, original)
+
         for module in (torch, torch.random):
             for name in _CPU_SEEDS:
                 yield from patch(module, name, f"torch.{name}", cpu_seed)
@@ -550,6 +626,29 @@ _FUNCTION_TABLES = (
     # Importing dynamo takes seconds: filled only where the program already has.
     ("torch._dynamo.trace_rules", "get_tensor_method"),
 )
+
+
+_DYNAMO_SKIPS: list[bool] = []
+
+
+def _skipped_by_dynamo() -> None:
+    """Have torch.compile's Dynamo run rngtrace's frames as they are, once it is imported.
+
+    Inside a compiled call Dynamo is handed every Python frame that starts, and would
+    compile the catch-all's profile callback or a Python wrapper run from there (frames
+    counted as compiled, graph breaks): rngtrace's package joins the directories it skips,
+    as numpy's and its own do. Only where the program imported Dynamo already (its import
+    takes seconds); a program that imports it inside the trace has it at the next trace.
+    """
+    rules = sys.modules.get("torch._dynamo.trace_rules")
+    add = getattr(rules, "add", None)
+    if _DYNAMO_SKIPS or add is None:
+        return
+    _DYNAMO_SKIPS.append(True)
+    try:
+        add(__name__.split(".", 1)[0])
+    except Exception:  # noqa: BLE001 (another torch: its frames then show as Dynamo's compiles, no more)
+        pass
 
 
 def _fill_function_tables() -> None:
