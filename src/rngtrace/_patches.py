@@ -32,7 +32,7 @@ import ctypes
 import gc
 from typing import Any, Callable, Iterable, Optional
 
-from .sources._base import IN_PLACE
+from .sources._base import IN_PLACE, _speedups
 
 INHERITED = object()  # the attribute lived on a base class: undo by deleting ours
 
@@ -84,23 +84,10 @@ def _hook(parts: Iterable["PatchSet"], forward: bool) -> None:
     """Hook (or unhook) the in-place builtins of ``parts``: each set's, in one C call per set."""
     for patch_set in parts:
         if patch_set.hooks:  # only built where the accelerator is
-            _hook_builtins()(patch_set.hooks, forward)
-
-
-_HOOK_BUILTINS: list[Callable[[list, bool], bool]] = []  # the C call, found once
-
-
-def _hook_builtins() -> Callable[[list, bool], bool]:
-    if not _HOOK_BUILTINS:
-        from .sources._base import _speedups
-
-        _HOOK_BUILTINS.append(_speedups.hook_builtins)  # type: ignore[union-attr]
-    return _HOOK_BUILTINS[0]
+            _speedups.hook_builtins(patch_set.hooks, forward)  # type: ignore[union-attr]
 
 
 def _swapper() -> Callable[..., Any]:
-    from .sources._base import _speedups
-
     return _swap_python if _speedups is None else _speedups.swap
 
 

@@ -578,8 +578,7 @@ def seed_wrapper(rec: Any, stream: str, api: str, original: Callable) -> Callabl
 
 
 def restore_wrapper(
-    rec: Any, stream: str, api: str, original: Callable, current: Callable[[Any], bool],
-    owner: Optional[object] = None, method: bool = False,
+    rec: Any, stream: str, api: str, original: Callable, current: Callable[[Any], bool], owner: Optional[object] = None
 ) -> Callable:
     """Wrap a restore (``setstate``, ``set_rng_state``): recorded only where it changes the state.
 
@@ -589,7 +588,7 @@ def restore_wrapper(
     says whether ``state`` is the stream's state now; where it cannot tell (raises),
     the call is recorded.
     """
-    skip = 1 if owner is not None or method else 0
+    skip = 1 if owner is not None else 0  # a method of the owner's: the state follows self
     fingerprint = rec.fingerprint(stream)
     lock = rec.stream_lock(stream)
 
@@ -614,7 +613,7 @@ def restore_wrapper(
         except Exception:  # noqa: BLE001 (a state it cannot compare: the call says what it is)
             return True
 
-    wrapper = recorder(rec, stream, SEED, api, restore, takes=changes, owner=owner, method=method and owner is None)
+    wrapper = recorder(rec, stream, SEED, api, restore, takes=changes, owner=owner)
     wrapper.__dict__["__wrapped__"] = original  # named, signed and pickled as the original, not ``restore``
     return wrapper
 

@@ -71,6 +71,20 @@ _GENERATOR_METHODS = {name: vars(_Generator)[name] for name in sorted(_GENERATOR
 
 
 # -- which functions draw ---------------------------------------------------------
+def _aten_overloads(keep: Callable[[str], bool] = lambda name: True) -> Iterable[tuple[str, str, Any]]:
+    """(name, overload, OpOverload) of each aten operator overload whose name ``keep`` keeps."""
+    for full in torch._C._dispatch_get_all_op_names():
+        if not full.startswith("aten::"):
+            continue
+        name, _, overload = full[6:].partition(".")
+        if not keep(name):
+            continue
+        try:
+            yield name, overload or "default", getattr(getattr(torch.ops.aten, name), overload or "default")
+        except (AttributeError, RuntimeError):
+            continue
+
+
 @functools.lru_cache(maxsize=None)
 def _tagged_overloads() -> tuple[tuple[str, Any], ...]:
     """(``aten.name.overload``, OpOverload) for each overload tagged ``nondeterministic_seeded``.
@@ -78,18 +92,8 @@ def _tagged_overloads() -> tuple[tuple[str, Any], ...]:
     Compiled code calls these directly (Inductor's seeds: ``aten.randint.low_out``), not
     torch's functions.
     """
-    out = []
-    for full in torch._C._dispatch_get_all_op_names():
-        if not full.startswith("aten::"):
-            continue
-        name, _, overload = full[6:].partition(".")
-        try:
-            op = getattr(getattr(torch.ops.aten, name), overload or "default")
-        except (AttributeError, RuntimeError):
-            continue
-        if torch.Tag.nondeterministic_seeded in op.tags:
-            out.append((f"aten.{name}.{overload or 'default'}", op))
-    return tuple(out)
+    seeded = torch.Tag.nondeterministic_seeded
+    return tuple((f"aten.{name}.{overload}", op) for name, overload, op in _aten_overloads() if seeded in op.tags)
 
 
 @functools.lru_cache(maxsize=None)
@@ -97,17 +101,8 @@ def _tagged() -> dict[str, tuple[int, ...]]:
     """Tagged operator name -> positions where a generator may be passed positionally."""
     candidates = [torch, _Tensor, _F]
     out: dict[str, tuple[int, ...]] = {}
-    for full in torch._C._dispatch_get_all_op_names():
-        if not full.startswith("aten::"):
-            continue
-        name, _, overload = full[6:].partition(".")
-        # Looking up an op packet is the slow part: only for names torch exposes.
-        if not any(hasattr(ns, name) for ns in candidates):
-            continue
-        try:
-            op = getattr(getattr(torch.ops.aten, name), overload or "default")
-        except (AttributeError, RuntimeError):
-            continue
+    # Looking up an op packet is the slow part: only for names torch exposes.
+    for name, _overload, op in _aten_overloads(lambda name: any(hasattr(ns, name) for ns in candidates)):
         if torch.Tag.nondeterministic_seeded not in op.tags and name not in out:
             continue
         positions = set(out.get(name, ()))
@@ -200,8 +195,8 @@ def _cuda_stream(index: int) -> str:
 def _placed(result: Any) -> tuple[Optional[str], Optional[int]]:
     """(stream, values drawn) for a result; stream None for a meta or fake tensor, which draws nothing."""
     r = result[0] if type(result) is tuple else result
-    if isinstance(r, _FakeTensor) or (type(r) is not _Tensor and _is_fake(r)):  # torch.compile tracing: no generator moved
-        return None, None
+    if isinstance(r, _FakeTensor) or (type(r) is not _Tensor and _is_fake(r)):
+        return None, None  # torch.compile tracing: no generator moved
     try:
         if r.is_cpu:  # the usual case first: one property read
             return "torch", r.numel()
@@ -475,16 +470,22 @@ class TorchSource(Source):
             wrapper = seen.get(id(original))
             if wrapper is not None:
                 return () if id(original) in hooked else ((parent, attr, wrapper),)
+            hook = in_place(original, api, make)
+            if hook:
+                return hook
+            wrapper = seen[id(original)] = make(original, api)
+            return ((parent, attr, wrapper),)
+
+        def in_place(original: Any, api: str, make: Callable[[Callable, str], Callable]) -> tuple[Patch, ...]:
             # A builtin records in place where it can: torch.compile's guards check the identity of
             # each builtin compiled code read (torch.rand), and every reference (torch._VF's, one
             # bound at import) is then the same recording object.
             twin = twin_of(original)
-            if twin is not None:
-                seen[id(original)] = make(twin, api)
-                hooked.add(id(original))
-                return ((original, IN_PLACE, seen[id(original)]),)
-            wrapper = seen[id(original)] = make(original, api)
-            return ((parent, attr, wrapper),)
+            if twin is None or id(original) in seen:
+                return ()
+            seen[id(original)] = make(twin, api)
+            hooked.add(id(original))
+            return ((original, IN_PLACE, seen[id(original)]),)
 
         def draw(tagged: Optional[str] = None, count_of: Any = None) -> Callable[[Callable, str], Callable]:
             return lambda original, api: _draw_wrapper(
@@ -492,14 +493,14 @@ class TorchSource(Source):
             )
 
         for name in _torch_draw_names():
+            original = getattr(torch, name)  # read first: each patch is in place once yielded
             yield from patch(torch, name, f"torch.{name}", draw(name))
-            if (id(getattr(torch, name)) not in hooked and name in _VF_DRAWS
+            if (name in _VF_DRAWS and id(original) not in hooked
                     and isinstance(vars(variable_functions).get(name), staticmethod)):
                 # Held there as a static method: the wrapper is, as well. Only these: torch looks
                 # every function a torch-function mode is handed up there (torch.device("meta")
                 # knows the factory functions by identity).
-                for parent, attr, wrapper in patch(torch, name, f"torch.{name}", draw(name)):
-                    yield variable_functions, attr, staticmethod(wrapper)
+                yield variable_functions, name, staticmethod(seen[id(original)])
         recurrent = lambda original, api: _recurrent_wrapper(hub, api, original)  # noqa: E731
         for name in _RECURRENT_MODULES:
             yield from patch(getattr(torch.nn, name), "forward", f"torch.nn.{name} (dropout)", recurrent)
@@ -522,17 +523,11 @@ class TorchSource(Source):
         if twin_of(torch.rand) is not None:
             for op_name, op in _tagged_overloads():
                 name = op_name.split(".")[1]
-                callable_ = getattr(op, "_op", None)
-                twin = twin_of(callable_)
-                if twin is None or id(callable_) in seen:
-                    continue
-                seen[id(callable_)] = wrapper = _draw_wrapper(
-                    hub, f"torch.ops.{op_name}", twin, _generator_positions(None, name), when.get(f"torch.{name}")
-                )
-                hooked.add(id(callable_))
-                yield callable_, IN_PLACE, wrapper
+                yield from in_place(getattr(op, "_op", None), f"torch.ops.{op_name}", lambda twin, api, name=name: (
+                    _draw_wrapper(hub, api, twin, _generator_positions(None, name), when.get(f"torch.{name}"))))
         for name, original in _GENERATOR_METHODS.items():
             yield _Generator, name, _generator_method_wrapper(hub, name, original)
+
         def cpu_seed(original: Callable, api: str) -> Callable:
             if api.endswith(".set_rng_state"):
                 return restore_wrapper(hub, "torch", api, original, _cpu_holds)
