@@ -17,7 +17,7 @@ import textwrap
 
 import pytest
 
-from rngtrace.sources import _base
+from rngtrace import _hotpath
 
 TESTS = os.path.dirname(os.path.abspath(__file__))
 
@@ -113,7 +113,7 @@ def run(draw: str, pure: bool) -> dict:
 @pytest.mark.parametrize("pure", MODES)
 @pytest.mark.parametrize("draw", DRAWS)
 def test_a_caught_recursion_error_lets_the_handler_run_and_the_program_go_on(draw, pure):
-    if not pure and _base._speedups is None:
+    if not pure and _hotpath.SPEEDUPS is None:
         pytest.skip("the C accelerator is not built or is turned off")
     result = run(draw, pure)
     assert result["handled"]
@@ -127,7 +127,7 @@ def test_a_caught_recursion_error_lets_the_handler_run_and_the_program_go_on(dra
 @pytest.mark.parametrize("pure", MODES)
 @pytest.mark.parametrize("draw", ["random.random", "through the singleton"])
 def test_after_the_recursion_limit_every_draw_is_recorded_with_its_own_stack(draw, pure):
-    if not pure and _base._speedups is None:
+    if not pure and _hotpath.SPEEDUPS is None:
         pytest.skip("the C accelerator is not built or is turned off")
     result = run(draw, pure)
     # Draws down to the limit are recorded (one at the very limit may show as unattributed, never misplaced).

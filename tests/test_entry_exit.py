@@ -22,7 +22,7 @@ import pytest
 import rngtrace
 from rngtrace import rng_trace
 from rngtrace._hub import HUB
-from rngtrace.sources import _base
+from rngtrace import _hotpath
 
 
 @pytest.fixture
@@ -382,7 +382,7 @@ def _fresh_exits() -> Callable[[Any], None]:
 
 
 @pytest.mark.skipif(not hasattr(signal, "setitimer"), reason="needs signal.setitimer")
-@pytest.mark.skipif(sys.version_info >= (3, 12) and _base._speedups is None,
+@pytest.mark.skipif(sys.version_info >= (3, 12) and _hotpath.SPEEDUPS is None,
                     reason="without the C accelerator an interrupt in the monitoring callback can skip the call (README)")
 def test_an_interrupt_during_a_trace_never_leaves_the_programs_own_lock_held():
     def interrupt(signum, frame):
@@ -510,7 +510,7 @@ def test_a_trace_starting_while_another_thread_imports_a_watched_library_does_no
         assert printed == ["events", "1", "inner", "draw", "in", "outer:", "True"], printed
 
 
-@pytest.mark.skipif(_base._speedups is None, reason="the check takes the stream's lock through the C accelerator")
+@pytest.mark.skipif(_hotpath.SPEEDUPS is None, reason="the check takes the stream's lock through the C accelerator")
 def test_blocks_ending_while_another_thread_draws_report_no_unattributed_move(fast_switching):
     tracer = rng_trace(print=False)
     unattributed, errors = [], []

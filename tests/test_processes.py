@@ -23,7 +23,7 @@ import pytest
 from fork_pools import two_workers_draw
 from rngtrace import rng_trace
 from rngtrace._hub import HUB
-from rngtrace.sources import _base
+from rngtrace import _hotpath
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
 
@@ -162,7 +162,7 @@ def test_a_pool_terminated_by_its_with_block_loses_no_draw_of_its_workers(method
                 pool.map(_draw, range(8), chunksize=1)
         got = sum(e.api == "numpy.random.rand" for e in trace.events)
         assert got == 8, (got, [p.exit for p in trace.processes], trace.notes)
-        if _base._speedups is not None:
+        if _hotpath.SPEEDUPS is not None:
             # Without the accelerator a SIGTERM landing between a worker's last result and its next
             # wait kills it with no last word (README's limits): nothing is lost, but its end is
             # noted as abrupt. With it, the worker writes its end first.
@@ -185,7 +185,7 @@ def _draw_and_wait(ready: Any) -> None:
     time.sleep(30)  # busy with its task when it is terminated
 
 
-@pytest.mark.skipif(_base._speedups is None, reason="without the C accelerator a SIGTERM kills before the last write (README)")
+@pytest.mark.skipif(_hotpath.SPEEDUPS is None, reason="without the C accelerator a SIGTERM kills before the last write (README)")
 def test_a_child_terminated_mid_task_writes_what_it_drew_and_still_dies_of_sigterm():
     for _ in range(3):
         ready = FORK.Event()

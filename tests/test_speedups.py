@@ -19,9 +19,10 @@ import numpy as np
 import pytest
 
 from rngtrace import rng_trace
+from rngtrace import _hotpath
 from rngtrace.sources import _base
 
-accelerated = pytest.mark.skipif(_base._speedups is None, reason="the C accelerator is not built or is turned off")
+accelerated = pytest.mark.skipif(_hotpath.SPEEDUPS is None, reason="the C accelerator is not built or is turned off")
 
 # One program, every kind of call the fast path takes or hands on: module functions,
 # the NumPy singleton through the module and through check_random_state, counts of
@@ -218,7 +219,7 @@ def test_a_finalizer_that_draws_while_an_event_is_recorded_does_not_deadlock():
 def test_an_in_place_view_changes_exactly_when_its_regions_do(accelerator, monkeypatch):
     from rngtrace.sources import _inplace
 
-    if accelerator and _base._speedups is None:
+    if accelerator and _hotpath.SPEEDUPS is None:
         pytest.skip("the C accelerator is not built or is turned off")
     if not accelerator:
         monkeypatch.setattr(_inplace, "_speedups", None)
@@ -237,9 +238,9 @@ def test_an_in_place_view_changes_exactly_when_its_regions_do(accelerator, monke
 @accelerated
 def test_an_in_place_view_refuses_regions_it_cannot_read():
     with pytest.raises(ValueError, match="regions"):
-        _base._speedups.InPlace((), None)
+        _hotpath.SPEEDUPS.InPlace((), None)
     with pytest.raises(ValueError, match="positive size"):
-        _base._speedups.InPlace(((1024, 0),), None)
+        _hotpath.SPEEDUPS.InPlace(((1024, 0),), None)
 
 
 @accelerated
@@ -323,16 +324,16 @@ def test_a_recorder_refuses_a_condition_or_an_argument_it_does_not_know():
 
     made = dict(hot=HUB.rec.hot, fingerprint=Fingerprint(), lock=threading.RLock())
     with pytest.raises(ValueError, match="unknown condition"):
-        _base._speedups.Recorder(print, print, None, **made, stream="s", kind="draw", api="api", moved="moved",
+        _hotpath.SPEEDUPS.Recorder(print, print, None, **made, stream="s", kind="draw", api="api", moved="moved",
                                  count_of=None, condition=("sometimes", ()))
-    recorder = _base._speedups.Recorder(print, len, None, **made, stream="s", kind="draw", api="api", moved="moved",
+    recorder = _hotpath.SPEEDUPS.Recorder(print, len, None, **made, stream="s", kind="draw", api="api", moved="moved",
                                         count_of=None, condition=("truthy", ((0, "x", None),)))
     assert recorder("abc") == 3  # no trace active: straight through
     named = dict(made, stream="s", kind="seed", api="api", moved="moved", count_of=None)
     with pytest.raises(TypeError, match="inside= is a tuple of file prefixes"):
-        _base._speedups.Recorder(print, len, None, **named, inside=["/lib/"])
+        _hotpath.SPEEDUPS.Recorder(print, len, None, **named, inside=["/lib/"])
     with pytest.raises(TypeError, match="after= is a callable"):
-        _base._speedups.Recorder(print, len, None, **named, after="record it")
+        _hotpath.SPEEDUPS.Recorder(print, len, None, **named, after="record it")
 
 
 @accelerated
@@ -353,7 +354,7 @@ def test_dropout_in_training_takes_the_fast_path_and_eval_draws_nothing():
 
 @accelerated
 def test_a_stream_lock_is_reentrant_and_held_by_one_thread_at_a_time():
-    lock = _base._speedups.StreamLock()
+    lock = _hotpath.SPEEDUPS.StreamLock()
     with lock:
         assert lock.acquire() and lock._is_owned()  # again, on the same thread: a finalizer drawing
         lock.release()
@@ -377,7 +378,7 @@ def test_a_wait_for_a_stream_lock_is_interrupted_by_a_signal_handler_that_raises
 
     if not hasattr(signal, "setitimer"):
         pytest.skip("needs setitimer")
-    lock = _base._speedups.StreamLock()
+    lock = _hotpath.SPEEDUPS.StreamLock()
     holding, done = threading.Event(), threading.Event()
 
     def hold():
@@ -411,4 +412,4 @@ def test_the_stream_locks_are_the_ones_the_c_recorder_takes_without_a_method_cal
 
     with rng_trace(print=False):
         random.random()
-    assert type(HUB.rec.stream_lock("random")) is _base._speedups.StreamLock
+    assert type(HUB.rec.stream_lock("random")) is _hotpath.SPEEDUPS.StreamLock

@@ -15,7 +15,7 @@ import pytest
 
 from rngtrace import rng_trace
 from rngtrace._catchall import PinningCatchAll
-from rngtrace.sources import _base
+from rngtrace import _hotpath
 from rngtrace._threads import MAX_PINNED, Sweeper
 
 
@@ -176,7 +176,7 @@ def fetch(alive: list) -> None:
     middle()  # pins this frame, with ``batch`` in it, until it is let go
 
 
-@pytest.mark.skipif(_base._speedups is None, reason="the C accelerator's walk lets go of finished pins")
+@pytest.mark.skipif(_hotpath.SPEEDUPS is None, reason="the C accelerator's walk lets go of finished pins")
 def test_a_draw_that_pins_a_frame_lets_go_of_the_finished_ones_without_waiting_for_the_sweeper(monkeypatch):
     # A DataLoader worker calls fetch() afresh per batch: kept until the Sweeper's next pass,
     # each batch's tensors stayed alive while the next batch allocated, and the worker's
@@ -192,7 +192,7 @@ def test_a_draw_that_pins_a_frame_lets_go_of_the_finished_ones_without_waiting_f
     assert frames <= 2, f"{frames} finished frames pinned with a stalled sweeper"
 
 
-@pytest.mark.skipif(_base._speedups is None, reason="the C accelerator's walk lets go of finished pins")
+@pytest.mark.skipif(_hotpath.SPEEDUPS is None, reason="the C accelerator's walk lets go of finished pins")
 def test_a_draw_that_pins_lets_go_of_every_finished_frame_however_many_piled_up_before(monkeypatch):
     alive: list = []
     with pinning_with_a_stalled_sweeper(monkeypatch):
@@ -222,7 +222,7 @@ def fetch_holding_a_drawing_local() -> None:
     middle()
 
 
-@pytest.mark.skipif(_base._speedups is None, reason="the C accelerator's walk lets go of finished pins")
+@pytest.mark.skipif(_hotpath.SPEEDUPS is None, reason="the C accelerator's walk lets go of finished pins")
 def test_a_finalizer_in_a_let_go_frame_that_draws_is_an_event_of_its_own(monkeypatch):
     _DrawsWhenFreed.freed = 0
     with pinning_with_a_stalled_sweeper(monkeypatch) as trace:

@@ -20,7 +20,7 @@ from torch import randn as prebound_randn  # noqa: E402  (bound before any trace
 from torch.utils.data import DataLoader, TensorDataset, random_split  # noqa: E402
 
 from rngtrace import GlobalRNGError, rng_isolate, rng_trace  # noqa: E402
-from rngtrace.sources import _base  # noqa: E402
+from rngtrace import _hotpath  # noqa: E402
 from torch_traces import next_line, summary, torch_trace  # noqa: E402
 
 HERE = os.path.abspath(__file__)
@@ -236,7 +236,7 @@ def test_every_tagged_public_function_is_wrapped_while_tracing():
     originals = [getattr(parent, n) for parent, n in expected]
     with torch_trace():
         # A builtin records in place (the C accelerator): the same object, its calls reaching a wrapper.
-        hooked = _base._speedups.hooked_builtins() if _base._speedups is not None else []
+        hooked = _hotpath.SPEEDUPS.hooked_builtins() if _hotpath.SPEEDUPS is not None else []
         unwrapped = [
             f"{getattr(p, '__name__', p)}.{n}" for (p, n), o in zip(expected, originals)
             if getattr(p, n) is o and not any(o is h for h in hooked)
@@ -312,7 +312,7 @@ def test_reference_bound_before_tracing_is_noticed_when_the_block_ends():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     # With the C accelerator the builtin itself records: the reference is a draw from its first call.
-    expected = "[('draw', 'torch', False)]" if _base._speedups is not None else "[('unattributed', 'torch', True)]"
+    expected = "[('draw', 'torch', False)]" if _hotpath.SPEEDUPS is not None else "[('unattributed', 'torch', True)]"
     assert out.stdout.strip() == expected
 
 

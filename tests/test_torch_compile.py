@@ -25,13 +25,13 @@ from torch._dynamo.utils import counters  # noqa: E402
 
 from rngtrace import rng_trace  # noqa: E402
 from rngtrace.render.text import render  # noqa: E402
-from rngtrace.sources import _base  # noqa: E402
+from rngtrace import _hotpath  # noqa: E402
 
 HERE = os.path.abspath(__file__)
 SRC = os.path.join(os.path.dirname(os.path.dirname(HERE)), "src")
 
 pytestmark = pytest.mark.skipif(
-    _base._speedups is None,
+    _hotpath.SPEEDUPS is None,
     reason="without the C accelerator torch's builtins are replaced, not hooked in place: compiled code recompiles (README)",
 )
 
@@ -146,7 +146,7 @@ def test_torchs_builtins_keep_their_identity_and_hash_while_they_record():
         op(torch.ones(3), 0.5, True)
     assert [(ev.api, ev.count) for ev in trace.events] == [
         ("torch.rand", 2), ("torch.ops.aten.native_dropout.default", 3)]
-    assert _base._speedups.hooked_builtins() == []
+    assert _hotpath.SPEEDUPS.hooked_builtins() == []
 
 
 def test_a_restore_of_the_state_a_stream_holds_is_no_event_and_one_that_changes_it_is():

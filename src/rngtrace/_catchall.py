@@ -30,7 +30,8 @@ from ._caller import is_stand_in
 from ._hotpath import FrameMode
 from ._paths import PACKAGE_DIR as _PACKAGE_DIR
 from ._threads import Sweeper
-from .sources._base import INTERNAL, _speedups
+from ._hotpath import SPEEDUPS as _speedups
+from .sources._base import INTERNAL
 
 _TOOL_NAME = "rngtrace"
 OURS = object()  # lookup marker: one of rngtrace's own recording wrappers

@@ -15,7 +15,11 @@ set, whatever another thread starts or stops meanwhile.
 from __future__ import annotations
 
 import enum
+import os
+from types import ModuleType
 from typing import Any, Callable, Optional
+
+from ._threads import Fingerprint, ThreadState
 
 
 class FrameMode(enum.Enum):
@@ -88,6 +92,21 @@ class HotPath:
 
 def configure(speedups: Any) -> None:
     """Hand the slot layouts of the hot-path types to the C accelerator."""
-    from ._threads import Fingerprint, ThreadState
-
     speedups.configure(HotPath, Snapshot, Cache, ThreadState, Fingerprint)
+
+
+def _load() -> Optional[ModuleType]:
+    """The C accelerator, configured; None when it is not built or ``RNGTRACE_PURE`` turns it off."""
+    if os.environ.get("RNGTRACE_PURE"):
+        return None
+    try:
+        from . import _speedups
+    except ImportError:  # built without a compiler: the Python wrappers do everything
+        return None
+    configure(_speedups)
+    return _speedups
+
+
+#: The one place the C accelerator is loaded: every other module asks here, so one switch
+#: (``RNGTRACE_PURE=1``) turns every C path off together.
+SPEEDUPS: Optional[ModuleType] = _load()

@@ -25,7 +25,8 @@ from . import _catchall, _lone, _processes
 from ._patches import ImportWatch, Patches
 from ._record import Recording
 from .sources import SOURCES, load_source
-from .sources._base import _speedups, same_state, unmoved
+from ._hotpath import SPEEDUPS as _speedups
+from .sources._base import same_state, unmoved
 from .trace import SEED, Trace
 
 ON_DRAW = ("log", "warn", "raise")

@@ -32,7 +32,8 @@ import ctypes
 import gc
 from typing import Any, Callable, Iterable, Optional
 
-from .sources._base import IN_PLACE, _speedups
+from ._hotpath import SPEEDUPS as _speedups
+from .sources._base import IN_PLACE
 
 INHERITED = object()  # the attribute lived on a base class: undo by deleting ours
 

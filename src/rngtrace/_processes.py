@@ -42,7 +42,8 @@ import threading
 import time
 from typing import Any, Optional
 
-from .sources._base import _speedups, unmoved
+from ._hotpath import SPEEDUPS as _speedups
+from .sources._base import unmoved
 from .trace import UNATTRIBUTED
 
 #: seconds between two looks of a child's writer at what it recorded (and of a parent waiting for a child)

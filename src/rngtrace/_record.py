@@ -19,18 +19,13 @@ from types import BuiltinMethodType, FrameType, MethodType
 from typing import Any, Callable, Optional
 
 from ._errors import GlobalRNGError, RNGDrawWarning
+from ._hotpath import SPEEDUPS as _speedups
 from ._hotpath import Cache, FrameMode, HotPath, Snapshot
 from ._paths import is_user_file
 from ._stack import StackTable
 from ._threads import Fingerprint, ThreadGuard, ThreadState
 from .trace import DRAW, NO_STACK, UNATTRIBUTED
 
-try:  # the stream locks the C Recorder takes and releases without a method call
-    from . import _speedups
-except ImportError:
-    _speedups = None
-if os.environ.get("RNGTRACE_PURE"):
-    _speedups = None
 
 # Read once: on 3.11 each FrameMode.X goes through the enum type's Python __getattr__ (~150 ns),
 # and record() reads several per event.

@@ -25,12 +25,12 @@ from __future__ import annotations
 import functools
 import inspect
 import itertools
-import os
 import sys
 from types import CodeType, FrameType
 from typing import Any, Callable, Optional, TypeVar
 
 from ._caller import is_stand_in
+from ._hotpath import SPEEDUPS
 from ._paths import is_hidden
 from ._threads import MAX_PINNED
 from .trace import Frame
@@ -44,20 +44,11 @@ KEEP, HIDE, END = 0, 1, 2  # recorded; skipped (rngtrace's, runpy's); ends the s
 _ENTRIES: dict[int, CodeType] = {}
 _F = TypeVar("_F", bound=Callable)
 
-try:  # the capture walk in C (_speedups.capture); this module's walk stays the reference
-    from ._speedups import capture as _c_capture, walk_memo as _c_walk_memo
-except ImportError:  # built without a compiler, or an older build
-    _c_capture = _c_walk_memo = None
-try:
-    from ._speedups import flat_key as _c_flat_key
-except ImportError:
-    _c_flat_key = None
-try:
-    from ._speedups import lineno_at as _c_lineno_at
-except ImportError:
-    _c_lineno_at = None
-if os.environ.get("RNGTRACE_PURE"):
-    _c_capture = _c_flat_key = _c_lineno_at = None
+# The capture walk in C (_speedups.capture); this module's walk stays the reference.
+_c_capture = SPEEDUPS.capture if SPEEDUPS is not None else None
+_c_walk_memo = SPEEDUPS.walk_memo if SPEEDUPS is not None else None
+_c_flat_key = SPEEDUPS.flat_key if SPEEDUPS is not None else None
+_c_lineno_at = SPEEDUPS.lineno_at if SPEEDUPS is not None else None
 
 
 def program_entry(func: _F) -> _F:

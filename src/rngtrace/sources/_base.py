@@ -20,19 +20,10 @@ from types import BuiltinFunctionType, FrameType, FunctionType, MethodType
 from typing import Any, Callable, ClassVar, Iterable, Optional
 
 from .._caller import call_as, is_stand_in
+from .._hotpath import SPEEDUPS as _speedups
 from .._paths import PACKAGE_DIR
 from ..trace import DRAW, SEED
 
-try:
-    from .. import _speedups
-except ImportError:  # built without a compiler: the Python wrappers do everything
-    _speedups = None
-if os.environ.get("RNGTRACE_PURE"):
-    _speedups = None
-if _speedups is not None:
-    from .._hotpath import configure
-
-    configure(_speedups)
 
 # classify() returns this for a call made inside the stream's own library,
 # whose public call site was (or will be) seen on its own: skip it for good.

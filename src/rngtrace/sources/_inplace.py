@@ -20,7 +20,7 @@ import functools
 import operator
 from typing import Any, Callable, Optional, Sequence
 
-from ._base import _speedups
+from .._hotpath import SPEEDUPS as _speedups
 
 
 def in_place(regions: Sequence[tuple[int, int]], owners: Any) -> Any:
