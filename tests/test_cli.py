@@ -432,9 +432,9 @@ def test_a_plain_block_reads_no_full_state_and_a_compared_one_does(tmp_path):
     with rng_trace(print=False) as plain:
         np.random.seed(1)
         np.random.rand()
-    assert plain._origins == []  # nothing to compare it with: no full-state read, at its start or its seed
+    assert plain.origins == []  # nothing to compare it with: no full-state read, at its start or its seed
     with rng_trace(print=False, log_dir=tmp_path) as compared:
         np.random.seed(1)
         np.random.rand()
-    whys = [origin[3] for origin in compared._origins if origin[1] == "numpy"]
+    whys = [origin[3] for origin in compared.origins if origin[1] == "numpy"]
     assert whys == ["start", "seed"]

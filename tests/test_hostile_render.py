@@ -61,7 +61,7 @@ def hostile_trace(here, field: str, bad: str) -> Trace:
 
 def forge_stream(trace: Trace, index: int, stream: str) -> Trace:
     """Give event ``index`` a stream Trace.load would refuse: the renderers escape it on their own."""
-    trace._raw[index] = (stream, *trace._raw[index][1:])
+    trace.raw[index] = (stream, *trace.raw[index][1:])
     return trace
 
 

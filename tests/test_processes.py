@@ -444,7 +444,8 @@ def test_multiprocessing_imported_inside_a_block_still_has_its_spawned_children_
 
 
 def test_a_spool_file_cut_short_mid_record_keeps_every_record_before_the_cut(tmp_path):
-    from rngtrace._processes import ChildLog, _record
+    from rngtrace._processes import ChildLog
+    from rngtrace._spool import record as _record
 
     event = ("numpy", "draw", "numpy.random.rand", 1, 5, 1, None)
     records = [_record(("process", 4242, 1, "fork", 0.0, (7,))),
@@ -568,7 +569,8 @@ def test_a_forked_child_lets_go_of_finished_frames_without_a_sweeper_thread_of_i
 
 
 def test_an_event_detail_marshal_cannot_write_travels_as_its_text():
-    from rngtrace._processes import _plain, _record, _records
+    from rngtrace._processes import _plain
+    from rngtrace._spool import record as _record, records as _records
 
     class Odd:
         def __str__(self) -> str:

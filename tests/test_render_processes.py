@@ -107,7 +107,7 @@ def _loaded(trace: Trace, tmp_path) -> Trace:
     data["version"] = 1
     for field in ("ppid", "processes", "pids", "origins"):
         del data[field]
-    data["events"] = [row for row, raw in zip(data["events"], trace._raw) if raw[5] not in trace._pids]
+    data["events"] = [row for row, raw in zip(data["events"], trace.raw) if raw[5] not in trace.pids]
     path = tmp_path / "run.json"
     path.write_text(json.dumps(data))
     return Trace.load(path)

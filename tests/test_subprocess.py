@@ -191,7 +191,7 @@ def test_run_leaves_no_pythonpath_where_there_was_none(tmp_path, monkeypatch, pr
 def test_a_child_whose_rngtrace_writes_another_spool_format_runs_untraced(tmp_path):
     from rngtrace import __version__
     from rngtrace._hub import HUB
-    from rngtrace._processes import SPOOL_FORMAT
+    from rngtrace._spool import SPOOL_FORMAT
     from rngtrace._subprocess import begin
 
     spec = (("numpy",), 16, 1000, (1,))

@@ -101,11 +101,11 @@ def test_from_dict_rejects_what_it_cannot_read_with_one_clear_line(data, message
 def test_a_move_recorded_with_the_noticing_stack_as_its_own_reads_as_one_with_a_window():
     # The form every unattributed event had before windows, appended as the hub's hot path appends.
     trace = Trace()
-    trace._add(("numpy", "draw", "numpy.random.rand", 1, 0, 1, None))
-    trace._add(("numpy", "unattributed", "numpy state", None, 1, 1, "moved; noticed before this call"))
-    trace._add(("numpy", "draw", "numpy.random.rand", 1, 1, 1, None))
+    trace.add(("numpy", "draw", "numpy.random.rand", 1, 0, 1, None))
+    trace.add(("numpy", "unattributed", "numpy state", None, 1, 1, "moved; noticed before this call"))
+    trace.add(("numpy", "draw", "numpy.random.rand", 1, 1, 1, None))
     stacks = {0: (Frame("story.py", 9, "<module>"),), 1: (Frame("story.py", 10, "<module>"),)}
-    trace._finish(lambda sid, depth: stacks[sid], {1: "MainThread"})
+    trace.finish(lambda sid, depth: stacks[sid], {1: "MainThread"})
     moved = trace.events[1]
     assert moved.stack == ()
     assert (moved.window.after, moved.window.noticed_by, moved.window.noticed) == (0, 2, stacks[1])

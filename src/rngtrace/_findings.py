@@ -31,7 +31,9 @@ from ._fixes import (
     place_of,
 )
 from ._paths import cell_label, is_user_file
-from .trace import DRAW, SEED, Event, Finding, Frame, Trace
+from ._model import DRAW, SEED, Event, Finding, Frame
+from ._duplicates import duplicates
+from ._store import RawStore
 
 #: PyTorch seeds random, NumPy and torch in each DataLoader worker from its base seed: no finding
 _WORKER_SEEDING = "torch/utils/data/_utils/worker.py"
@@ -42,10 +44,8 @@ _ENTROPY_STARTED = ("random", "numpy")
 _SEEDERS = {"random": "random.seed(0)", "numpy": "np.random.seed(0)", "torch": "torch.manual_seed(0)"}
 
 
-def findings(trace: Trace) -> list[Finding]:
+def findings(trace: RawStore) -> list[Finding]:
     """Every finding for ``trace``, most telling first; none on a clean run."""
-    from ._merge import duplicates
-
     events = trace.events
     found = _interleaved(events) + _reseeded(events) + _unseeded(trace, events)
     # A line another finding named already (a DataLoader between a seed and a draw) is not named again.
@@ -205,7 +205,7 @@ def _entropy_finding(event: Event) -> Finding:
 # -- unseeded ------------------------------------------------------------------------------
 
 
-def _unseeded(trace: Trace, events: list[Event]) -> list[Finding]:
+def _unseeded(trace: RawStore, events: list[Event]) -> list[Finding]:
     """Streams the program drew from before any seed: only where the trace saw it from its start."""
     if not trace.from_start:
         return []
@@ -309,7 +309,7 @@ _SETTINGS = {
 }
 
 
-def _settings(trace: Trace, events: list[Event]) -> list[Finding]:
+def _settings(trace: RawStore, events: list[Event]) -> list[Finding]:
     """Torch flags read when the trace ended, where torch was drawn from or seeded."""
     flags = trace.settings
     if not flags or not _torch_used(trace, events):
@@ -324,25 +324,6 @@ def _settings(trace: Trace, events: list[Event]) -> list[Finding]:
     return found
 
 
-def _torch_used(trace: Trace, events: list[Event]) -> bool:
+def _torch_used(trace: RawStore, events: list[Event]) -> bool:
     return any(_base(e.stream) == "torch" for e in events) or any(
-        _base(key[0]) == "torch" for key in trace._overflow)
-
-
-def read_settings() -> dict[str, bool]:
-    """The torch flags that decide whether its results repeat; empty where torch is not imported.
-
-    Read once, when a trace ends (``Trace._finish``): never per draw.
-    """
-    import sys
-
-    torch: Any = sys.modules.get("torch")
-    if torch is None or not hasattr(torch, "backends"):
-        return {}
-    try:
-        cudnn = torch.backends.cudnn
-        return {"cudnn.benchmark": bool(cudnn.benchmark), "cudnn.deterministic": bool(cudnn.deterministic),
-                "deterministic_algorithms": bool(torch.are_deterministic_algorithms_enabled()),
-                "cuda": bool(torch.cuda.is_initialized())}
-    except Exception:  # noqa: BLE001 (a torch that cannot say is no finding, never an error)
-        return {}
+        _base(key[0]) == "torch" for key in trace.overflow)

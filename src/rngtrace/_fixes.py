@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from ._paths import is_user_file, package_of, short_path
-from .trace import Event, Frame
+from ._model import Event, Frame
 
 #: how a library's generic call wrappers are named: the user-facing call is the frame below them
 _WRAPPERS = frozenset({"wrapper", "inner", "wrapped", "decorator", "_wrapper", "decorate_context",

@@ -24,10 +24,12 @@ from typing import Any, Callable, Optional, Sequence
 from . import _catchall, _lone, _processes
 from ._patches import ImportWatch, Patches
 from ._record import Recording
-from .sources import SOURCES, load_source
+from .sources import declared, load_source, source_class
+from .sources import stream as stream_info
 from ._hotpath import SPEEDUPS as _speedups
 from .sources._base import same_state, unmoved
-from .trace import SEED, Trace
+from ._model import SEED
+from ._store import RawStore
 
 ON_DRAW = ("log", "warn", "raise")
 #: module namespaces remembered as searched (each held, so the table is bounded)
@@ -101,7 +103,7 @@ class _Session:
     __slots__ = ("trace", "streams", "order", "on_draw", "start_states", "token", "tags", "origins", "compared",
                  "gone")
 
-    def __init__(self, trace: Trace, streams: frozenset, on_draw: str, tags: tuple = ()) -> None:
+    def __init__(self, trace: RawStore, streams: frozenset, on_draw: str, tags: tuple = ()) -> None:
         self.trace = trace
         #: names this session in its children's spool files
         self.token = next(_TOKENS)
@@ -184,7 +186,7 @@ class Hub:
     # A face makes its session first and starts it inside a ``try`` whose handler ends it
     # (``abandon``): a Ctrl-C landing anywhere after the start, even before ``start`` has
     # returned, then still finds the session to end.
-    def session(self, trace: Trace, streams: frozenset, on_draw: str) -> _Session:
+    def session(self, trace: RawStore, streams: frozenset, on_draw: str) -> _Session:
         """A session recording into ``trace``, not started yet (``start``)."""
         return _Session(trace, streams, on_draw)
 
@@ -205,7 +207,7 @@ class Hub:
                 # (an inner trace leaves this to the outer one, whose children follow it)
                 trace.untraced, notes = _processes.untraced_children()
                 trace.notes.extend(notes)
-            trace._live = (rec.stacks.resolve, rec.thread_names)
+            trace.go_live(rec.stacks.resolve, rec.thread_names)
             self._unsettled = True  # until the hooks are what the sessions need (see abandon)
             # Published first, so a watched library imported meanwhile (another thread)
             # finds the session that wants it.
@@ -227,7 +229,7 @@ class Hub:
                 self.rec.new_table()
             raise
 
-    def stop(self, session: _Session, frame: Optional[FrameType]) -> Trace:
+    def stop(self, session: _Session, frame: Optional[FrameType]) -> RawStore:
         """End recording into the session's trace; restore what no other trace needs."""
         self._locked(self._stop, session, frame)
         return session.trace
@@ -284,9 +286,10 @@ class Hub:
                 self._release(session)
             finally:
                 trace = session.trace
-                trace._finish(trace._live[0] if trace._live else None, self.rec.thread_names)
+                trace.finish(trace.live[0] if trace.live else None, self.rec.thread_names)
+                self._read_settings(trace)
                 if session.origins:
-                    trace._origins.extend((trace.pid, *origin) for origin in session.origins)
+                    trace.origins.extend((trace.pid, *origin) for origin in session.origins)
                 if self._spool.path is not None:
                     self._merge_children(session)
                 if not self.active:
@@ -362,10 +365,10 @@ class Hub:
             for name in order:
                 if name in installed:
                     continue
-                if sys.modules.get(SOURCES[name]) is not None:
+                if sys.modules.get(declared()[name].module) is not None:
                     arriving.append(name)
                 else:
-                    self.imports.watch(name, SOURCES[name], self._imported)
+                    self.imports.watch(name, declared()[name].module, self._imported)
             if arriving:
                 applied = patches.apply_many(arriving)
                 if applied is None:  # one at a time: each set installed is at once known as installed
@@ -446,7 +449,7 @@ class Hub:
                 states = source.snapshot()
                 if imported is not None and not unmoved(source, imported, states):
                     # Drawn from between the import and now, while the lock was taken: no wrapper saw it.
-                    self.rec.unattributed(name, None, f"moved after {SOURCES[name]} was imported, "
+                    self.rec.unattributed(name, None, f"moved after {declared()[name].module} was imported, "
                                                       "before rngtrace could put its wrappers in place")
                 for s in wanting:
                     s.start_states[name] = states
@@ -558,11 +561,11 @@ class Hub:
                     # doing: only a stream that moved needs its lock to tell who moved it.
                     continue
                 if explained is None:  # the streams with an event: made only once one moved
-                    explained = _with_events(session.trace)
+                    explained = session.trace.streams_with_events()
                 if _all_in(now, explained):
                     continue  # each sub-stream has an event, and none moved after its last one
             elif explained is None:
-                explained = _with_events(session.trace)
+                explained = session.trace.streams_with_events()
             # Another thread inside a recorded call holds the stream's lock: its draw has moved
             # the stream and is about to be recorded. Comparing now would report that move as
             # unattributed, and waiting could deadlock (a wrapper may want the hub's lock), so
@@ -577,7 +580,7 @@ class Hub:
         Its notes end in ``trace.BLOCK_END``: a reader closes their windows at the block's end.
         """
         rec = self.rec
-        raws = session.trace._raw
+        raws = session.trace.raw
         if _moved_since_recorded(rec.fingerprints.get(name)):
             rec.unattributed(name, frame, "moved after the last recorded event; noticed when the block ended")
             explained.add(name)
@@ -595,16 +598,23 @@ class Hub:
                 else "appeared during the block with no recorded call; noticed when the block ended"
             )
             # For this trace alone: another active trace compares its own start states.
-            session.trace._add(rec.moved_event(stream, frame, note, session.trace.depth))
+            session.trace.add(rec.moved_event(stream, frame, note, session.trace.depth))
             rec.note_prebound(name, frame, [session.trace])
 
     # -- child processes ---------------------------------------------------------
+    def _read_settings(self, trace: RawStore) -> None:
+        """Each traced library's flags at the trace's end (torch's determinism), where it has an event."""
+        for name in trace.streams:
+            info = stream_info(name)
+            if info is not None and sys.modules.get(info.module) is not None and trace.touched(name):
+                trace.settings.update(source_class(name).settings())
+
     def _merge_children(self, session: _Session) -> None:
         """Merge what the children forked under ``session`` spooled; the last trace removes the folder."""
         try:
             logs = self._spool.collect(session.token)
             for log in logs:
-                session.trace._merge_child(log)
+                session.trace.merge_child(log)
         finally:
             if not self.active:
                 self._spool.remove()
@@ -622,10 +632,10 @@ class Hub:
         except Exception:  # noqa: BLE001 (a fork must never fail for the tracer)
             return
         for session in sessions:
-            at = len(session.trace._raw)
+            at = len(session.trace.raw)
             session.origins.extend((stream, digest, "fork", at) for stream, digest in digests)
 
-    def compare_states(self, trace: Trace) -> None:
+    def compare_states(self, trace: RawStore) -> None:
         """``trace``'s log will be compared with other runs': note the full state each stream starts from.
 
         One full-state read per stream where the trace first sees it, and one per seed
@@ -634,7 +644,7 @@ class Hub:
         """
         self._locked(self._compare_states, trace)
 
-    def _compare_states(self, trace: Trace) -> None:
+    def _compare_states(self, trace: RawStore) -> None:
         for session in self.active:
             if session.trace is trace and not session.compared:
                 session.compared = True
@@ -696,7 +706,7 @@ class Hub:
 
     def _begin_child(self, session: _Session, file: str, start: str) -> None:
         """A child's session, published already: note where its streams start, and spool it to ``file``."""
-        session.trace._live = (self.rec.stacks.resolve, self.rec.thread_names)
+        session.trace.go_live(self.rec.stacks.resolve, self.rec.thread_names)
         for name in session.streams:
             source = self.rec.sources.get(name)
             if source is not None:
@@ -760,7 +770,7 @@ class Hub:
 
 def _child_session(streams: tuple[str, ...], depth: int, max_events: int, tags: tuple[int, ...]) -> _Session:
     """A child process's own session (``_processes.child_spec``): it only logs, whatever its parents asked."""
-    return _Session(Trace(streams, depth, max_events), frozenset(streams), "log", tags)
+    return _Session(RawStore(streams, depth, max_events), frozenset(streams), "log", tags)
 
 
 def _note_origins(sessions: Sequence[_Session], source: Any, why: str) -> None:
@@ -770,7 +780,7 @@ def _note_origins(sessions: Sequence[_Session], source: Any, why: str) -> None:
     except Exception:  # noqa: BLE001 (a state that cannot be read is no finding, never an error)
         return
     for session in sessions:
-        at = len(session.trace._raw)
+        at = len(session.trace.raw)
         session.origins.extend((sub, digest, why, at) for sub, digest in digests.items())
 
 
@@ -784,9 +794,6 @@ def _moved_since_recorded(fingerprint: Any) -> bool:
     )
 
 
-def _with_events(trace: Trace) -> set:
-    """The (sub-)streams ``trace`` has an event of."""
-    return {raw[0] for raw in trace._raw} | {key[0] for key in trace._overflow}
 
 
 def _all_in(states: dict, streams: set) -> bool:
@@ -800,15 +807,15 @@ def _all_in(states: dict, streams: set) -> bool:
 def validate_streams(streams: Any) -> frozenset:
     """Check a ``streams=`` argument; None means every stream."""
     if streams is None:
-        return frozenset(SOURCES)
+        return frozenset(declared())
     if isinstance(streams, str):
         streams = [streams]
     names = list(streams)
     for name in names:
-        if name not in SOURCES:
-            raise ValueError(f"unknown stream {name!r}; choose from {', '.join(SOURCES)}")
+        if name not in declared():
+            raise ValueError(f"unknown stream {name!r}; choose from {', '.join(declared())}")
     if not names:
-        raise ValueError(f"streams is empty; choose from {', '.join(SOURCES)}, or None for all")
+        raise ValueError(f"streams is empty; choose from {', '.join(declared())}, or None for all")
     return frozenset(names)
 
 

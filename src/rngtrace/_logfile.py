@@ -19,7 +19,7 @@ import sys
 from typing import Any, NamedTuple
 
 from ._errors import LogError
-from .trace import KINDS, NO_STACK, UNATTRIBUTED, Frame, Process
+from ._model import KINDS, NO_STACK, UNATTRIBUTED, Frame, Process
 
 #: the largest log read unless the caller raises it (Trace.load(max_size=...), --max-log-size)
 MAX_LOG_SIZE = 256 * 2**20

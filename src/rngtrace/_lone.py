@@ -15,7 +15,7 @@ import sys
 from typing import Any, Optional
 
 from ._patches import PatchSet
-from .sources import SOURCES
+from .sources import declared
 
 
 class Plan:
@@ -36,7 +36,7 @@ class Plan:
         self.entries, self.stamps = joined
         #: (stream, source), in install order
         self.sources = sources
-        self.modules = tuple(SOURCES[name] for name, _source in sources)
+        self.modules = tuple(declared()[name].module for name, _source in sources)
 
 
 def make_plan(hub: Any, session: Any) -> Optional[Plan]:

@@ -30,12 +30,10 @@ import array
 import atexit
 import hashlib
 import linecache
-import marshal
 import os
 import select
 import shutil
 import signal
-import struct
 import sys
 import tempfile
 import threading
@@ -44,24 +42,14 @@ from typing import Any, Optional
 
 from ._hotpath import SPEEDUPS as _speedups
 from .sources._base import unmoved
-from .trace import UNATTRIBUTED
+from ._model import UNATTRIBUTED
+from ._spool import BUSY_FLUSH_INTERVAL, FLUSH_INTERVAL, SPOOL_FORMAT, record, records
 
-#: seconds between two looks of a child's writer at what it recorded (and of a parent waiting for a child)
-FLUSH_INTERVAL = 0.01
-#: the longest a child that keeps drawing goes without a write: what a killed child can lose, with one look
-BUSY_FLUSH_INTERVAL = 0.05
 #: how long the end of a block waits, at most, for running children to write what they hold
 SETTLE_WAIT = 0.1
 #: how long it waits, at most, for a child forked an instant before to start writing
 START_WAIT = 1.0
 _SUFFIX = ".spool"
-#: the spool files' format: a Python child started by ``subprocess`` writes only the one its parent reads
-SPOOL_FORMAT = 2
-#: marshal's format 4 reads alike on every Python 3 since 3.4 (a subprocess child may run another)
-_MARSHAL = 4
-#: each record of a spool file: its length, then one marshalled tuple
-_LENGTH = struct.Struct("<I")
-
 
 # -- digests: which state a stream drew from ------------------------------------------
 def state_digests(source: Any) -> dict[str, str]:
@@ -425,14 +413,14 @@ class ChildLog:
         except OSError:
             return None
         log: Optional[ChildLog] = None
-        for record in _records(data):
-            if record[0] == "process":
-                log = cls(record[1])
-                log.ppid, log.start, log.started, log.tags = record[2], record[3], record[4], set(record[5])
+        for entry in records(data):
+            if entry[0] == "process":
+                log = cls(entry[1])
+                log.ppid, log.start, log.started, log.tags = entry[2], entry[3], entry[4], set(entry[5])
             elif log is None:
                 return None
-            elif record[0] == "flush":
-                _, stacks, threads, events, origins, role, end = record
+            elif entry[0] == "flush":
+                _, stacks, threads, events, origins, role, end = entry
                 log.stacks.update(stacks)
                 log.threads.update(threads)
                 log.events += events
@@ -443,7 +431,7 @@ class ChildLog:
                     overflow, log.dropped, log.exit = end
                     log.overflow = list(overflow)
                 log.waiting = False
-            elif record[0] == "waiting":
+            elif entry[0] == "waiting":
                 log.waiting = True
         if log is not None and log.exit is None:
             ended = _ended(log.pid)
@@ -451,33 +439,6 @@ class ChildLog:
                 # It wrote no exit: what it drew last is lost, unless it was waiting with all written.
                 log.exit, log.abrupt = ended, not log.waiting
         return log
-
-
-def _record(payload: tuple) -> bytes:
-    """One record of a spool file: its length, then ``payload`` marshalled."""
-    data = marshal.dumps(payload, _MARSHAL)
-    return _LENGTH.pack(len(data)) + data
-
-
-def _records(data: bytes) -> list[tuple]:
-    """The records of a spool file: up to the first cut short (a kill in the middle of a write)."""
-    records = []
-    view = memoryview(data)
-    at, size = 0, len(data)
-    while at + _LENGTH.size <= size:
-        (length,) = _LENGTH.unpack_from(data, at)
-        at += _LENGTH.size
-        if at + length > size:
-            break
-        try:
-            record = marshal.loads(view[at:at + length])
-        except (EOFError, ValueError, TypeError):
-            break  # what came before it stands
-        if not isinstance(record, tuple) or not record:
-            break
-        records.append(record)
-        at += length
-    return records
 
 
 def _ended(pid: int) -> Optional[str]:
@@ -508,7 +469,7 @@ def _ended(pid: int) -> Optional[str]:
 
 
 #: the record a child writes as it waits for its parent with nothing unwritten (``ChildWriter.before_wait``)
-_WAITING = _record(("waiting",))
+_WAITING = record(("waiting",))
 
 
 # -- the child's side ----------------------------------------------------------------
@@ -517,7 +478,7 @@ class ChildWriter:
 
     Each write is one record: the events recorded since the last one as the trace holds
     them, with the frames of each stack id and the name of each thread met for the first
-    time, all in one ``marshal`` call; the parent resolves nothing (``_merge``).
+    time, all in one ``marshal`` call; the parent resolves nothing (``RawStore.merge_child``).
     """
 
     def __init__(self, hub: Any, session: Any, file: str, tags: tuple[int, ...], start: str = "fork") -> None:
@@ -541,7 +502,7 @@ class ChildWriter:
         header = ("process", os.getpid(), os.getppid(), start, time.time(), tuple(tags))
         # The parent made the file; a folder already gone (its block ended) means: do not record.
         self._fd = os.open(self.file, os.O_WRONLY | os.O_APPEND)
-        self._write(_record(header))
+        self._write(record(header))
         self._install_exits()
         # A bare thread: threading.Thread.start() would wait until the new thread runs, and
         # right after a fork (the parent forking the next worker, siblings starting) that
@@ -606,7 +567,7 @@ class ChildWriter:
         if self._done or self._finishing:
             return
         session = self.session
-        if len(session.trace._raw) + len(session.origins) != self._written + self._origins or role() != self._role:
+        if len(session.trace.raw) + len(session.origins) != self._written + self._origins or role() != self._role:
             try:
                 self.flush()
             except Exception:  # noqa: BLE001 (a spool that cannot be written never breaks the child)
@@ -678,7 +639,7 @@ class ChildWriter:
             sweep = self.sweep
             if sweep is not None:
                 sweep()
-            now, recorded = time.monotonic(), len(session.trace._raw) + len(session.origins)
+            now, recorded = time.monotonic(), len(session.trace.raw) + len(session.origins)
             drawing, seen = recorded != seen, recorded
             if recorded == self._written + self._origins or (drawing and now - written_at < BUSY_FLUSH_INTERVAL):
                 continue  # nothing new, or more to come: a role found since is written with the rest
@@ -714,7 +675,7 @@ class ChildWriter:
     def _next(self, final: Optional[str]) -> Optional[bytes]:
         """The record of what was recorded since the last write, or None if there is nothing new."""
         trace = self.session.trace
-        events = trace._raw[self._written:]  # one copy, in C: the wrappers append meanwhile
+        events = trace.raw[self._written:]  # one copy, in C: the wrappers append meanwhile
         self._written += len(events)
         origins = self.session.origins[self._origins:]
         self._origins += len(origins)
@@ -725,7 +686,7 @@ class ChildWriter:
         end = None
         sids = {raw[4] for raw in events}
         if final is not None:
-            overflow = tuple((*key, calls, values) for key, (calls, values) in list(trace._overflow.items()))
+            overflow = tuple((*key, calls, values) for key, (calls, values) in list(trace.overflow.items()))
             sids.update(row[3] for row in overflow)
             end = (overflow, trace.dropped, final)
         elif not events and not origins and not changed:
@@ -745,9 +706,9 @@ class ChildWriter:
         self._threads.update(threads)
         payload = ("flush", stacks, threads, events, tuple(origins), self._role if changed else None, end)
         try:
-            return _record(payload)
+            return record(payload)
         except ValueError:  # a detail marshal cannot write (an object some source passed): its text
-            return _record(("flush", stacks, threads, [_plain(raw) for raw in events], tuple(origins),
+            return record(("flush", stacks, threads, [_plain(raw) for raw in events], tuple(origins),
                             payload[5], end))
 
     def _write(self, data: bytes) -> None:

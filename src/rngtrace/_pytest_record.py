@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Optional
 
-from .trace import NO_STACK, UNATTRIBUTED, _moved_parts
+from ._model import NO_STACK, UNATTRIBUTED, moved_parts
 
 #: events kept one by one per record; the rest are only counted
 MAX_RECORD_EVENTS = 1000
@@ -77,7 +77,7 @@ def add_event(record: dict[str, Any], raw: tuple, stack: tuple, noticed: tuple, 
     a caller that adds many events of one stack; shared by them, and never changed.
     """
     stream, kind, api, count = raw[0], raw[1], raw[2], raw[3]
-    detail = _moved_parts(raw)[0] if kind == UNATTRIBUTED else raw[6]
+    detail = moved_parts(raw)[0] if kind == UNATTRIBUTED else raw[6]
     counts = record["counts"]
     slot = f"{stream}|{kind}|{phase}"
     counts[slot] = counts.get(slot, 0) + 1
@@ -107,7 +107,7 @@ def stacks_of(raws: list[tuple], resolve: Any, depth: int) -> dict[int, tuple]:
     for raw in raws:
         ids.add(raw[4])
         if raw[1] == UNATTRIBUTED:
-            ids.add(_moved_parts(raw)[1])
+            ids.add(moved_parts(raw)[1])
     ids.discard(NO_STACK)
     return {sid: resolve(sid, depth) for sid in ids if sid is not None and sid >= 0}
 

@@ -103,7 +103,7 @@ class Tracer:
             finally:
                 self._block = None
                 if self._trace is not None:
-                    self._outside(len(self._trace._raw), live=False)
+                    self._outside(len(self._trace.raw), live=False)
                     self._trace = None
 
     @pytest.hookimpl(tryfirst=True)
@@ -137,14 +137,14 @@ class Tracer:
 
     def _open(self, item: pytest.Item) -> None:
         """A test begins: what came before is outside any test; note the streams' states and where setup starts."""
-        self._outside(len(self._trace._raw))
+        self._outside(len(self._trace.raw))
         window = records.Window(self._rec.state().key)  # how events name the thread running the test
         self._foreign, self._touched, self._seeded = set(), set(), set()
         if self._stale or len(self._known) < len(self._sources):
             self._known.update(self._full(self._sources))
             self._stale = False
         self._before = self._snapshot()
-        window.marks.append((len(self._trace._raw), self._trace.dropped, None))  # setup begins
+        window.marks.append((len(self._trace.raw), self._trace.dropped, None))  # setup begins
         self._window = window
 
     @property
@@ -156,7 +156,7 @@ class Tracer:
         # A phase ends where its report is made: one hook, not three wrappers, per phase.
         window = self._window
         if window is not None and self._trace is not None:
-            window.marks.append((len(self._trace._raw), self._trace.dropped, when))
+            window.marks.append((len(self._trace.raw), self._trace.dropped, when))
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_fixture_setup(self, fixturedef: Any, request: Any) -> Iterator[None]:
@@ -164,10 +164,10 @@ class Tracer:
         if window is None or trace is None or fixturedef.scope == "function":
             yield
             return
-        start = len(trace._raw)
+        start = len(trace.raw)
         yield
         key = f"fixture:{fixturedef.baseid}::{fixturedef.argname}"
-        window.fixtures.append((start, len(trace._raw), key))
+        window.fixtures.append((start, len(trace.raw), key))
         if key not in self._fixture_code:
             self._fixture_code[key] = _code_of(fixturedef, request)
 
@@ -188,7 +188,7 @@ class Tracer:
         if when != "teardown" and not self.strict:
             return  # only strict mode acts at the call: the phases are judged together at teardown
         window = self._window
-        end = len(self._trace._raw)
+        end = len(self._trace.raw)
         if self._quiet(window, when) or (when == "teardown" and self._only_foreign(window)):  # type: ignore[arg-type]
             if when == "teardown":
                 self._seen = end
@@ -210,7 +210,7 @@ class Tracer:
         if when == "teardown":
             report.rngtrace = [r for r in self._made.values() if not records.is_empty(r)]
             self._made = {}
-            if len(self._trace._raw) > ROTATE_AT:
+            if len(self._trace.raw) > ROTATE_AT:
                 self._end()
                 self._begin()
 
@@ -248,7 +248,7 @@ class Tracer:
         marks = window.marks
         if self._made or window.fixtures or not marks or marks[-1][1] != marks[0][1]:
             return False
-        raws, foreign_at, thread = self._trace._raw, self._foreign_at, window.thread
+        raws, foreign_at, thread = self._trace.raw, self._foreign_at, window.thread
         bases = set()
         for i in range(marks[0][0], marks[-1][0]):
             raw = raws[i]
@@ -263,7 +263,7 @@ class Tracer:
 
     def _assign(self, window: records.Window, phases: list, test: dict[str, Any]) -> None:
         """Give each event of ``phases`` to the test, a wider fixture, or "other threads"."""
-        raws = self._trace._raw
+        raws = self._trace.raw
         if not any(end > start or dropped for _phase, start, end, dropped in phases):
             return
         for phase, start, end, dropped in phases:
@@ -444,7 +444,7 @@ class Tracer:
         if frames is None:
             if len(self._resolved) >= MAX_RESOLVED:
                 self._resolved.clear()
-            frames = self._resolved[sid] = self._trace._live[0](sid, depth)
+            frames = self._resolved[sid] = self._trace.live[0](sid, depth)
         return frames
 
     def _leak_owner(self, test: dict[str, Any], stream: str) -> dict[str, Any]:
@@ -470,11 +470,11 @@ class Tracer:
         self._seen = end
         if trace is None or end <= start:
             return
-        raws = trace._raw[start:end]
-        resolve = trace._live[0] if live and trace._live else None
+        raws = trace.raw[start:end]
+        resolve = trace.live[0] if live and trace.live else None
         stacks = records.stacks_of(raws, resolve, DEPTH) if resolve is not None else {}
         if resolve is None:
-            stacks = {sid: frames for sid, frames in trace._resolved().items()}
+            stacks = {sid: frames for sid, frames in trace.resolved_stacks().items()}
         self._stale = True
         for raw in raws:
             stack = stacks.get(raw[4], ())

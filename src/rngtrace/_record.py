@@ -24,7 +24,7 @@ from ._hotpath import Cache, FrameMode, HotPath, Snapshot
 from ._paths import is_user_file
 from ._stack import StackTable
 from ._threads import Fingerprint, ThreadGuard, ThreadState
-from .trace import DRAW, NO_STACK, UNATTRIBUTED
+from ._model import DRAW, NO_STACK, UNATTRIBUTED
 
 
 # Read once: on 3.11 each FrameMode.X goes through the enum type's Python __getattr__ (~150 ns),
@@ -86,7 +86,7 @@ class Recording:
             only = sessions[0]
             self._depth = only.trace.depth
             if not strict:
-                sink = (only.trace._raw, only.trace.max_events, only.streams, only.trace)
+                sink = (only.trace.raw, only.trace.max_events, only.streams, only.trace)
         elif sessions:
             self._depth = max(s.trace.depth for s in sessions)
         else:
@@ -231,7 +231,7 @@ class Recording:
             base = self.base_of(stream)
             traces = [session.trace for session in now.active if base in session.streams]
             for trace in traces:
-                trace._add(raw)
+                trace.add(raw)
             self.note_prebound(base, frame, traces)
         self.rebase(stream)
         if self.on_unattributed is not None:
@@ -304,7 +304,7 @@ class Recording:
 
     def hint(self, stream: str) -> str:
         source = self.sources.get(self.base_of(stream))
-        return source.hint if source is not None else "an explicit generator object"
+        return (source.stream.own_generator if source is not None else "") or "an explicit generator object"
 
     def record(
         self,
@@ -340,7 +340,7 @@ class Recording:
                 if len(sink[0]) < sink[1]:
                     sink[0].append(raw)
                 else:
-                    sink[3]._add(raw)
+                    sink[3].add(raw)
                 return
         # Any other event: walk what the cache does not know, and give it to every trace.
         active = now.active
@@ -356,7 +356,7 @@ class Recording:
         base = self.base_of(stream)
         for session in active:
             if base in session.streams:
-                session.trace._add(raw)
+                session.trace.add(raw)
         if now.strict and kind == DRAW and self._policy.get(base) == "warn":
             self._warn(stream, api, sid, cache.table)
 

@@ -33,7 +33,7 @@ from ._caller import is_stand_in
 from ._hotpath import SPEEDUPS
 from ._paths import is_hidden
 from ._threads import MAX_PINNED
-from .trace import Frame
+from ._model import Frame
 
 ROOT = -1  # the parent of an outermost (or depth-truncated) frame
 _SUSPENDABLE = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR

@@ -94,8 +94,8 @@ def _write_boot(hub: Any) -> Optional[str]:
 
 def _version() -> str:
     """What a child's rngtrace must be to write its parent's spool: the release and the spool format."""
-    from . import __version__
-    from ._processes import SPOOL_FORMAT
+    from ._spool import SPOOL_FORMAT
+    from ._version import __version__
 
     return f"{__version__}/{SPOOL_FORMAT}"
 

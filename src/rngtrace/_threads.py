@@ -3,16 +3,11 @@
 from __future__ import annotations
 
 import gc
-import itertools
 import threading
 from typing import Any, Optional
 
-_THREAD_KEYS = itertools.count(1)
+from ._store import new_thread_key
 
-
-def new_thread_key() -> int:
-    """A key no thread of this process has (a merged child's thread gets one too)."""
-    return next(_THREAD_KEYS)
 
 #: The most frames a thread's stack cache pins: past it the cache lets them all go,
 #: so memory stays bounded even where the Sweeper is stalled or gone.

@@ -22,7 +22,8 @@ import traceback
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, NoReturn
 
-from . import __version__, _subprocess, ranks
+from . import _subprocess, ranks
+from ._version import __version__
 from ._errors import GlobalRNGError, LogError
 from ._hub import HUB, validate_on_draw, validate_streams
 from ._logfile import MAX_LOG_SIZE, escape_surrogates, size_words

@@ -12,7 +12,7 @@ is a divergence too.
 Two runs that made the same calls can still have drawn other numbers: a stream
 never seeded, or seeded from OS entropy, starts from another state each run. A
 saved log carries a digest of each stream's full state where it starts anew
-(``Trace._origins``: at the trace's start or first draw, after every seed, at a
+(``RawStore.origins``: at the trace's start or first draw, after every seed, at a
 fork); the first digest that differs between the runs is a ``StateDifference``.
 Everything here is data; ``rngtrace.render.render_diff`` turns it into text.
 """
@@ -25,7 +25,8 @@ import functools
 from dataclasses import dataclass
 
 from ._paths import package_tail
-from .trace import DRAW, KINDS, SEED, Event, Frame, Trace
+from ._model import DRAW, KINDS, SEED, Event, Frame
+from ._store import RawStore
 
 #: origins made by a seed: the state a seed gave; every other origin is a state the stream came with
 _SEEDED = "seed"
@@ -90,8 +91,8 @@ class StateDifference:
 class TraceDiff:
     """How two traces differ: every divergence, earliest first, and the call sites whose counts differ."""
 
-    a: Trace
-    b: Trace
+    a: RawStore
+    b: RawStore
     divergences: tuple[Divergence, ...]
     sites: tuple[SiteDifference, ...]  # largest difference in calls first
     #: streams that drew from another state in A than in B, first per stream
@@ -108,7 +109,7 @@ class TraceDiff:
         return self.divergences[0] if self.divergences else None
 
 
-def compare(a: Trace, b: Trace) -> TraceDiff:
+def compare(a: RawStore, b: RawStore) -> TraceDiff:
     """Align ``a`` and ``b`` stream by stream and say where they part."""
     events_a, events_b = a.events, b.events
     found: list[Divergence] = []
@@ -175,7 +176,7 @@ def _values_differ(x: Event, y: Event) -> bool:
     return False
 
 
-def _site_differences(a: Trace, b: Trace) -> tuple[SiteDifference, ...]:
+def _site_differences(a: RawStore, b: RawStore) -> tuple[SiteDifference, ...]:
     """Every call site whose calls or values differ between the runs, dropped events counted."""
     counts_a, counts_b = _site_counts(a), _site_counts(b)
     rows = []
@@ -189,7 +190,7 @@ def _site_differences(a: Trace, b: Trace) -> tuple[SiteDifference, ...]:
     return tuple(rows)
 
 
-def _site_counts(trace: Trace) -> dict[tuple, tuple[Frame | None, int, int]]:
+def _site_counts(trace: RawStore) -> dict[tuple, tuple[Frame | None, int, int]]:
     """(stream, kind, api, site key) -> (a frame there, calls, values)."""
     out: dict[tuple, tuple[Frame | None, int, int]] = {}
     for kind in KINDS:
@@ -205,7 +206,7 @@ def _site_counts(trace: Trace) -> dict[tuple, tuple[Frame | None, int, int]]:
 # -- states ------------------------------------------------------------------------------
 
 
-def _state_differences(a: Trace, b: Trace) -> tuple[StateDifference, ...]:
+def _state_differences(a: RawStore, b: RawStore) -> tuple[StateDifference, ...]:
     """Per stream, the first state both runs drew from whose digests differ."""
     starts_a, starts_b = _starts(a), _starts(b)
     out = []
@@ -217,13 +218,13 @@ def _state_differences(a: Trace, b: Trace) -> tuple[StateDifference, ...]:
     return tuple(out)
 
 
-def _starts(trace: Trace) -> dict[str, list[tuple[str, Event | None, Event]]]:
+def _starts(trace: RawStore) -> dict[str, list[tuple[str, Event | None, Event]]]:
     """stream -> (digest, the seed that set it or None, the first draw from it), for each state drawn from.
 
     Only the traced process's: a child's streams are compared by the duplicate finding.
     """
     events = trace.events
-    origins = sorted((o for o in trace._origins if o[0] == trace.pid), key=lambda o: o[4])
+    origins = sorted((o for o in trace.origins if o[0] == trace.pid), key=lambda o: o[4])
     by_stream: dict[str, list[tuple[int, str, str]]] = {}
     for _pid, stream, digest, why, at in origins:
         by_stream.setdefault(stream, []).append((at, digest, why))

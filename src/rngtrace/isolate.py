@@ -11,7 +11,7 @@ import wrapt
 
 from ._blocks import Binding, ExitSlot, claim
 from ._hub import validate_streams
-from .sources import SOURCES, load_source
+from .sources import declared, load_source
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -35,7 +35,7 @@ class rng_isolate:
 
     def __enter__(self) -> rng_isolate:
         binding = claim(self, sys._getframe(1))
-        sources = [load_source(name) for name in sorted(self.streams) if sys.modules.get(SOURCES[name]) is not None]
+        sources = [load_source(name) for name in sorted(self.streams) if sys.modules.get(declared()[name].module) is not None]
         saved = [(source, source.state()) for source in sources]
         if binding is not None:
             binding.payload = saved

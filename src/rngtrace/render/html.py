@@ -23,7 +23,7 @@ import json
 from html import escape as _escape
 from typing import Any, Sequence
 
-from .. import __version__
+from .._version import __version__
 from .._paths import current_dir, is_user_file, package_of, short_path
 from ..trace import DRAW, SEED, UNATTRIBUTED, Event, Frame, Trace
 from . import _html_page

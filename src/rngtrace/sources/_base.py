@@ -22,7 +22,8 @@ from typing import Any, Callable, ClassVar, Iterable, Optional
 from .._caller import call_as, is_stand_in
 from .._hotpath import SPEEDUPS as _speedups
 from .._paths import PACKAGE_DIR
-from ..trace import DRAW, SEED
+from .._model import DRAW, SEED
+from .._streams import Stream
 
 
 # classify() returns this for a call made inside the stream's own library,
@@ -40,12 +41,18 @@ Hit = tuple  # (stream, kind, api, start frame, detail)
 class Source(ABC):
     """A global random stream: what to hook, how to read and restore its state."""
 
-    name: ClassVar[str]  # the stream name users pass in ``streams=``
-    module: ClassVar[str]  # the module whose import makes the stream exist
-    #: the isolated replacement, named in the log's hint
-    hint: ClassVar[str]
+    #: the stream's declaration (``_streams.Stream``): everything the rest of rngtrace reads about it
+    stream: ClassVar[Stream]
+    name: ClassVar[str]  # the stream name users pass in ``streams=`` (the declaration's)
+    module: ClassVar[str]  # the module whose import makes the stream exist (the declaration's)
     #: whether a c_call profile hook can see this stream's callables (C builtins, not Cython)
     profile_visible: ClassVar[bool] = True
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        declared = cls.__dict__.get("stream")
+        if declared is not None:
+            cls.name, cls.module = declared.name, declared.module
 
     def prepare(self) -> None:
         """Get the library ready before each install (fill caches that must not see a patch)."""
@@ -117,6 +124,15 @@ class Source(ABC):
 
     def forget(self) -> None:
         """Drop any reference kept while tracing (called when hooks come off)."""
+
+    @classmethod
+    def settings(cls) -> dict[str, bool]:
+        """The library's flags that decide whether its results repeat, read once when a trace ends.
+
+        Read only where the trace has an event of this stream; the findings read them
+        (``settings``). Empty for a library with none.
+        """
+        return {}
 
 
 def same_state(source: Source, old: Any, new: Any) -> bool:

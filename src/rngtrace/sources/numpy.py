@@ -25,7 +25,8 @@ import numpy as np
 _nprandom = importlib.import_module("numpy.random")
 _mtrand = importlib.import_module("numpy.random.mtrand")
 
-from ..trace import DRAW, SEED
+from .._model import DRAW, SEED
+from .numpy_stream import STREAM
 from ._base import INTERNAL, Hit, Patch, Source, draw_wrapper, inplace_count, recorder, seed_wrapper
 from ._inplace import in_place, inside, read_with_state
 
@@ -63,9 +64,7 @@ def _method_count(result: Any, args: tuple, kwargs: dict) -> Optional[int]:
 class NumpySource(Source):
     """The stream behind ``np.random.rand()``, ``np.random.seed()`` and the singleton's methods."""
 
-    name = "numpy"
-    module = "numpy.random"
-    hint = "np.random.default_rng(seed)"
+    stream = STREAM
     profile_visible = False  # Cython methods raise no c_call events
 
     def patches(self, hub: Any) -> Iterable[Patch]:
@@ -349,6 +348,3 @@ def _gauss_flag_offset() -> Optional[int]:
         return None
     private.set_state((name, key, pos, 1, cached))
     return offset if flag.value == 1 else None
-
-
-SOURCE_CLASS = NumpySource

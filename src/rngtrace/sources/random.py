@@ -9,7 +9,8 @@ import random as _random
 from types import FrameType
 from typing import Any, Iterable, Optional
 
-from ..trace import DRAW, SEED
+from .._model import DRAW, SEED
+from .random_stream import STREAM
 from ._base import (
     INTERNAL, Hit, Patch, Source, Through, draw_wrapper, inplace_count, recorder, restore_wrapper, seed_wrapper,
 )
@@ -75,9 +76,7 @@ def _method_names() -> list[str]:
 class RandomSource(Source):
     """The stream behind ``random.random()``, ``random.shuffle()`` and friends."""
 
-    name = "random"
-    module = "random"
-    hint = "random.Random(seed)"
+    stream = STREAM
 
     def __init__(self) -> None:
         # Taken before any patch goes on: the functions are still the originals, bound to it.
@@ -250,6 +249,3 @@ def _mt_view(inst: Any) -> Optional[Any]:
     if len(internal) != 625 or index != internal[-1] or first != internal[0]:
         return None
     return in_place([(address, 8)], inst)
-
-
-SOURCE_CLASS = RandomSource

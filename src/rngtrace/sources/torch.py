@@ -28,8 +28,9 @@ import torch.nn.utils.rnn as _rnn_utils
 import torch.utils._device as _device
 
 from .._errors import GlobalRNGError
-from ..trace import DRAW, SEED
+from .._model import DRAW, SEED
 from . import _torch_state
+from .torch_stream import STREAM
 from ._base import IN_PLACE, INTERNAL, Condition, Hit, Patch, Source, recorder, restore_wrapper, seed_wrapper, twin_of
 
 _Generator = torch.Generator
@@ -417,9 +418,22 @@ def _cuda_seed_wrapper(rec: Any, api: str, original: Callable, device_at: Option
 class TorchSource(Source):
     """The streams behind ``torch.rand()``, ``nn.init``, dropout and ``torch.manual_seed()``."""
 
-    name = "torch"
-    module = "torch"
-    hint = "torch.Generator().manual_seed(seed) passed as generator="
+    stream = STREAM
+
+
+    @classmethod
+    def settings(cls) -> dict[str, bool]:
+        """The torch flags that decide whether its results repeat; empty where torch is not imported.
+
+        Read once, when a trace ends: never per draw.
+        """
+        try:
+            cudnn = torch.backends.cudnn
+            return {"cudnn.benchmark": bool(cudnn.benchmark), "cudnn.deterministic": bool(cudnn.deterministic),
+                    "deterministic_algorithms": bool(torch.are_deterministic_algorithms_enabled()),
+                    "cuda": bool(torch.cuda.is_initialized())}
+        except Exception:  # noqa: BLE001 (a torch that cannot say is no finding, never an error)
+            return {}
 
     def __init__(self) -> None:
         # Taken before any patch goes on: these are the originals, for references
@@ -665,6 +679,3 @@ def _initialised_cuda_generators() -> tuple:
     if not torch.cuda.is_initialized():
         return ()
     return tuple(torch.cuda.default_generators)
-
-
-SOURCE_CLASS = TorchSource

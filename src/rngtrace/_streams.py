@@ -1,0 +1,63 @@
+"""What a global stream declares about itself: the facts every other layer reads.
+
+A stream is declared once, by its module in ``sources/`` (or by a third-party
+package through the ``rngtrace.sources`` entry-point group), as a ``Stream``.
+Findings, fixes, renderers, the diff, ranks, child processes and the pytest
+report read these fields and nothing else about a stream: a stream that
+declares no advice gets none, never another library's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping
+
+#: the entry-point group through which other packages add a stream
+ENTRY_POINT_GROUP = "rngtrace.sources"
+
+
+@dataclass(frozen=True)
+class Stream:
+    """One global random stream, as its source declares it.
+
+    Every text field is optional but ``name``, ``module`` and ``source``: where a
+    field is empty, the log gives no advice of that kind for this stream.
+    """
+
+    #: what ``streams=`` takes and the events' stream is called; a sub-stream is ``name.sub`` (``torch.cuda:0``)
+    name: str
+    #: the module whose import makes the stream exist (``numpy.random``); the source loads after it
+    module: str
+    #: ``"package.module:Class"``: the ``sources._base.Source`` that records it, imported only when traced
+    source: str
+    #: seeding it with a value, as a user writes it: ``np.random.seed(0)``
+    seed_call: str = ""
+    #: the generator of one's own that replaces it, in a hint: ``np.random.default_rng(seed)``
+    own_generator: str = ""
+    #: making that generator, as a line: ``rng = np.random.default_rng(seed)``; ``{seed}`` is filled in
+    make_generator: str = ""
+    #: the name the made generator is bound to: ``rng``
+    generator_name: str = ""
+    #: a legacy function's name -> the generator's method of that name (``randn`` -> ``standard_normal``)
+    renames: Mapping[str, str] = field(default_factory=dict)
+    #: the draws take the generator as an argument (``generator=g``) rather than as the object called
+    generator_argument: bool = False
+    #: the draws that take no generator at all (only seeding the global stream fixes them)
+    no_generator: frozenset[str] = frozenset()
+    #: what makes each process draw its own numbers (the ``duplicate`` finding's fix)
+    per_process_fix: str = ""
+    #: a new process starts it from OS entropy: a draw before any seed is unseeded
+    entropy_at_start: bool = False
+    #: a fork gives the child a freshly seeded stream (``random`` reseeds at fork)
+    reseeded_at_fork: bool = False
+    #: its library's own random files (``numpy/random/``), never taken for the code that called
+    library_files: tuple[str, ...] = ()
+
+    def own_draw(self, method: str, api: str, seed: str = "seed") -> str:
+        """The user's draw ``api`` from a generator of their own, or "" where the stream declares none."""
+        if not self.make_generator:
+            return ""
+        made = self.make_generator.replace("{seed}", seed)
+        if self.generator_argument:
+            return f"{made}, passed as {api}(..., generator={self.generator_name})"
+        return f"{made}; {self.generator_name}.{self.renames.get(method, method)}(...)"
