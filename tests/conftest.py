@@ -9,9 +9,11 @@ import threading
 import pytest
 
 from rngtrace._hub import HUB
+from rngtrace.sources import declared
 
-# Every namespace a source patches; compared attribute by attribute, by identity.
-_WATCHED = (
+# Every namespace a source patches; compared attribute by attribute, by identity. Each declared
+# stream's module is one (a package's stream too); these are the rest of what the built-in ones patch.
+_PATCHED = (
     "random",
     "numpy.random",
     "numpy.random.mtrand",
@@ -22,6 +24,7 @@ _WATCHED = (
     "torch.cuda",
     "torch.cuda.random",
 )
+_WATCHED = tuple(dict.fromkeys((*_PATCHED, *(info.module for info in declared().values()))))
 
 
 def _namespaces() -> dict[str, dict[str, object]]:

@@ -599,8 +599,9 @@ def _forked_under_a_trace(child: Any) -> tuple[Any, int, int]:
 
 def test_a_torch_state_is_digested_from_its_bytes_in_place_exactly_as_numpys_bridge_reads_them():
     torch = pytest.importorskip("torch")
-    from rngtrace._processes import _tensor_bytes
+    from rngtrace.sources import load_source
 
+    _tensor_bytes = load_source("torch").state_bytes
     generator = torch.Generator().manual_seed(7)
     states = []
     for _ in range(4):  # fresh, after draws, with a cached normal (torch.randn's odd count)

@@ -13,17 +13,7 @@ from typing import Any, Optional
 
 from ._model import DRAW, Finding, Process
 from ._store import RawStore
-#: the fix a duplicate finding names, per library
-_FIXES = {
-    "random": "seed each process from its id (random.seed(base + worker_id)) or give each its own "
-              "random.Random(seed + worker_id)",
-    "numpy": "seed each process from its id (np.random.seed(base + worker_id)) or draw from "
-             "np.random.default_rng(seed + worker_id) in each",
-    "torch": "seed each process from its id (torch.manual_seed(base + worker_id)) or pass each a "
-             "torch.Generator seeded from its id",
-}
-
-
+from .sources import stream as stream_info
 def duplicates(trace: RawStore) -> list[Finding]:
     """Streams that two or more processes drew from starting at the same state.
 
@@ -59,7 +49,8 @@ def duplicates(trace: RawStore) -> list[Finding]:
         order = sorted(first.items(), key=lambda item: item[1])
         who = _and([_who(pid, roles.get(pid), trace.pid) for pid, _ in order])
         sites = sorted({_site(events[i]) for _, i in order})
-        fix = _FIXES.get(stream.split(".", 1)[0], "seed each process from its id")
+        info = stream_info(stream)
+        fix = (info.per_process_fix if info is not None else "") or "seed each process from its id"
         message = (
             f"{len(order)} processes drew from the {stream} stream starting from the same state, so they drew "
             f"the same numbers: {who}; first draw{'s' if len(sites) > 1 else ''} at {_and(sites)}"

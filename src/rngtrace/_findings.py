@@ -34,14 +34,13 @@ from ._paths import cell_label, is_user_file
 from ._model import DRAW, SEED, Event, Finding, Frame
 from ._duplicates import duplicates
 from ._store import RawStore
+from .sources import stream as stream_info
 
 #: PyTorch seeds random, NumPy and torch in each DataLoader worker from its base seed: no finding
 _WORKER_SEEDING = "torch/utils/data/_utils/worker.py"
 #: torch draws from user code that take generator=, named by global-generator
 _TAKES_GENERATOR = ("torch.nn.init.", "torch.randperm")
 #: streams whose global generator starts from OS entropy; torch's starts from a fixed default seed
-_ENTROPY_STARTED = ("random", "numpy")
-_SEEDERS = {"random": "random.seed(0)", "numpy": "np.random.seed(0)", "torch": "torch.manual_seed(0)"}
 
 
 def findings(trace: RawStore) -> list[Finding]:
@@ -138,7 +137,8 @@ def _interleaved_finding(seed: Event, others: list[Event], draw: Event) -> Findi
         value = seed.detail if seed.detail not in (None, "None") else "seed"
         fix = f"{first}, or torch.manual_seed({value}) right before building the model at {line_of(built)}"
     else:
-        fix = f"{first}, or draw your own at {line_of(draw.frame)}: {own_generator(draw, seed.detail)}"  # type: ignore[arg-type]
+        own = own_generator(draw, seed.detail)
+        fix = f"{first}, or draw your own at {line_of(draw.frame)}: {own}" if own else first  # type: ignore[arg-type]
     return Finding("interleaved", draw.stream, (draw.pid,), message, (seed.index, *(e.index for e in others),
                                                                       draw.index), fix)
 
@@ -194,7 +194,7 @@ def _entropy_finding(event: Event) -> Finding:
     if call is not None and call.callee is None:
         message = (f"{event.api}() at {line_of(call.line)} seeds {library} from OS entropy, so every run draws "
                    "differently after it")
-        fix = f"give it a value: {_SEEDERS.get(library, event.api + '(0)')} at {line_of(call.line)}"
+        fix = f"give it a value: {_seed_call(library) or event.api + '(0)'} at {line_of(call.line)}"
     else:
         message = (f"{event.api}() {_where_seed(event, call)} seeds {library} from OS entropy, so every run draws "
                    "differently after it")
@@ -214,7 +214,8 @@ def _unseeded(trace: RawStore, events: list[Event]) -> list[Finding]:
     first: dict[str, Event] = {}
     for e in events:
         base = _base(e.stream)
-        if e.pid != trace.pid or base not in _ENTROPY_STARTED:
+        info = stream_info(base)
+        if e.pid != trace.pid or info is None or not info.entropy_at_start:
             continue
         if e.kind == SEED:
             seeded.add(base)
@@ -226,10 +227,23 @@ def _unseeded(trace: RawStore, events: list[Event]) -> list[Finding]:
         if call is not None and call.callee is not None:
             at = f"{line_of(call.line)} ({call.name})"
         message = f"{base} is drawn from at {at} before it is ever seeded, so every run draws differently"
-        fix = library_fix(e) or (f"{_SEEDERS[base]} at the program's start, or "
-                                 f"{own_generator(e, '0')} at {line_of(e.frame)}" if e.frame else _SEEDERS[base])
+        fix = library_fix(e) or _unseeded_fix(e, _seed_call(base))
         found.append(Finding("unseeded", base, (e.pid,), message, (e.index,), fix))
     return found
+
+
+def _unseeded_fix(event: Event, seed_call: str) -> str:
+    """Seed the stream where the program starts, or draw from a generator of one's own at the line."""
+    own = own_generator(event, "0") if event.frame else ""
+    ways = [f"{seed_call} at the program's start" if seed_call else "",
+            f"{own} at {line_of(event.frame)}" if own else ""]  # type: ignore[arg-type]
+    return " or ".join(way for way in ways if way).replace(" start or ", " start, or ")
+
+
+def _seed_call(library: str) -> str:
+    """How the user seeds ``library``'s stream with a value, as its source declares it ("" if it does not)."""
+    info = stream_info(library)
+    return info.seed_call if info is not None else ""
 
 
 # -- global-generator ----------------------------------------------------------------------

@@ -15,6 +15,7 @@ from typing import Sequence
 
 from ._paths import is_user_file, package_of, short_path
 from ._model import Event, Frame
+from .sources import stream as stream_info
 
 #: how a library's generic call wrappers are named: the user-facing call is the frame below them
 _WRAPPERS = frozenset({"wrapper", "inner", "wrapped", "decorator", "_wrapper", "decorate_context",
@@ -27,11 +28,6 @@ TORCH_DATA = "torch/utils/data/"
 #: estimator methods: on Python 3.10 a frame names the method without its class
 _METHODS = frozenset({"fit", "fit_predict", "fit_transform", "partial_fit", "predict", "transform", "score",
                       "split", "sample", "fit_resample"})
-#: np.random.* legacy names whose Generator method is called something else
-NUMPY_RENAMES = {"rand": "random", "random_sample": "random", "ranf": "random", "sample": "random",
-                 "randn": "standard_normal", "randint": "integers", "random_integers": "integers",
-                 "tomaxint": "integers"}
-
 
 @dataclass(frozen=True)
 class Call:
@@ -146,15 +142,15 @@ def isolate(event: Event, home: str = "") -> str:
 
 
 def own_generator(event: Event, seed: str | None) -> str:
-    """``rng = np.random.default_rng(666); rng.random()``: the user's draw from a generator of their own."""
+    """``rng = np.random.default_rng(666); rng.random()``: the user's draw from a generator of their own.
+
+    "" where the event's stream declares no generator of one's own.
+    """
+    info = stream_info(event.stream)
+    if info is None:
+        return ""  # a stream that declared no generator gets no advice, never another library's
     value = seed if seed not in (None, "None") else "seed"
-    method = event.api.rsplit(".", 1)[-1]
-    base = event.stream.split(".", 1)[0]
-    if base == "numpy":
-        return f"rng = np.random.default_rng({value}); rng.{NUMPY_RENAMES.get(method, method)}(...)"
-    if base == "random":
-        return f"rng = random.Random({value}); rng.{method}(...)"
-    return f"g = torch.Generator().manual_seed({value}), passed as {event.api}(..., generator=g)"
+    return info.own_draw(event.api.rsplit(".", 1)[-1], event.api, value)
 
 
 def model_built(event: Event) -> Frame | None:

@@ -57,7 +57,11 @@ def state_digests(source: Any) -> dict[str, str]:
     out = {}
     for stream, state in source.state().items():
         h = hashlib.blake2b(digest_size=12)
-        _feed(h, state)
+        data = source.state_bytes(state)  # the source knows its state's form (a tensor's bytes)
+        if data is not None:
+            h.update(data)
+        else:
+            _feed(h, state)
         out[stream] = h.hexdigest()
     return out
 
@@ -84,36 +88,10 @@ def _feed(h: Any, value: Any) -> None:
         h.update(b")")
     elif isinstance(value, (bytes, bytearray)):
         h.update(bytes(value))
-    elif type(value).__name__ == "Tensor" and hasattr(value, "numpy"):  # torch.get_rng_state()
-        h.update(_tensor_bytes(value))
     elif hasattr(value, "tobytes") and hasattr(value, "dtype"):  # a NumPy array
         h.update(value.tobytes())
     else:
         h.update(repr(value).encode())
-
-
-def _tensor_bytes(tensor: Any) -> bytes:
-    """``tensor.numpy().tobytes()``; a contiguous CPU tensor (every generator's ``get_state()``) read in place.
-
-    The first ``.numpy()`` in a child just forked costs ~0.2 ms (NumPy's bridge, touched
-    afresh), and a DataLoader worker takes its digests there, at every seed.
-    """
-    try:
-        # In place only where its bytes are host memory (a generator's state always is).
-        if tensor.is_cpu is True and tensor.is_contiguous() and tensor.numel() > 0:
-            from .sources._inplace import in_place
-
-            return in_place(((tensor.data_ptr(), tensor.numel() * tensor.element_size()),), tensor).value
-    except (RuntimeError, TypeError, ValueError, AttributeError):
-        pass
-    try:
-        return tensor.numpy().tobytes()
-    except (RuntimeError, TypeError):
-        return tensor.detach().cpu().numpy().tobytes()
-
-
-#: streams CPython reseeds in every forked child (Lib/random.py registers it with os.register_at_fork)
-RESEEDED_AT_FORK = frozenset({"random"})
 
 
 class ForkDigests:
@@ -141,7 +119,7 @@ class ForkDigests:
             except Exception:  # noqa: BLE001
                 snapshot = None
             kept = last.get(name)
-            if (kept is not None and snapshot is not None and name not in RESEEDED_AT_FORK
+            if (kept is not None and snapshot is not None and not source.stream.reseeded_at_fork
                     and unmoved(source, kept[0], snapshot)):
                 digests = kept[1]
             else:

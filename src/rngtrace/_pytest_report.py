@@ -13,6 +13,7 @@ import os
 from typing import Any, Iterable
 
 from ._paths import is_user_file, short_path
+from .sources import declared
 from .trace import FORMAT, FORMAT_VERSION, Trace
 
 #: call sites shown per record in the summary
@@ -159,7 +160,7 @@ def saved_log(records: Iterable[dict[str, Any]]) -> dict[str, Any]:
     notes = [f"{more:,} events past the first 1,000 of a test were counted, not kept"] if more else []
     return {
         "format": FORMAT, "version": FORMAT_VERSION, "pid": os.getpid(),
-        "streams": ["numpy", "random", "torch"], "depth": 24, "max_events": max(len(events), 1),
+        "streams": sorted(declared()), "depth": 24, "max_events": max(len(events), 1),
         "dropped": 0, "notes": notes,
         "stacks": [[list(f) for f in key] for key in stacks],
         "threads": threads, "events": events, "overflow": [],

@@ -25,6 +25,7 @@ from ._logdir import LOG_NAME, PROG, _say
 from ._paths import current_dir, short_path
 from .diff import file_key  # the name two checkouts agree on, as rngtrace diff compares files
 from .render.base import api_label, describe, plural, printable, stream_key
+from .sources import stream as stream_info
 from .trace import DRAW, SEED, Event, Finding, Frame, Trace
 
 #: frames printed per stack at a divergence; the rest are counted
@@ -169,11 +170,6 @@ def _key(event: Event) -> tuple:
 
 # -- findings --------------------------------------------------------------------------
 
-_FIXES = {
-    "random": "random.Random(seed)",
-    "numpy": "np.random.default_rng(seed)",
-    "torch": "torch.Generator().manual_seed(seed) passed as generator=",
-}
 
 
 def findings(logs: Sequence[RankLog]) -> list[Finding]:
@@ -192,9 +188,10 @@ def _finding(split: Split) -> Finding:
     message = (f"{split.stream}: the ranks stop drawing alike at its event {split.position + 1}"
                f"{_in_block(split)}: " + "; ".join(parts)
                + "; so later draws differ between them")
-    generator = _FIXES.get(split.stream.split(".", 1)[0], "a generator of its own")
+    info = stream_info(split.stream)
+    generator = f" ({info.own_generator})" if info is not None and info.own_generator else ""
     fix = (f"make every rank draw alike from {split.stream}: make this draw on every rank, "
-           f"or give the draw that only some ranks make a generator of its own ({generator})")
+           f"or give the draw that only some ranks make a generator of its own{generator}")
     return Finding("divergent", split.stream, pids, message, events, fix)
 
 

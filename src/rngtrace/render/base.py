@@ -11,8 +11,10 @@ import re
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
-from .._fixes import NUMPY_RENAMES
+from .._streams import Stream
 from .._paths import is_user_file, short_path
+from ..sources import rank as stream_rank
+from ..sources import stream as stream_info
 from ..trace import DRAW, SEED, UNATTRIBUTED, Event, Frame, Process, Statistic, Trace, Window
 
 #: paint(text, style) -> text, wrapped in the ANSI code for the style or left alone
@@ -23,7 +25,6 @@ EMPTY = "—"  # a cell or a place with nothing to say
 ENTROPY = "seeded from OS entropy: every run draws differently after it"
 
 _ANSI = {"bold": "1", "dim": "2", "warn": "33", "alert": "1;31", "user": "1"}
-_STREAM_ORDER = ("random", "numpy", "torch")
 _KIND_ORDER = (SEED, DRAW, UNATTRIBUTED)
 _KIND_WORDS = {SEED: ("seed", "seeds"), DRAW: ("draw", "draws"), UNATTRIBUTED: ("unattributed",) * 2}
 
@@ -94,10 +95,9 @@ def plural(n: int, kind: str) -> str:
 
 
 def stream_key(stream: str) -> tuple:
-    """Sort key putting random, numpy, torch first, each library's devices after its CPU stream."""
+    """Sort key: streams in their declared order (random, numpy, torch, then packages'), devices after the CPU stream."""
     base = stream_base(stream)
-    rank = _STREAM_ORDER.index(base) if base in _STREAM_ORDER else len(_STREAM_ORDER)
-    return (rank, base, stream != base, stream)
+    return (stream_rank(base), base, stream != base, stream)
 
 
 def _kind_key(kind: str) -> tuple:
@@ -223,25 +223,14 @@ def format_table(table: Table, paint: Paint) -> list[str]:
 
 # -- hints: the generator to draw from instead ------------------------------------
 
-_GENERATORS = {
-    "random": ("rng = random.Random(seed)", "rng"),
-    "numpy": ("rng = np.random.default_rng(seed)", "rng"),
-    "torch": ("g = torch.Generator().manual_seed(seed)", "g"),
-}
-# torch APIs with no generator= parameter: only seeding the global stream fixes them.
-_NO_GENERATOR = frozenset({
-    "dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout", "feature_alpha_dropout",
-    "rrelu", "scaled_dot_product_attention", "feature_dropout", "native_dropout",
-    "dropout_", "alpha_dropout_", "feature_dropout_", "feature_alpha_dropout_", "rrelu_",
-})
 _TORCH_DATA = "torch/utils/data/"
 _TORCH_MODULES = "torch/nn/modules/"
 
 
-def _takes_no_generator(api: str) -> bool:
+def _takes_no_generator(api: str, info: Stream) -> bool:
     # "torch.nn.LSTM (dropout)": a recurrent module's dropout between layers takes none either.
     # "torch.ops.aten.randint.low_out": an op compiled code calls (Inductor's seeds), no call of the user's.
-    return api.endswith(" (dropout)") or api.startswith("torch.ops.") or api.rsplit(".", 1)[-1] in _NO_GENERATOR
+    return api.endswith(" (dropout)") or api.startswith("torch.ops.") or api.rsplit(".", 1)[-1] in info.no_generator
 
 
 def hints(trace: Trace) -> list[str]:
@@ -272,12 +261,13 @@ def hints(trace: Trace) -> list[str]:
 
 def _hint(base: str, stats: list[Statistic]) -> list[str]:
     """The lines of one library's hint: how to make the generator, what to call instead."""
-    if base not in _GENERATORS:
-        return [f"an explicit {base} generator object instead of the global stream"]
-    make, name = _GENERATORS[base]
+    info = stream_info(base)
+    if info is None or not info.make_generator:
+        return []  # a stream that declared no generator of one's own gets no advice, never another's
+    make, name = info.make_generator.replace("{seed}", "seed"), info.generator_name
     apis = list(dict.fromkeys(stat.api for stat in stats))
-    if base == "torch":
-        return _torch_hint(make, name, stats, apis)
+    if info.generator_argument:
+        return _argument_hint(info, make, name, stats, apis)
     # Only the calls the user makes: a library's own draws take its argument (random_state=), not a method.
     apis = list(dict.fromkeys(stat.api for stat in stats if stat.frame and is_user_file(stat.frame.filename)))
     if not apis:
@@ -285,12 +275,13 @@ def _hint(base: str, stats: list[Statistic]) -> list[str]:
     uses = []
     for api in apis[:3]:
         called = api.rsplit(".", 1)[-1]
-        method = NUMPY_RENAMES.get(called, called) if base == "numpy" else called
+        method = info.renames.get(called, called)
         uses.append(f"{name}.{method} for {api}")
     return [f"{make}; " + ", ".join(uses) + (", …" if len(apis) > 3 else "")]
 
 
-def _torch_hint(make: str, name: str, stats: list[Statistic], apis: list[str]) -> list[str]:
+def _argument_hint(info: Stream, make: str, name: str, stats: list[Statistic], apis: list[str]) -> list[str]:
+    """A hint for a stream whose draws take the generator as ``generator=`` (torch's)."""
     cuda = {stat.stream.startswith("torch.cuda") for stat in stats}
     if cuda == {True}:
         make = make.replace("Generator()", "Generator(device='cuda')")
@@ -299,10 +290,10 @@ def _torch_hint(make: str, name: str, stats: list[Statistic], apis: list[str]) -
     loader = any(stat.frame and _TORCH_DATA in stat.frame.filename.replace("\\", "/") for stat in stats)
     # A module's own init draws (nn.Linear, nn.Conv2d): the user wrote the module, not the init call.
     built = {stat.api for stat in stats if stat.frame and _TORCH_MODULES in stat.frame.filename.replace("\\", "/")
-             and not _takes_no_generator(stat.api)}
-    plain = [api for api in apis if not _takes_no_generator(api) and not (loader and api == "torch.Tensor.random_")
-             and api not in built]
-    fixed = [api for api in apis if _takes_no_generator(api)]
+             and not _takes_no_generator(stat.api, info)}
+    plain = [api for api in apis if not _takes_no_generator(api, info)
+             and not (loader and api == "torch.Tensor.random_") and api not in built]
+    fixed = [api for api in apis if _takes_no_generator(api, info)]
     lines = [make]
     if plain:
         lines.append(f"pass generator={name} to " + ", ".join(plain[:3]) + (", …" if len(plain) > 3 else ""))

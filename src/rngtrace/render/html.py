@@ -25,6 +25,7 @@ from typing import Any, Sequence
 
 from .._version import __version__
 from .._paths import current_dir, is_user_file, package_of, short_path
+from ..sources import declared
 from ..trace import DRAW, SEED, UNATTRIBUTED, Event, Frame, Trace
 from . import _html_page
 from .base import (
@@ -49,7 +50,6 @@ from .base import (
 YOUR_CODE = "your code"
 _KIND_CODES = {DRAW: 0, SEED: 1, UNATTRIBUTED: 2}
 # Where the random APIs themselves live: a frame here is the stream's own code, not its caller.
-_RANDOM_LIBRARY = ("<stdlib>/random.py", "numpy/random/", "torch/random.py", "torch/cuda/random.py")
 _YOUR_CODE_COLOR = "#e8590c"
 _OTHER_COLOR = "#a8a29e"
 _PALETTE = ("#3b6fb6", "#2f9e44", "#9c36b5", "#0c8599", "#c29d0b", "#8d5a3b", "#e64980", "#5c7cfa")
@@ -139,12 +139,17 @@ def _origin(stack: tuple[Frame, ...], cwd: str) -> str:
     """The package of the innermost frame outside the random library itself, or "your code"."""
     for frame in stack:
         path = short_path(frame.filename, cwd)
-        if path.startswith(_RANDOM_LIBRARY):
+        if path.startswith(_random_library()):
             continue
         if is_user_file(frame.filename):
             return YOUR_CODE
         return printable(package_of(frame.filename) or "other")
     return "unknown"
+
+
+def _random_library() -> tuple[str, ...]:
+    """The streams' own libraries' random files, as each declared them: never the code that called."""
+    return tuple(path for info in declared().values() for path in info.library_files)
 
 
 # -- the timeline's data ------------------------------------------------------------

@@ -92,6 +92,14 @@ class Source(ABC):
     def restore(self, states: dict[str, Any]) -> None:
         """Put back states returned by ``state()``."""
 
+    def state_bytes(self, state: Any) -> Optional[bytes]:
+        """One sub-stream's ``state()`` as bytes, for its digest; None: digest its canonical form.
+
+        Equal bytes must mean the same numbers to come: a fork's children that hold
+        equal digests draw the same numbers (the ``duplicate`` finding).
+        """
+        return None
+
     def fingerprint(self) -> Optional[Any]:
         """A ctypes view of the stream's state whose ``.value`` changes with every draw, or None.
 
