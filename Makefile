@@ -10,7 +10,7 @@ OTHER_PYTHONS ?= 3.10 3.12 3.13
 
 .PHONY: demo test test-versions bench clean
 
-$(VENV)/.installed: pyproject.toml setup.py Makefile src/rngtrace/_speedups.c
+$(VENV)/.installed: pyproject.toml setup.py Makefile $(wildcard src/rngtrace/_speedups/*.c src/rngtrace/_speedups/*.h)
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install --quiet $(TORCH)
 	$(PIP) install --quiet -e '.[numpy,torch,test]'

@@ -1,10 +1,11 @@
-"""rngtrace._speedups: the C accelerator's interface (see _speedups.c and _hotpath.py).
+"""rngtrace._speedups: the C accelerator's interface (see _speedups/module.c and _hotpath.py).
 
 Everything it reads from Python is named here: the slots of ``HotPath``,
 ``Snapshot``, ``Cache``, ``ThreadState`` and ``Fingerprint``, handed over once
 by ``configure``. A slot renamed on the Python side makes ``configure`` raise
 at import, and ``tests/test_speedups.py`` fails when draws stop taking the
-fast path.
+fast path. Every name the module exports is declared here, and every method of
+its types: ``tests/test_speedups_contract.py`` fails where the two differ.
 """
 
 from typing import Any, Callable, Optional, Sequence
@@ -58,6 +59,25 @@ def on_sigterm(fd: int, /) -> bool:
 
 def die_of_sigterm() -> None:
     """Put SIGTERM's default back and send it to this process, which dies of it."""
+
+def builtin_twin(fn: Callable[..., Any], /) -> Callable[..., Any]:
+    """A new builtin object with ``fn``'s definition, which no hook reaches (``sources._base.twin_of``).
+
+    ``fn`` is a plain builtin function (METH_VARARGS, or METH_FASTCALL | METH_KEYWORDS): TypeError otherwise.
+    """
+
+def hook_builtins(pairs: list[tuple[Callable[..., Any], Callable[..., Any]]], forward: bool, /) -> bool:
+    """With ``forward``, make every call of each builtin of ``pairs`` ((builtin, wrapper), ...) reach its
+    wrapper, the builtin object itself staying in place; else give each builtin its own calls back.
+
+    All or nothing: False, with nothing changed, where a builtin cannot be hooked or the slots ran out.
+    """
+
+def hooked_builtins() -> list[Callable[..., Any]]:
+    """The builtins whose calls reach a wrapper now (none once every trace ended)."""
+
+#: Whether ``capture`` walks the interpreter's own frames (3.11-3.13, their layout proven at import).
+internal_frames: bool
 
 class InPlace:
     """A stream's state read where it lives: ``value`` copies the regions' bytes."""
@@ -119,3 +139,5 @@ class Recorder:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any: ...
     def __get__(self, instance: Any, owner: Any = None) -> Any: ...
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        """Pickled as ``original``: a process that unpickles it gets the original."""

@@ -1,0 +1,372 @@
+/* rngtrace._speedups, patches.c -- mirrors rngtrace/_patches.py: swap(), a patch set applied or
+ * undone in one pass that runs no Python code (_patches' _swap_python is its twin), and the
+ * builtins recorded in place (hook_builtins, hooked_builtins; builtin_twin for
+ * sources/_base.py's twin_of), which torch.compile's identity guards need. */
+#include "speedups.h"
+
+/* -- swap: a patch set applied or undone in one pass -------------------------------- */
+
+/* ``stamps`` (a dict the caller keeps per entry list, and clears to say "check everything") holds
+ * one bytes object: each run of entries' namespace and that namespace's version after our last
+ * pass, as (pointer, version) pairs of uint64 in entry order. Its key says which way that pass
+ * went (1: wrappers put in, 0: originals put back), and only the opposite pass may trust it: an
+ * install cut short before its swap leaves the versions an undo recorded, and an undo trusting
+ * those would take off wrappers that were never put in. One object, not a
+ * dict entry per namespace: a pass allocates nothing to check or record them. The entries hold
+ * each namespace, so a pointer cannot name another dict meanwhile. */
+
+/* 1 when every namespace in ``entries`` still has the version ``stamps`` recorded for it
+ * (nobody wrote to it since our last pass), 0 when not, -1 on error. */
+static int
+unchanged_since(PyObject *entries, PyObject *stamps, PyObject *key)
+{
+#ifdef HAVE_VERSION_TAG
+    if (!PyDict_CheckExact(stamps) || PyDict_GET_SIZE(stamps) != 1)
+        return 0;
+    PyObject *packed = PyDict_GetItemWithError(stamps, key);
+    if (packed == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    if (!PyBytes_CheckExact(packed))
+        return 0;
+    const uint64_t *pairs = (const uint64_t *)PyBytes_AS_STRING(packed);
+    Py_ssize_t runs = PyBytes_GET_SIZE(packed) / (Py_ssize_t)(2 * sizeof(uint64_t)), j = 0;
+    Py_ssize_t n = PyList_GET_SIZE(entries);
+    PyObject *last = NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *ns = PyTuple_GET_ITEM(PyList_GET_ITEM(entries, i), 0);
+        if (ns == last)
+            continue;
+        last = ns;
+        if (j >= runs || pairs[2 * j] != (uint64_t)(uintptr_t)ns || pairs[2 * j + 1] != version_tag(ns))
+            return 0;
+        j++;
+    }
+    return j == runs;
+#else
+    return 0;
+#endif
+}
+
+/* Record each namespace's version now, after a pass (``key``: its direction) whose outcome is fully known. */
+static int
+stamp(PyObject *entries, PyObject *stamps, PyObject *key)
+{
+    if (!PyDict_CheckExact(stamps))
+        return 0;
+    PyDict_Clear(stamps);
+#ifdef HAVE_VERSION_TAG
+    Py_ssize_t n = PyList_GET_SIZE(entries), runs = 0;
+    PyObject *last = NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *ns = PyTuple_GET_ITEM(PyList_GET_ITEM(entries, i), 0);
+        if (ns != last)
+            runs++;
+        last = ns;
+    }
+    PyObject *packed = PyBytes_FromStringAndSize(NULL, runs * (Py_ssize_t)(2 * sizeof(uint64_t)));
+    if (packed == NULL)
+        return -1;
+    uint64_t *pairs = (uint64_t *)PyBytes_AS_STRING(packed);
+    Py_ssize_t j = 0;
+    last = NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *ns = PyTuple_GET_ITEM(PyList_GET_ITEM(entries, i), 0);
+        if (ns == last)
+            continue;
+        last = ns;
+        pairs[2 * j] = (uint64_t)(uintptr_t)ns;
+        pairs[2 * j + 1] = version_tag(ns);
+        j++;
+    }
+    int rc = PyDict_SetItem(stamps, key, packed);
+    Py_DECREF(packed);
+    if (rc < 0)
+        return -1;
+#endif
+    return 0;
+}
+
+/* Entries are (namespace dict, attribute, original or INHERITED, wrapper, type or None).
+ * Forward: only if every attribute still holds its original, put every wrapper in place
+ * (True), else change nothing (False). Backward: put each original back where our wrapper
+ * still is, leave one that holds its original already, and return the indices of the others
+ * (someone patched over us: strays). ``stamps`` (a dict the caller keeps per set) holds each
+ * namespace's version after our last pass the other way: where no namespace was written since,
+ * every attribute is as that pass left it, and the identity checks are skipped -- half the
+ * dict look-ups. A pass that leaves strays records no
+ * stamps, so the next one checks every attribute.
+ * Nothing here runs Python code -- every value written or dropped is also held by the
+ * entries -- so no signal handler can run halfway through. */
+PyObject *
+swap(PyObject *module, PyObject *args)
+{
+    PyObject *entries, *inherited, *stamps = Py_None;
+    int forward;
+    if (!PyArg_ParseTuple(args, "O!pO|O:swap", &PyList_Type, &entries, &forward, &inherited, &stamps))
+        return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(entries);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *e = PyList_GET_ITEM(entries, i);
+        if (!PyTuple_CheckExact(e) || PyTuple_GET_SIZE(e) != 5 || !PyDict_CheckExact(PyTuple_GET_ITEM(e, 0)) ||
+            !PyUnicode_CheckExact(PyTuple_GET_ITEM(e, 1))) {
+            PyErr_SetString(PyExc_TypeError, "entries must be (dict, str, original, wrapper, type or None)");
+            return NULL;
+        }
+    }
+    /* Trusted only after a pass the other way: the state it left is the one this pass expects. */
+    int trusted = unchanged_since(entries, stamps, forward ? zero : one);
+    if (trusted < 0)
+        return NULL;
+    PyObject *strays = NULL;
+    if (forward && !trusted) {
+        for (Py_ssize_t i = 0; i < n; i++) {
+            PyObject *e = PyList_GET_ITEM(entries, i), *original = PyTuple_GET_ITEM(e, 2);
+            PyObject *now = PyDict_GetItemWithError(PyTuple_GET_ITEM(e, 0), PyTuple_GET_ITEM(e, 1));
+            if (now == NULL && PyErr_Occurred())
+                return NULL;
+            if (now != (original == inherited ? NULL : original)) {
+                if (PyDict_CheckExact(stamps))
+                    PyDict_Clear(stamps);
+                Py_RETURN_FALSE;
+            }
+        }
+    }
+    else if (!forward && (strays = PyList_New(0)) == NULL)
+        return NULL;
+    PyObject *last_type = NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *e = PyList_GET_ITEM(entries, i);
+        PyObject *ns = PyTuple_GET_ITEM(e, 0), *attr = PyTuple_GET_ITEM(e, 1);
+        PyObject *original = PyTuple_GET_ITEM(e, 2), *wrapper = PyTuple_GET_ITEM(e, 3);
+        int rc;
+        if (forward)
+            rc = PyDict_SetItem(ns, attr, wrapper);
+        else {
+            PyObject *now = trusted ? wrapper : PyDict_GetItemWithError(ns, attr);
+            if (now == NULL && PyErr_Occurred())
+                rc = -1;
+            else if (now == (original == inherited ? NULL : original))
+                continue; /* already off: an install cut short before its swap put nothing in */
+            else if (now != wrapper) {
+                PyObject *index = PyLong_FromSsize_t(i);
+                rc = index == NULL ? -1 : PyList_Append(strays, index);
+                Py_XDECREF(index);
+                continue;
+            }
+            else
+                rc = original == inherited ? PyDict_DelItem(ns, attr) : PyDict_SetItem(ns, attr, original);
+        }
+        if (rc < 0) {
+            Py_XDECREF(strays);
+            if (PyDict_CheckExact(stamps))
+                PyDict_Clear(stamps);
+            return NULL;
+        }
+        PyObject *type = PyTuple_GET_ITEM(e, 4);
+        if (PyType_Check(type) && type != last_type) {
+            /* Drop the method caches that remember the old entry, as setattr would. */
+            PyType_Modified((PyTypeObject *)type);
+            last_type = type;
+        }
+    }
+    if (forward) {
+        if (stamp(entries, stamps, one) < 0)
+            return NULL;
+        Py_RETURN_TRUE;
+    }
+    if (PyList_GET_SIZE(strays) == 0 ? stamp(entries, stamps, zero) < 0 : (PyDict_CheckExact(stamps) && (PyDict_Clear(stamps), 0))) {
+        Py_DECREF(strays);
+        return NULL;
+    }
+    return strays;
+}
+
+/* -- builtins recorded in place --------------------------------------------------------
+ * torch.compile guards what it compiled on the identity of every builtin it read
+ * (``ID_MATCH`` on ``torch.rand``): a wrapper put in the builtin's place fails those guards,
+ * so compiled code recompiles inside a trace, around a callable it cannot trace. Here the
+ * builtin object itself records: while tracing, its ``vectorcall`` slot (where every call of
+ * it goes first) is a trampoline of ours that calls the wrapper; the wrapper calls a twin, a
+ * new builtin object with the same definition. Nothing else of the builtin changes: its
+ * definition, and so its hash and equality (``hash(OpOverload)`` is its callable's; torch
+ * keys tables by these), name, ``__self__`` and pickling stay its own. Only a METH_VARARGS
+ * builtin is hooked, which the interpreter never calls but through its vectorcall slot, or a
+ * METH_FASTCALL one (an OpOverload's callable), which a specialised plain call would reach
+ * directly: its one caller, ``OpOverload.__call__``, calls it with ``*args`` (through the
+ * slot), and a call that went round would move the stream unattributed, which the
+ * fingerprints then report, never silently. A vectorcall slot has no
+ * closure, so a fixed pool of trampolines each serves one slot. Swapping a pointer runs no
+ * Python code: no signal handler and no other thread sees a half-done pass. */
+#define HOOK_SLOTS 256
+
+typedef struct {
+    PyObject *fn;               /* the builtin (held: its address names the slot) */
+    PyObject *wrapper;          /* what a call reaches while hooked */
+    vectorcallfunc original_vc; /* its own vectorcall, put back when unhooked */
+} HookSlot;
+
+static HookSlot hook_slots[HOOK_SLOTS];
+static int hook_used = 0;
+
+static PyObject *
+hook_call(int k, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    PyObject *wrapper = hook_slots[k].wrapper;
+    if (wrapper == NULL) { /* cannot happen: a slot's trampoline is only in place with its wrapper */
+        PyErr_SetString(PyExc_SystemError, "rngtrace: a hooked builtin lost its wrapper");
+        return NULL;
+    }
+    Py_INCREF(wrapper); /* the wrapper may be replaced while it runs */
+    PyObject *result = PyObject_Vectorcall(wrapper, args, nargsf, kwnames);
+    Py_DECREF(wrapper);
+    return result;
+}
+
+/* Trampoline 1dd is slot (1-1)*64 + d*8 + d, 2dd slot 64 + ..., digits 0-7: the table's order below. */
+#define HOOK_INDEX(L) ((((L) / 100) - 1) * 64 + (((L) / 10) % 10) * 8 + (L) % 10)
+#define HOOK_TRAMPOLINE(k)                                                                                    \
+    static PyObject *hook_trampoline_##k(PyObject *callable, PyObject *const *args, size_t nargsf,          \
+                                         PyObject *kwnames)                                                  \
+    {                                                                                                        \
+        return hook_call(HOOK_INDEX(k), args, nargsf, kwnames);                                              \
+    }
+#define HOOK_T8(b) HOOK_TRAMPOLINE(b##0) HOOK_TRAMPOLINE(b##1) HOOK_TRAMPOLINE(b##2) HOOK_TRAMPOLINE(b##3) \
+    HOOK_TRAMPOLINE(b##4) HOOK_TRAMPOLINE(b##5) HOOK_TRAMPOLINE(b##6) HOOK_TRAMPOLINE(b##7)
+#define HOOK_T64(b) HOOK_T8(b##0) HOOK_T8(b##1) HOOK_T8(b##2) HOOK_T8(b##3) HOOK_T8(b##4) HOOK_T8(b##5) \
+    HOOK_T8(b##6) HOOK_T8(b##7)
+HOOK_T64(1) HOOK_T64(2) HOOK_T64(3) HOOK_T64(4)
+#define HOOK_N8(b) hook_trampoline_##b##0, hook_trampoline_##b##1, hook_trampoline_##b##2, hook_trampoline_##b##3, \
+    hook_trampoline_##b##4, hook_trampoline_##b##5, hook_trampoline_##b##6, hook_trampoline_##b##7
+#define HOOK_N64(b) HOOK_N8(b##0), HOOK_N8(b##1), HOOK_N8(b##2), HOOK_N8(b##3), HOOK_N8(b##4), HOOK_N8(b##5), \
+    HOOK_N8(b##6), HOOK_N8(b##7)
+static const vectorcallfunc hook_trampolines[HOOK_SLOTS] = {HOOK_N64(1), HOOK_N64(2), HOOK_N64(3), HOOK_N64(4)};
+
+/* Slot of each hooked builtin, by address: open addressing, twice the slots, so a pass over a set's
+ * 175 builtins (every trace's start and end) looks each up in a probe or two, not a scan. */
+#define HOOK_INDEX_SIZE (2 * HOOK_SLOTS)
+static short hook_index[HOOK_INDEX_SIZE]; /* slot + 1, 0 for empty */
+
+static size_t
+hook_hash(PyObject *fn)
+{
+    return (size_t)(((uintptr_t)fn >> 4) * 2654435761u) % HOOK_INDEX_SIZE;
+}
+
+static HookSlot *
+hook_slot_of(PyObject *fn)
+{
+    for (size_t h = hook_hash(fn);; h = (h + 1) % HOOK_INDEX_SIZE) {
+        int k = hook_index[h];
+        if (k == 0)
+            return NULL;
+        if (hook_slots[k - 1].fn == fn)
+            return &hook_slots[k - 1];
+    }
+}
+
+static HookSlot *
+hook_slot_new(PyObject *fn)
+{
+    HookSlot *slot = &hook_slots[hook_used++];
+    slot->fn = Py_NewRef(fn);
+    slot->wrapper = NULL;
+    size_t h = hook_hash(fn);
+    while (hook_index[h] != 0) /* never full: at most HOOK_SLOTS of twice as many entries */
+        h = (h + 1) % HOOK_INDEX_SIZE;
+    hook_index[h] = (short)(slot - hook_slots + 1);
+    return slot;
+}
+
+static int
+is_hooked(PyObject *fn, HookSlot *slot)
+{
+    return slot != NULL && ((PyCFunctionObject *)fn)->vectorcall == hook_trampolines[slot - hook_slots];
+}
+
+static int
+hookable(PyObject *fn)
+{
+    if (!PyCFunction_CheckExact(fn))
+        return 0;
+    PyCFunctionObject *f = (PyCFunctionObject *)fn;
+    int flags = f->m_ml->ml_flags & ~(METH_CLASS | METH_STATIC | METH_COEXIST);
+    if (flags != (METH_VARARGS | METH_KEYWORDS) && flags != METH_VARARGS && flags != (METH_FASTCALL | METH_KEYWORDS))
+        return 0;
+    return 1;
+}
+
+/* builtin_twin(fn): a new builtin object with ``fn``'s definition, which no hook reaches. */
+PyObject *
+builtin_twin(PyObject *module, PyObject *fn)
+{
+    if (!hookable(fn)) {
+        PyErr_SetString(PyExc_TypeError, "builtin_twin(fn): fn must be a plain builtin function (METH_VARARGS or METH_FASTCALL | METH_KEYWORDS)");
+        return NULL;
+    }
+    PyCFunctionObject *f = (PyCFunctionObject *)fn;
+    return PyCFunction_NewEx(f->m_ml, f->m_self, f->m_module);
+}
+
+/* hook_builtins(pairs, forward): with forward, make every call of each builtin of ``pairs``
+ * ((builtin, wrapper), ...) reach its wrapper; else give each its own calls back. All or
+ * nothing: False (nothing changed) where a builtin cannot be hooked or the slots ran out. */
+PyObject *
+hook_builtins(PyObject *module, PyObject *args)
+{
+    PyObject *pairs;
+    int forward;
+    if (!PyArg_ParseTuple(args, "O!p:hook_builtins", &PyList_Type, &pairs, &forward))
+        return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(pairs);
+    int fresh = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *pair = PyList_GET_ITEM(pairs, i);
+        if (!PyTuple_CheckExact(pair) || PyTuple_GET_SIZE(pair) != 2) {
+            PyErr_SetString(PyExc_TypeError, "hook_builtins: pairs must be (builtin, wrapper) tuples");
+            return NULL;
+        }
+        if (!hookable(PyTuple_GET_ITEM(pair, 0)))
+            Py_RETURN_FALSE;
+        if (forward && hook_slot_of(PyTuple_GET_ITEM(pair, 0)) == NULL)
+            fresh++;
+    }
+    if (hook_used + fresh > HOOK_SLOTS)
+        Py_RETURN_FALSE;
+    /* Wrappers replaced are let go only once every pointer is in place: dropping one may run Python. */
+    PyObject *dropped = PyList_New(0);
+    if (dropped == NULL)
+        return NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *pair = PyList_GET_ITEM(pairs, i);
+        PyObject *fn = PyTuple_GET_ITEM(pair, 0), *wrapper = PyTuple_GET_ITEM(pair, 1);
+        HookSlot *slot = hook_slot_of(fn);
+        if (!forward) {
+            if (is_hooked(fn, slot))
+                ((PyCFunctionObject *)fn)->vectorcall = slot->original_vc;
+            continue;
+        }
+        if (slot == NULL)
+            slot = hook_slot_new(fn);
+        if (!is_hooked(fn, slot))
+            slot->original_vc = ((PyCFunctionObject *)fn)->vectorcall;
+        if (slot->wrapper != wrapper) {
+            if (slot->wrapper != NULL && PyList_Append(dropped, slot->wrapper) == 0)
+                Py_DECREF(slot->wrapper); /* the list holds it now */
+            slot->wrapper = Py_NewRef(wrapper);
+        }
+        ((PyCFunctionObject *)fn)->vectorcall = hook_trampolines[slot - hook_slots];
+    }
+    Py_DECREF(dropped);
+    Py_RETURN_TRUE;
+}
+
+/* hooked_builtins(): the builtins whose calls reach a wrapper now (none once every trace ended). */
+PyObject *
+hooked_builtins(PyObject *module, PyObject *unused)
+{
+    PyObject *out = PyList_New(0);
+    for (int i = 0; out != NULL && i < hook_used; i++)
+        if (is_hooked(hook_slots[i].fn, &hook_slots[i]) && PyList_Append(out, hook_slots[i].fn) < 0)
+            Py_CLEAR(out);
+    return out;
+}

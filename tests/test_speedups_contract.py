@@ -1,0 +1,162 @@
+"""The C accelerator's contract: _speedups.pyi declares exactly what the built module exports, and
+every Python module that has a C path takes it while the accelerator is on.
+
+Where an entry point is added to the C (src/rngtrace/_speedups/) without its stub, or a module
+stops asking ``_hotpath.SPEEDUPS`` for its C path (a rename, a fallback taken by mistake), a test
+here fails; tests/test_speedups.py checks that the paths taken record what Python would.
+"""
+
+from __future__ import annotations
+
+import ast
+import pathlib
+import random
+import threading
+import types
+
+import numpy as np
+import pytest
+
+import rngtrace
+from rngtrace import _hotpath, rng_trace
+
+SPEEDUPS = _hotpath.SPEEDUPS
+pytestmark = pytest.mark.skipif(SPEEDUPS is None, reason="the C accelerator is not built or is turned off")
+
+STUB = pathlib.Path(rngtrace.__file__).with_name("_speedups.pyi")
+# What every C type has, declared or not.
+GENERIC = {"__doc__", "__new__", "__init__", "__repr__", "__dict__", "__weakref__", "__module__"}
+
+
+def _stub() -> ast.Module:
+    return ast.parse(STUB.read_text(), filename=str(STUB))
+
+
+def _declared(body: list[ast.stmt]) -> dict[str, ast.stmt]:
+    """The names a stub's body (the module's, or a class's) declares, each with its declaration."""
+    names: dict[str, ast.stmt] = {}
+    for node in body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names[node.name] = node
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            names[node.target.id] = node
+        elif isinstance(node, ast.Assign):
+            names.update((t.id, node) for t in node.targets if isinstance(t, ast.Name))
+    return names
+
+
+def test_the_stub_declares_every_name_the_module_exports_and_no_other():
+    exported = {name for name in dir(SPEEDUPS) if not name.startswith("_")}
+    assert set(_declared(_stub().body)) == exported
+
+
+def test_each_declaration_is_what_the_module_holds():
+    for name, node in _declared(_stub().body).items():
+        value = getattr(SPEEDUPS, name)
+        if isinstance(node, ast.ClassDef):
+            assert isinstance(value, type), name
+        elif isinstance(node, ast.FunctionDef):
+            assert isinstance(value, types.BuiltinFunctionType), name
+        else:  # a constant: its annotation names its type
+            assert isinstance(node, ast.AnnAssign) and isinstance(node.annotation, ast.Name), name
+            assert type(value).__name__ == node.annotation.id, name
+
+
+def test_the_stub_declares_every_method_and_attribute_of_each_type():
+    classes = {name: node for name, node in _declared(_stub().body).items() if isinstance(node, ast.ClassDef)}
+    assert classes  # Recorder, InPlace, StreamLock, Shielded
+    for name, node in classes.items():
+        kind = getattr(SPEEDUPS, name)
+        assert set(vars(kind)) - GENERIC == set(_declared(node.body)) - GENERIC, name
+
+
+def test_internal_frames_says_whether_the_walk_reads_the_interpreters_own_frames():
+    assert SPEEDUPS.internal_frames in (True, False)
+
+
+# -- each Python module takes its C path ---------------------------------------------------------
+
+
+def test_every_module_with_a_c_path_takes_the_accelerator_from_hotpath():
+    from rngtrace import _catchall, _hub, _patches, _processes, _record, _stack
+    from rngtrace.sources import _base, _inplace
+
+    for module in (_catchall, _hub, _patches, _processes, _record, _base, _inplace):
+        assert module._speedups is SPEEDUPS, module.__name__
+    assert _stack.SPEEDUPS is SPEEDUPS
+
+
+def test_the_stack_table_walks_and_keys_frames_in_c():
+    from rngtrace import _stack
+
+    assert _stack._c_capture is SPEEDUPS.capture
+    assert _stack._c_walk_memo is SPEEDUPS.walk_memo
+    assert _stack._c_flat_key is SPEEDUPS.flat_key
+    assert _stack._c_lineno_at is SPEEDUPS.lineno_at
+    assert _stack.StackTable().accelerated is SPEEDUPS.capture
+
+
+def test_patch_sets_are_swapped_in_c():
+    from rngtrace import _patches
+
+    assert _patches._swapper() is SPEEDUPS.swap
+
+
+def test_the_hub_takes_its_locks_in_c():
+    from rngtrace import _hub
+
+    assert _hub._call_if_free is SPEEDUPS.call_if_free
+    assert _hub._call_when_free is SPEEDUPS.call_if_free
+    assert _hub._call_locked is SPEEDUPS.call_locked
+
+
+def test_a_monitoring_callback_is_shielded_in_c():
+    from rngtrace import _catchall
+
+    def callback(*args):
+        return None
+
+    assert type(_catchall._shielded(callback, threading.main_thread().ident)) is SPEEDUPS.Shielded
+
+
+def test_draws_and_seeds_of_random_and_numpy_are_c_recorders():
+    with rng_trace(print=False):
+        recorders = {
+            "random.random": random.random,
+            "random.seed": random.seed,
+            "numpy.random.seed": np.random.seed,
+            "RandomState.random_sample": vars(np.random.mtrand.RandomState)["random_sample"],
+            "numpy.random.rand": np.random.rand.__func__,  # bound to the singleton
+        }
+        kinds = {name: type(fn) for name, fn in recorders.items()}
+    assert kinds == dict.fromkeys(recorders, SPEEDUPS.Recorder)
+
+
+@pytest.mark.parametrize("stream", ["random", "numpy", "torch"])
+def test_each_streams_lock_is_taken_and_its_fingerprint_read_in_c(stream):
+    from rngtrace._hub import HUB
+
+    draw = {"random": lambda: random.random(), "numpy": lambda: np.random.rand()}.get(stream)
+    if draw is None:
+        torch = pytest.importorskip("torch")
+        draw = lambda: torch.rand(1)  # noqa: E731
+    with rng_trace(print=False):
+        draw()
+        lock, fingerprint = HUB.rec.stream_lock(stream), HUB.rec.fingerprint(stream)
+        assert type(lock) is SPEEDUPS.StreamLock
+        assert type(fingerprint.view) is SPEEDUPS.InPlace
+
+
+def test_torchs_builtins_record_in_place_and_its_seed_is_a_c_recorder():
+    torch = pytest.importorskip("torch")
+    from rngtrace.sources import _base
+
+    with rng_trace(print=False, streams="torch"):
+        hooked = SPEEDUPS.hooked_builtins()
+        seed = type(torch.manual_seed)
+        twin = _base.twin_of(torch.rand)
+    assert any(fn is torch.rand for fn in hooked) and any(fn is torch.randn for fn in hooked)
+    assert seed is SPEEDUPS.Recorder
+    # The twin the wrapper calls: a new builtin with torch.rand's definition, made in C.
+    assert type(twin) is types.BuiltinFunctionType and twin is not torch.rand and twin.__name__ == "rand"
+    assert SPEEDUPS.hooked_builtins() == []
