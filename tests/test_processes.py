@@ -623,10 +623,10 @@ def test_a_spool_folder_removed_by_hand_during_the_block_never_fails_its_end():
             np.random.rand()
             os._exit(0)
         os.waitpid(pid, 0)
-        shutil.rmtree(HUB._spool.path)  # a temp cleaner, or a user tidying /tmp
+        shutil.rmtree(HUB.spool.path)  # a temp cleaner, or a user tidying /tmp
         np.random.rand()
     assert [e.pid for e in trace.events] == [os.getpid()]
-    assert HUB._spool.path is None
+    assert HUB.spool.path is None
 
 
 def test_a_child_reaped_before_the_block_ends_is_said_to_have_ended_abruptly_once():

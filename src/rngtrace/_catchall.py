@@ -254,7 +254,7 @@ class MonitoringCatchAll(CatchAll):
         self._callback = on_call
         self._on_exit = on_exit
         self._exit_codes: list[CodeType] = []
-        hub._catchall = self  # before any callback goes in (see ProfileCatchAll)
+        hub.catchall = self  # before any callback goes in (see ProfileCatchAll)
         ev = mon.events
         main = threading.main_thread().ident
         mon.register_callback(tool, ev.CALL, _shielded(on_call, main))
@@ -352,7 +352,7 @@ class ProfileCatchAll(CatchAll):
         self._thread_hook = profile if user is None else _chained(user, profile, hub)
         # The hub holds this catch-all before any hook goes in: whatever interrupts the rest
         # (Ctrl-C), the hub's retry or next call finds it and takes off what went in.
-        hub._catchall = self
+        hub.catchall = self
         threading.setprofile(self._thread_hook)
         sys.setprofile(profile)
         hub.rec.set_mode(FrameMode.PROFILE, profile)
@@ -485,10 +485,10 @@ def install(hub: Any, hook: bool = False) -> CatchAll:
                 except BaseException:
                     if mon.get_tool(tool) == _TOOL_NAME:  # not another tool that took the id first
                         mon.free_tool_id(tool)
-                    made = hub._catchall
+                    made = hub.catchall
                     if isinstance(made, MonitoringCatchAll) and made.tool == tool:
                         made._freed = True  # what it registered goes with the tool id
-                        hub._catchall = None
+                        hub.catchall = None
                     raise
         return NoCatchAll(hub, "every sys.monitoring tool id is taken; calls through references "
                                "bound before tracing show as unattributed")

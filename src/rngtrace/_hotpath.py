@@ -1,6 +1,6 @@
 """What a recording wrapper reads on every call: one object with fixed fields.
 
-The C accelerator (``_speedups.c``, declared in ``_speedups.pyi``) and the
+The C accelerator (``_speedups/``, declared in ``_speedups.pyi``) and the
 Python wrappers read the same things, and only these: ``HotPath.now`` (a
 ``Snapshot`` of what the hub wants right now), ``HotPath.states`` (each
 thread's ``ThreadState``) and the three hub callbacks. ``configure()`` hands
@@ -41,9 +41,9 @@ class Cache:
         self.ids: dict = table.ids
         self.table = table
         self.mode = mode
-        #: what the C walk reads and writes (``StackTable._walk_state``): a draw whose stack the
+        #: what the C walk reads and writes (``StackTable.walk_state``): a draw whose stack the
         #: thread's cache does not know is walked and interned there, with no Python call
-        self.walk: tuple = table._walk_state
+        self.walk: tuple = table.walk_state
         #: the cache holds its frames (no hook reports their exits)
         self.pin = mode is FrameMode.PINNED
 

@@ -136,14 +136,14 @@ class Hub:
         self.patches = Patches()
         self.imports = ImportWatch()
         self._lock = threading.RLock()
-        self._catchall: Optional[_catchall.CatchAll] = None
+        self.catchall: Optional[_catchall.CatchAll] = None
         self._fork_registered = False
         #: the folder forked children spool their events to, while any trace records
-        self._spool = _processes.Spool()
+        self.spool = _processes.Spool()
         #: in a forked child that records: what writes its events out
         self._child: Optional[_processes.ChildWriter] = None
         #: multiprocessing's Process.start wrapped while a trace records (spawn, forkserver)
-        self._spawns = _processes.SpawnWatch()
+        self.spawns = _processes.SpawnWatch()
         #: streams whose library finished importing while another thread held the lock
         self._pending_imports: set[str] = set()
         #: sessions whose block is gone without having ended them, to end once the lock is free
@@ -158,7 +158,7 @@ class Hub:
         #: a move no patch saw, in the current or last trace: the next installs the profile hook at once
         self._hook_wanted = False
         #: the last lone trace's install, repeated in one step by the next lone trace that wants it
-        self._plan: Optional[_lone.Plan] = None
+        self.plan: Optional[_lone.Plan] = None
 
     @property
     def active(self) -> tuple:
@@ -173,9 +173,9 @@ class Hub:
             out["patches"] = patches
         if self.imports.watching():
             out["import_hooks"] = self.imports.watching()
-        if self._catchall is not None:
-            out["catchall"] = self._catchall.describe()
-        spawn = self._spawns.describe()  # its wrapper, or the import hook waiting for multiprocessing
+        if self.catchall is not None:
+            out["catchall"] = self.catchall.describe()
+        spawn = self.spawns.describe()  # its wrapper, or the import hook waiting for multiprocessing
         if spawn:
             out["spawn"] = spawn
         if self.active:
@@ -215,14 +215,14 @@ class Hub:
             if len(sessions) > 1 or not _lone.install_alone(self, session):
                 self._settle(sessions)
                 if len(sessions) == 1:
-                    self._plan = _lone.make_plan(self, session)
+                    self.plan = _lone.make_plan(self, session)
             self._unsettled = False
             for name in session.streams:
                 source = rec.sources.get(name)
                 if source is not None:
                     session.start_states[name] = source.snapshot()
-            if self._catchall is not None and self._catchall.note and self._catchall.note not in trace.notes:
-                trace.notes.append(self._catchall.note)
+            if self.catchall is not None and self.catchall.note and self.catchall.note not in trace.notes:
+                trace.notes.append(self.catchall.note)
         except BaseException:
             self._release(session)
             if not self.active:
@@ -290,7 +290,7 @@ class Hub:
                 self._read_settings(trace)
                 if session.origins:
                     trace.origins.extend((trace.pid, *origin) for origin in session.origins)
-                if self._spool.path is not None:
+                if self.spool.path is not None:
                     self._merge_children(session)
                 if not self.active:
                     self.rec.new_table()  # after the trace took its thread names
@@ -355,7 +355,7 @@ class Hub:
             leaving = [n for n in installed if n not in wanted]
             if leaving:
                 patches.undo_many(leaving)  # raises before anything below if interrupted
-                self._forget(leaving)
+                self.forget_streams(leaving)
         if self.imports.hooks:
             for name in self.imports.watching():
                 if name not in wanted:
@@ -380,31 +380,31 @@ class Hub:
                         installed[name] = patch_set.source
                     for name in arriving:
                         rec.reseeded(name)
-        catchall = self._catchall
+        catchall = self.catchall
         if installed and catchall is None:
-            self._put_catchall()
+            self.put_catchall()
         elif not installed and catchall is not None:
-            self._take_catchall()
+            self.take_catchall()
         elif catchall is not None:
             catchall.refresh()
-        self._spawns.set(bool(sessions), self)
+        self.spawns.set(bool(sessions), self)
 
-    def _forget(self, names: list[str]) -> None:
+    def forget_streams(self, names: list[str]) -> None:
         """Streams whose patches came off: no longer installed, their fingerprints unknown."""
         installed, fingerprint = self.rec.sources, self.rec.fingerprint
         for name in names:
             installed.pop(name).forget()
             fingerprint(name).clear()
 
-    def _put_catchall(self) -> None:
+    def put_catchall(self) -> None:
         # 3.10/3.11: the last trace found moves through references the patches miss, so
         # the profile hook goes in at once, to attribute (and learn) them from the first.
-        self._catchall = _catchall.install(self, hook=self._hook_wanted)
+        self.catchall = _catchall.install(self, hook=self._hook_wanted)
         self._hook_wanted = False  # this trace says again whether the next one needs it
 
-    def _take_catchall(self) -> None:
-        self._catchall.uninstall()  # type: ignore[union-attr]  (idempotent: an interrupted one is completed by the retry)
-        self._catchall = None
+    def take_catchall(self) -> None:
+        self.catchall.uninstall()  # type: ignore[union-attr]  (idempotent: an interrupted one is completed by the retry)
+        self.catchall = None
 
     # -- sources -------------------------------------------------------------
     def _imported(self, name: str) -> None:
@@ -511,7 +511,7 @@ class Hub:
 
     def _start_pinning_locked(self, pinnable: Any) -> None:
         # Any thread may get here: only the catch-all still installed may start its sweeper.
-        if pinnable is self._catchall:
+        if pinnable is self.catchall:
             pinnable.start_pinning()
 
     # -- the profile hook, armed by the first move it could have seen ---------
@@ -520,7 +520,7 @@ class Hub:
         # Arm the profile hook only where it can see what moved the stream.
         if source is not None and source.profile_visible:
             self._hook_wanted = True
-            if isinstance(self._catchall, _catchall.ArmedCatchAll):
+            if isinstance(self.catchall, _catchall.ArmedCatchAll):
                 self._arm()
 
     def hook_found(self) -> None:
@@ -532,14 +532,14 @@ class Hub:
         self._locked(self._arm_locked)
 
     def _arm_locked(self) -> None:
-        armed = self._catchall
+        armed = self.catchall
         if not isinstance(armed, _catchall.ArmedCatchAll):
             return
         if sys.getprofile() is not None:
             return  # another profiler took the slot: stay armed, never displace it
         armed.uninstall()
-        self._catchall = None
-        self._catchall = armed.arm()
+        self.catchall = None
+        self.catchall = armed.arm()
         for session in self.active:
             if _catchall.ARMED_NOTE not in session.trace.notes:
                 session.trace.notes.append(_catchall.ARMED_NOTE)
@@ -612,12 +612,12 @@ class Hub:
     def _merge_children(self, session: _Session) -> None:
         """Merge what the children forked under ``session`` spooled; the last trace removes the folder."""
         try:
-            logs = self._spool.collect(session.token)
+            logs = self.spool.collect(session.token)
             for log in logs:
                 session.trace.merge_child(log)
         finally:
             if not self.active:
-                self._spool.remove()
+                self.spool.remove()
 
     def _before_fork(self) -> None:
         """In the parent, about to fork under a trace: make the spool folder, note where streams stand."""
@@ -627,8 +627,8 @@ class Hub:
         try:
             # The child's file is made here, before the fork: a block ending before the child
             # has run at all still knows to wait for it.
-            self._spool.reserve()
-            digests = self._spool.digests.read(self.rec)
+            self.spool.reserve()
+            digests = self.spool.digests.read(self.rec)
         except Exception:  # noqa: BLE001 (a fork must never fail for the tracer)
             return
         for session in sessions:
@@ -655,7 +655,7 @@ class Hub:
 
     def _seeded(self, stream: str) -> None:
         """A recorded seed: where processes are traced or runs compared, note the state each starts from anew."""
-        if self._spool.path is None and self._child is None and not any(s.compared for s in self.active):
+        if self.spool.path is None and self._child is None and not any(s.compared for s in self.active):
             return  # nothing to compare with: no full-state read per seed
         source = self.rec.sources.get(self.rec.base_of(stream))
         if source is not None:
@@ -672,19 +672,19 @@ class Hub:
         self.rec.after_fork()
         parents, self._child = self.active, None
         child = None
-        if parents and self._spool.reserved is not None:
+        if parents and self.spool.reserved is not None:
             try:
                 child = self._start_child(parents)
             except Exception:  # noqa: BLE001 (a child the tracer cannot follow runs untraced)
                 child = None
                 try:
-                    os.remove(self._spool.reserved)  # type: ignore[arg-type]  (the parent need not wait for it)
+                    os.remove(self.spool.reserved)  # type: ignore[arg-type]  (the parent need not wait for it)
                 except OSError:
                     pass
         if child is None:
-            self._spool.forget()
-        elif self._catchall is not None:
-            self._catchall.after_fork(self._child)  # a sweeper of the parent's is gone: the child pins afresh
+            self.spool.forget()
+        elif self.catchall is not None:
+            self.catchall.after_fork(self._child)  # a sweeper of the parent's is gone: the child pins afresh
         self.rec.publish((child,) if child is not None else ())
         try:
             self._settle(self.active)
@@ -701,7 +701,7 @@ class Hub:
         for name in session.streams:
             if name in self.rec.sources:
                 self.rec.rebase(name)
-        self._begin_child(session, self._spool.reserved, "fork")  # type: ignore[arg-type]
+        self._begin_child(session, self.spool.reserved, "fork")  # type: ignore[arg-type]
         return session
 
     def _begin_child(self, session: _Session, file: str, start: str) -> None:
@@ -713,10 +713,10 @@ class Hub:
                 session.start_states[name] = source.snapshot()
         # Read in the child: a forked child's `random` was reseeded; a spawned one's streams are new
         # (a forked child's other streams are where the parent's read before the fork left them).
-        session.origins.extend((stream, digest, start, 0) for stream, digest in self._spool.digests.read(self.rec))
+        session.origins.extend((stream, digest, start, 0) for stream, digest in self.spool.digests.read(self.rec))
         self._child = _processes.ChildWriter(self, session, file, session.tags, start)
 
-    def _spawning(self, process: Any, start: Callable) -> None:
+    def spawning(self, process: Any, start: Callable) -> None:
         """``process.start()`` under a trace: a spawn or forkserver child gets a target that records."""
         sessions = self.active
         target = getattr(process, "_target", None)
@@ -724,7 +724,8 @@ class Hub:
         if method not in ("spawn", "forkserver"):
             return start(process)  # fork: os.register_at_fork does it; no target: run() overridden
         try:
-            wrapped = _processes.SpawnedTarget(target, self._spool.reserve(), _processes.child_spec(sessions), method)
+            wrapped = _processes.SpawnedTarget(target, self.spool.reserve(), _processes.child_spec(sessions), method,
+                                               _start_spawned)
         except Exception:  # noqa: BLE001 (a process must start whatever the tracer cannot do)
             return start(process)
         process._target = wrapped  # pickled into the child now, by start()
@@ -733,24 +734,28 @@ class Hub:
         finally:
             process._target = target
 
-    def _start_spawned(self, target: Any) -> None:
+    def start_spawned(self, target: Any) -> None:
         """In a spawned child, before its target runs: record into a trace of its own, spooled to the parent."""
         self._locked(self._start_spawned_locked, _child_session(*target.spec), target)
 
+    def call_if_free(self, fn: Callable[[], None]) -> None:
+        """Run ``fn`` under the hub's lock unless this thread holds it already (a hook fired inside the hub)."""
+        _call_if_free(self._lock, fn)
+
     def _start_spawned_locked(self, session: _Session, target: Any) -> None:
-        self._spool.path = os.path.dirname(target.file)  # its own children write there too
+        self.spool.path = os.path.dirname(target.file)  # its own children write there too
         self.rec.publish((session,))
         self._settle((session,))
         self._begin_child(session, target.file, target.start)
 
-    def _end_child(self, session: _Session) -> None:
+    def end_child(self, session: _Session) -> None:
         """The child's trace ends (it exits, or its parent's trace ended): the same end as a block's."""
         if session not in self.active:
             return
         self._child = None
         self._locked(self._stop, session, None)
 
-    def _leave_child(self, session: _Session) -> None:
+    def leave_child(self, session: _Session) -> None:
         """The child leaves through ``os._exit``: note the moves no call made, and stop recording.
 
         Nothing of the child runs after this, so its hooks go with the process: taking
@@ -766,6 +771,11 @@ class Hub:
             self._check_moved(session, None)
         finally:
             self.rec.publish(tuple(s for s in self.active if s is not session))
+
+
+def _start_spawned(target: Any) -> None:
+    """What a spawned child's ``SpawnedTarget`` calls first: pickled by name, so unpickling imports the hub."""
+    HUB.start_spawned(target)
 
 
 def _child_session(streams: tuple[str, ...], depth: int, max_events: int, tags: tuple[int, ...]) -> _Session:

@@ -17,9 +17,9 @@ import sys
 import threading
 from typing import Optional
 
+from ._say import PROG, say
 from .trace import Trace
 
-PROG = "rngtrace"
 #: the names logs are saved under: rank-0.json, rank-0.2.json (its second block), pid-1234.json
 LOG_NAME = re.compile(r"(rank|pid)-([0-9]+)(?:\.([0-9]+))?\.json")
 
@@ -123,7 +123,7 @@ def save_block(trace: Trace, folder: str) -> Optional[str]:
             raise
         return path
     except Exception as error:  # noqa: BLE001
-        _say(f"{PROG}: cannot save the draw log in {folder!r} ({_why(error)}); "
+        say(f"{PROG}: cannot save the draw log in {folder!r} ({_why(error)}); "
              "give rng_trace a log_dir this process can write to")
         return None
 
@@ -156,10 +156,3 @@ def _remove(path: str) -> None:
 
 def _why(error: BaseException) -> str:
     return getattr(error, "strerror", None) or f"{type(error).__name__}: {error}"
-
-
-def _say(line: str) -> None:
-    try:
-        print(line, file=sys.stderr, flush=True)
-    except (OSError, ValueError):  # the program closed stderr: nothing more can be said
-        pass

@@ -43,22 +43,22 @@ def make_plan(hub: Any, session: Any) -> Optional[Plan]:
     """The install just made for ``session`` alone, if the next lone trace can repeat it as it is."""
     rec, patches = hub.rec, hub.patches
     installed = rec.sources
-    if hub.imports.hooks or patches.strays or hub._catchall is None or len(installed) != len(session.streams):
+    if hub.imports.hooks or patches.strays or hub.catchall is None or len(installed) != len(session.streams):
         return None  # a library not imported yet, another tool's patch: the general way each time
     parts: list[PatchSet] = []
     sources = []
     for name in session.order:
-        patch_set = patches._sets.get(name)
+        patch_set = patches.sets.get(name)
         if patch_set is None or not patch_set.applied or installed.get(name) is not patch_set.source:
             return None
         parts.append(patch_set)
-        learned = patches._learned.get(name)
+        learned = patches.learned.get(name)
         if learned is not None and learned.entries:
             if not learned.applied:
                 return None
             parts.append(learned)
         sources.append((name, patch_set.source))
-    return Plan(session.streams, patches.version, parts, patches._joined_list(parts), sources)
+    return Plan(session.streams, patches.version, parts, patches.joined_list(parts), sources)
 
 
 def install_alone(hub: Any, session: Any) -> bool:
@@ -67,9 +67,9 @@ def install_alone(hub: Any, session: Any) -> bool:
     What it does, and in what order, is what ``_reconcile`` does for the same
     sessions, less the questions the plan answered already.
     """
-    plan, rec, patches = hub._plan, hub.rec, hub.patches
+    plan, rec, patches = hub.plan, hub.rec, hub.patches
     if (plan is None or plan.streams != session.streams or plan.version != patches.version or rec.sources
-            or hub._catchall is not None or patches.strays or hub.imports.hooks):
+            or hub.catchall is not None or patches.strays or hub.imports.hooks):
         return False
     modules = sys.modules
     for module in plan.modules:
@@ -88,14 +88,14 @@ def install_alone(hub: Any, session: Any) -> bool:
         return False
     for name, _source in plan.sources:
         rec.reseeded(name)
-    hub._put_catchall()
-    hub._spawns.set(True, hub)
+    hub.put_catchall()
+    hub.spawns.set(True, hub)
     return True
 
 
 def uninstall_alone(hub: Any) -> bool:
     """Take off what ``install_alone`` (or the general way, for a lone trace) put in; False where it cannot."""
-    plan, rec, patches = hub._plan, hub.rec, hub.patches
+    plan, rec, patches = hub.plan, hub.rec, hub.patches
     installed = rec.sources
     if plan is None or plan.version != patches.version or len(installed) != len(plan.sources) or hub.imports.hooks:
         return False
@@ -108,8 +108,8 @@ def uninstall_alone(hub: Any) -> bool:
             return False
     rec.publish(())  # first: wrappers stop recording at once
     patches.swap_out(parts, plan.entries, plan.stamps)
-    hub._forget([name for name, _source in plan.sources])
-    if hub._catchall is not None:
-        hub._take_catchall()
-    hub._spawns.set(False, hub)
+    hub.forget_streams([name for name, _source in plan.sources])
+    if hub.catchall is not None:
+        hub.take_catchall()
+    hub.spawns.set(False, hub)
     return True

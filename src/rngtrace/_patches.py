@@ -142,9 +142,9 @@ class Patches:
     """Every patch set the hub has made, which of them are applied, and the strays."""
 
     def __init__(self) -> None:
-        self._sets: dict[str, PatchSet] = {}
+        self.sets: dict[str, PatchSet] = {}
         #: per stream, references to its functions found in other modules' globals (``learn``)
-        self._learned: dict[str, PatchSet] = {}
+        self.learned: dict[str, PatchSet] = {}
         self.strays: list[Entry] = []
         self._swap = _swapper()
         #: changes whenever a set is made or its entries change: a joined list is reused while it holds
@@ -154,7 +154,7 @@ class Patches:
 
     def apply(self, name: str, make_source: Callable[[str], Any], recorder: Any) -> PatchSet:
         """Put stream ``name``'s wrappers in place, reusing its set unless someone patched over it."""
-        patch_set = self._sets.get(name)
+        patch_set = self.sets.get(name)
         if patch_set is not None and patch_set.applied:
             self._apply_learned(name)
             return patch_set
@@ -167,27 +167,27 @@ class Patches:
                 self._apply_learned(name)
                 return patch_set
             patch_set.applied = False
-            self._learned.pop(name, None)  # its wrappers are about to be made anew
+            self.learned.pop(name, None)  # its wrappers are about to be made anew
         # First use, or an attribute no longer holds the original the wrappers call: build anew.
         source = make_source(name)
         patch_set = PatchSet(source)
-        self._sets[name] = patch_set
+        self.sets[name] = patch_set
         self.version += 1
         try:
             source.prepare()
             patch_set.build(source.patches(recorder))
         except BaseException:
-            self._sets.pop(name, None)
+            self.sets.pop(name, None)
             self._undo(patch_set)
             raise
         return patch_set
 
     def undo(self, name: str) -> None:
         """Take stream ``name``'s wrappers off (those still in place; the rest become strays)."""
-        learned = self._learned.get(name)
+        learned = self.learned.get(name)
         if learned is not None and learned.applied:
             self._undo(learned)
-        patch_set = self._sets.get(name)
+        patch_set = self.sets.get(name)
         if patch_set is not None and patch_set.applied:
             self._undo(patch_set)
 
@@ -198,7 +198,7 @@ class Patches:
         None where it cannot (a set to build, or someone patched over one): ``apply`` each
         then, which finds out why.
         """
-        sets = self._sets
+        sets = self.sets
         parts: list[PatchSet] = []
         for name in names:
             patch_set = sets.get(name)
@@ -206,11 +206,11 @@ class Patches:
                 break  # a first install builds its set, a retry finishes one: one at a time
             patch_set.source.prepare()  # before each install: a cache filled now holds no wrapper
             parts.append(patch_set)
-            learned = self._learned.get(name)
+            learned = self.learned.get(name)
             if learned is not None and learned.entries and not learned.applied:
                 parts.append(learned)
         else:
-            if parts and self.swap_in(parts, *self._joined_list(parts)):
+            if parts and self.swap_in(parts, *self.joined_list(parts)):
                 return [sets[name] for name in names]
         return None
 
@@ -218,11 +218,11 @@ class Patches:
         """``undo`` for each of ``names``, in one swap."""
         parts: list[PatchSet] = []
         for name in names:
-            for patch_set in (self._learned.get(name), self._sets.get(name)):
+            for patch_set in (self.learned.get(name), self.sets.get(name)):
                 if patch_set is not None and patch_set.applied:
                     parts.append(patch_set)
         if parts:
-            self.swap_out(parts, *self._joined_list(parts))
+            self.swap_out(parts, *self.joined_list(parts))
 
     def swap_in(self, parts: list[PatchSet], entries: list[Entry], stamps: dict) -> bool:
         """Apply ``parts``, whose entries ``entries`` joins, in one swap; False (nothing changed) where one no longer fits."""
@@ -244,7 +244,7 @@ class Patches:
         for patch_set in parts:
             patch_set.applied = False  # only now: an interrupted undo is completed by the next call
 
-    def _joined_list(self, parts: list[PatchSet]) -> tuple[list[Entry], dict]:
+    def joined_list(self, parts: list[PatchSet]) -> tuple[list[Entry], dict]:
         """The entries of ``parts`` in one list, made once while no set changes, with stamps of its own.
 
         Its own stamps stay right whichever list was swapped last: a stamp is a namespace's
@@ -275,12 +275,12 @@ class Patches:
         patched too, now and at every later install of the stream: later traces attribute
         them from their first call, with no hook. Returns how many were added.
         """
-        patch_set = self._sets.get(name)
+        patch_set = self.sets.get(name)
         if patch_set is None or not patch_set.applied:
             return 0
-        learned = self._learned.get(name)
+        learned = self.learned.get(name)
         if learned is None:
-            learned = self._learned[name] = PatchSet(patch_set.source)
+            learned = self.learned[name] = PatchSet(patch_set.source)
         own = {id(e[0]) for e in patch_set.entries}
         if id(namespace) in own or len(learned.entries) >= self.LEARN_LIMIT:
             return 0
@@ -302,7 +302,7 @@ class Patches:
         return len(found)
 
     def _apply_learned(self, name: str) -> None:
-        learned = self._learned.get(name)
+        learned = self.learned.get(name)
         if learned is None or learned.applied or not learned.entries:
             return
         learned.applied = True
@@ -338,12 +338,12 @@ class Patches:
 
     def wrappers(self) -> list[object]:
         """Every wrapper currently in place."""
-        return [w for ps in self._sets.values() if ps.applied for w in ps.wrappers()]
+        return [w for ps in self.sets.values() if ps.applied for w in ps.wrappers()]
 
     def hooked(self) -> dict[str, list[str]]:
         """What is patched right now, by stream (empty when idle), strays included."""
-        out = {name: ps.describe() for name, ps in self._sets.items() if ps.applied}
-        for name, learned in self._learned.items():
+        out = {name: ps.describe() for name, ps in self.sets.items() if ps.applied}
+        for name, learned in self.learned.items():
             if learned.applied and learned.entries:
                 out[f"{name} (learned)"] = learned.describe()
         live = [e for e in self.strays if e[0].get(e[1], INHERITED) is e[3]]

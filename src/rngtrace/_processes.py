@@ -38,7 +38,7 @@ import sys
 import tempfile
 import threading
 import time
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from ._hotpath import SPEEDUPS as _speedups
 from .sources._base import unmoved
@@ -49,7 +49,7 @@ from ._spool import BUSY_FLUSH_INTERVAL, FLUSH_INTERVAL, SPOOL_FORMAT, record, r
 SETTLE_WAIT = 0.1
 #: how long it waits, at most, for a child forked an instant before to start writing
 START_WAIT = 1.0
-_SUFFIX = ".spool"
+SUFFIX = ".spool"  # a spool file's name ends so
 
 # -- digests: which state a stream drew from ------------------------------------------
 def state_digests(source: Any) -> dict[str, str]:
@@ -293,7 +293,7 @@ class Spool:
         self.ensure()
         self._forks += 1
         # Named by the forking process and its count: a grandchild's name never meets a child's.
-        path = os.path.join(self.path, f"{os.getpid()}-{self._forks}{_SUFFIX}")
+        path = os.path.join(self.path, f"{os.getpid()}-{self._forks}{SUFFIX}")
         os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
         self.reserved = path
         return path
@@ -329,7 +329,7 @@ class Spool:
         except OSError:
             return [], False  # the folder is gone (removed by hand): nothing to merge
         for name in names:
-            if not name.endswith(_SUFFIX):
+            if not name.endswith(SUFFIX):
                 continue
             log = ChildLog.read(os.path.join(self.path, name))  # type: ignore[arg-type]
             if log is None:
@@ -707,9 +707,9 @@ class ChildWriter:
         self._finishing = True
         try:
             if leaving:
-                self.hub._leave_child(self.session)
+                self.hub.leave_child(self.session)
             else:
-                self.hub._end_child(self.session)
+                self.hub.end_child(self.session)
         except BaseException:  # noqa: BLE001 (the child is leaving: what it recorded still counts)
             pass
         try:
@@ -743,9 +743,9 @@ class ChildWriter:
         except OSError:
             pass
         try:
-            self.hub._end_child(self.session)
+            self.hub.end_child(self.session)
         finally:
-            self.hub._spool.forget()
+            self.hub.spool.forget()
             self._restore_exits()
 
 
@@ -829,16 +829,17 @@ class SpawnedTarget:
     Only the process object sent to the child holds it: the parent's keeps its target.
     """
 
-    def __init__(self, target: Any, file: str, spec: tuple, start: str) -> None:
+    def __init__(self, target: Any, file: str, spec: tuple, start: str, begin: Callable[[Any], None]) -> None:
         self.target = target
+        #: the hub's function that starts the child's trace: a module-level function, pickled by
+        #: name, so that unpickling this object in the child imports the hub that runs it
+        self.begin = begin
         #: (streams, depth, max_events, tags) of the child's trace: ``child_spec``
         self.file, self.spec, self.start = file, spec, start
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        from ._hub import HUB
-
         try:
-            HUB._start_spawned(self)
+            self.begin(self)
         except Exception:  # noqa: BLE001 (a child the tracer cannot follow runs untraced)
             try:
                 os.remove(self.file)  # the parent need not wait for it
@@ -915,7 +916,7 @@ class SpawnWatch:
                 return  # someone else's patch (or ours, left by an interrupted undo): never stacked
 
             def start(process: Any, _original: Any = original) -> None:
-                return hub._spawning(process, _original)
+                return hub.spawning(process, _original)
 
             start.__wrapped__ = original  # type: ignore[attr-defined]
             start.__name__, start.__qualname__ = original.__name__, original.__qualname__
@@ -936,9 +937,7 @@ class SpawnWatch:
                 if self._hook is imported:
                     self._hook = None
 
-            from ._hub import _call_if_free
-
-            _call_if_free(hub._lock, install)
+            hub.call_if_free(install)
 
         self._hook = imported
         wrapt.register_post_import_hook(imported, self._MODULE)

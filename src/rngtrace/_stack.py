@@ -87,7 +87,7 @@ class StackTable:
         # that walking frames already interned allocates nothing (it holds copies of entries
         # these dicts never drop or change; ``_codes`` keeps each code, and so its id, alive).
         memo = _c_walk_memo() if _c_capture is not None else None
-        self._walk_state = (self.ids, self._nodes, self._codes, self._next, self._watched, _kind, MAX_PINNED, memo)
+        self.walk_state = (self.ids, self._nodes, self._codes, self._next, self._watched, _kind, MAX_PINNED, memo)
         #: the C walk, or None for this module's (tests compare the two)
         self.accelerated = _c_capture
 
@@ -108,7 +108,7 @@ class StackTable:
             # in it never reaches the draw: the Python walk, the reference, then decides (what the
             # C walk interned meanwhile is what the Python walk would intern too).
             try:
-                node = self.accelerated(frame, depth, known, pin, self._walk_state, self.watch_code)
+                node = self.accelerated(frame, depth, known, pin, self.walk_state, self.watch_code)
             except Exception:
                 node = NotImplemented
             if node is not NotImplemented:

@@ -94,8 +94,6 @@ class RawStore:
             slot[0] += 1
             slot[1] += raw[3] or 0
 
-    _add = add  # TODO(C split): the C Recorder still looks this name up; rename s_add to "add"
-
     def go_live(self, resolve_stack: Any, thread_names: dict[int, str]) -> None:
         """Let readers resolve events mid-block through the hub's stack table."""
         self.live = (resolve_stack, thread_names)

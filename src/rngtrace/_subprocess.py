@@ -81,7 +81,7 @@ def _write_boot(hub: Any) -> Optional[str]:
     if not sessions:
         return None
     try:
-        folder = os.path.join(hub._spool.ensure(), BOOT)
+        folder = os.path.join(hub.spool.ensure(), BOOT)
         os.mkdir(folder, 0o700)
         text = _SITECUSTOMIZE % {"spool": os.path.dirname(folder), "spec": child_spec(sessions),
                                  "version": _version()}
@@ -123,14 +123,14 @@ def begin(spool: str, spec: tuple, version: str) -> None:
     argv = list(getattr(sys, "orig_argv", None) or ["python", *sys.argv])
     command = " ".join([os.path.basename(argv[0]), *argv[1:]])
     _processes.COMMAND = command if len(command) <= 60 else command[:59] + "…"
-    file = os.path.join(spool, f"sub-{os.getpid()}{_processes._SUFFIX}")
+    file = os.path.join(spool, f"sub-{os.getpid()}{_processes.SUFFIX}")
     # Made here, by the child: the parent's trace has ended if the folder has gone.
     os.close(os.open(file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
-    HUB._start_spawned(_Started(file, tuple(spec), "subprocess"))
+    HUB.start_spawned(_Started(file, tuple(spec), "subprocess"))
 
 
 class _Started:
-    """What ``Hub._start_spawned`` reads of a child's start (a ``SpawnedTarget``'s fields)."""
+    """What ``Hub.start_spawned`` reads of a child's start (a ``SpawnedTarget``'s fields)."""
 
     __slots__ = ("file", "spec", "start")
 

@@ -15,7 +15,6 @@ import contextlib
 import functools
 import importlib.util
 import os
-import re
 import runpy
 import sys
 import traceback
@@ -26,13 +25,14 @@ from . import _subprocess, ranks
 from ._version import __version__
 from ._errors import GlobalRNGError, LogError
 from ._hub import HUB, validate_on_draw, validate_streams
-from ._logfile import MAX_LOG_SIZE, escape_surrogates, size_words
+from ._logfile import escape_surrogates
 from ._paths import current_dir, is_hidden, is_own
+from ._say import add_max_log_size, wants_color
 from ._stack import program_entry
 from .diff import compare
 from .render import RENDERERS, render, render_diff
 from .trace import Trace
-from .tracer import RngTrace, _wants_color
+from .tracer import RngTrace
 
 PROG = "rngtrace"
 _COMMANDS = ("run", "show", "diff", "ranks")
@@ -202,7 +202,7 @@ def _report(trace: Trace, args: argparse.Namespace, json_at: str | None, html_at
         sys.stdout.flush()  # the program's output first, where both go to one terminal
     if not args.quiet:
         try:
-            sys.stderr.write(render(trace, "text", color=_wants_color(sys.stderr)) + "\n")
+            sys.stderr.write(render(trace, "text", color=wants_color(sys.stderr)) + "\n")
             sys.stderr.flush()
         except (OSError, ValueError) as error:
             _say(f"{PROG}: error: cannot print the log ({_why(error)}); save it with --json instead")
@@ -252,7 +252,7 @@ def show_command(args: argparse.Namespace) -> int:
     trace = Trace.load(args.log, max_size=args.max_log_size)
     if args.html:
         return 0 if _save(args.html, "HTML report", lambda path: _write_html(trace, path), quiet=False) else 2
-    _write(sys.stdout, render(trace, "text", color=_wants_color(sys.stdout)) + "\n")
+    _write(sys.stdout, render(trace, "text", color=wants_color(sys.stdout)) + "\n")
     return 0
 
 
@@ -262,7 +262,7 @@ def diff_command(args: argparse.Namespace) -> int:
     b = Trace.load(args.b, max_size=args.max_log_size)
     result = compare(a, b)
     names = (_printable_name(args.a), _printable_name(args.b))
-    _write(sys.stdout, render_diff(result, names=names, color=_wants_color(sys.stdout)) + "\n")
+    _write(sys.stdout, render_diff(result, names=names, color=wants_color(sys.stdout)) + "\n")
     return 0 if result.same else 1
 
 
@@ -288,14 +288,6 @@ def _write(stream: Any, text: str) -> None:
 def _printable_name(path: str) -> str:
     """A path as given, with bytes that were not UTF-8 (kept as surrogates) shown as ``\\xff``."""
     return path if path.isascii() else escape_surrogates(path)
-
-
-def _size(text: str) -> int:
-    """A size in bytes from ``300M``, ``2G``, ``1.5GiB``, ``4096``; --max-log-size's type."""
-    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kmg]?)(?:i?b)?\s*", text, re.IGNORECASE)
-    if match is None or float(match.group(1)) <= 0:
-        raise argparse.ArgumentTypeError(f"expected a size such as 512M or 2G, got {text!r}")
-    return int(float(match.group(1)) * 1024 ** " kmg".index(match.group(2).lower() or " "))
 
 
 def _output_path(path: str | None) -> str | None:
@@ -399,7 +391,7 @@ def _add_show(commands: Any) -> None:
     show = commands.add_parser("show", help="print a saved log", description="Print a log saved with --json.")
     show.add_argument("log", metavar="LOG", help="a log saved with rngtrace run --json or Trace.save()")
     show.add_argument("--html", metavar="PATH", help="write it as an HTML report instead")
-    _add_max_log_size(show)
+    add_max_log_size(show)
     show.set_defaults(handler=show_command)
 
 
@@ -410,11 +402,5 @@ def _add_diff(commands: Any) -> None:
                     "Exit status 0: they drew the same; 1: they differ.")
     diff.add_argument("a", metavar="A", help="the first log")
     diff.add_argument("b", metavar="B", help="the second log")
-    _add_max_log_size(diff)
+    add_max_log_size(diff)
     diff.set_defaults(handler=diff_command)
-
-
-def _add_max_log_size(command: Any) -> None:
-    command.add_argument("--max-log-size", type=_size, default=MAX_LOG_SIZE, metavar="SIZE",
-                         help=f"refuse a log larger than this (default {size_words(MAX_LOG_SIZE)}; "
-                              "e.g. 1G to read a bigger one)")

@@ -21,7 +21,8 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Optional, Sequence
 
 from ._errors import LogError
-from ._logdir import LOG_NAME, PROG, _say
+from ._logdir import LOG_NAME
+from ._say import PROG, add_max_log_size, say
 from ._paths import current_dir, short_path
 from .diff import file_key  # the name two checkouts agree on, as rngtrace diff compares files
 from .render.base import api_label, describe, plural, printable, stream_key
@@ -302,10 +303,9 @@ def add_parser(subcommands: Any) -> argparse.ArgumentParser:
 
 
 def _arguments(parser: argparse.ArgumentParser) -> None:
-    from .cli import _add_max_log_size  # the same --max-log-size as show and diff
 
     parser.add_argument("folder", metavar="DIR", help="the log_dir every rank saved its log in")
-    _add_max_log_size(parser)
+    add_max_log_size(parser)
     parser.set_defaults(handler=command)
 
 
@@ -314,7 +314,7 @@ def command(args: argparse.Namespace) -> int:
     try:
         logs, left_out = load_logs(args.folder, max_size=getattr(args, "max_log_size", None))
     except LogError as error:
-        _say(f"{PROG}: error: {error}")
+        say(f"{PROG}: error: {error}")
         return 2
     found = splits(logs)
     text = report(logs, found, left_out) + "\n"
@@ -342,6 +342,6 @@ def main(argv: Optional[Iterable[str]] = None) -> int:
     try:
         args = parser.parse_args(sys.argv[1:] if argv is None else list(argv))
     except _Usage as error:
-        _say(f"{PROG}: error: {error}; see `{PROG} ranks --help`")
+        say(f"{PROG}: error: {error}; see `{PROG} ranks --help`")
         return 2
     return command(args)

@@ -17,6 +17,7 @@ from . import _logdir
 from ._blocks import Binding, ExitSlot, claim
 from ._hub import HUB, install_order, validate_on_draw, validate_streams
 from ._paths import current_dir
+from ._say import wants_color
 from .trace import Trace
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -359,7 +360,7 @@ class RngTrace(Options):
     def _print(self, trace: Trace, raising: bool) -> None:
         out = self.file if self.file is not None else sys.stderr
         try:
-            color = _wants_color(out)
+            color = wants_color(out)
             from .render import render  # here: `import rngtrace` need not load the renderers
 
             out.write(render(trace, "text", color=color) + "\n")
@@ -380,15 +381,6 @@ def _named(relay: Any, original: Any) -> Any:
     relay.__name__ = original.__name__
     relay.__qualname__ = original.__qualname__
     return relay
-
-
-def _wants_color(out: Any) -> bool:
-    if os.environ.get("NO_COLOR"):
-        return False
-    try:
-        return bool(out.isatty())
-    except (AttributeError, ValueError):
-        return False
 
 
 _OPTION_NAMES = tuple(field.name for field in fields(Options))

@@ -75,7 +75,7 @@ PyInit__speedups(void)
     if ((var = PyUnicode_InternFromString(text)) == NULL)                                                         \
         return NULL;
     INTERN(s_value, "value");
-    INTERN(s_add, "_add");
+    INTERN(s_add, "add");
     INTERN(s_is_cpu, "is_cpu");
     INTERN(s_numel, "numel");
     INTERN(s_depth, "depth");

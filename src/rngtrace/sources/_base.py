@@ -176,7 +176,7 @@ class Condition:
     the test cannot judge counts as a draw: the function will reject it and say why.
     """
 
-    #: test name -> the test; _speedups.c implements each one-to-one
+    #: test name -> the test; _speedups/recorder.c implements each one-to-one
     TESTS: ClassVar[dict[str, Callable[..., bool]]] = {
         "dropout": _dropout_test,  # (training, p): draws in training with 0 < p < 1
         "truthy": bool,  # (training,): rrelu draws in training

@@ -36,7 +36,7 @@ _NOT_DRAWS = frozenset({"get_state", "get_bit_generator", "__getstate__", "__red
 _MODULE_FUNCTIONS = ("seed", "ranf", "sample", "set_bit_generator")
 _RandomState = _mtrand.RandomState
 _MT19937 = _nprandom.MT19937
-_MAX_REGIONS = 4  # what one in-place view holds (MAX_REGIONS in _speedups.c)
+_MAX_REGIONS = 4  # what one in-place view holds (MAX_REGIONS in _speedups/speedups.h)
 
 
 def _count(result: Any, args: tuple, kwargs: dict) -> Optional[int]:
