@@ -92,6 +92,18 @@ def test_the_same_call_drawing_another_number_of_values_differs():
     assert "the numpy draw at /p/story.py:10 in <module> differs: A drew 3 values, B 5" in render_diff(result)
 
 
+def test_the_headline_names_the_users_line_where_a_library_drew():
+    # The user changes their line (a train_test_split given a seed), not scikit-learn's.
+    def split(count: int) -> tuple:
+        stack = [(f"{SITE_PACKAGES}/sklearn/utils/_indexing.py", 600, "resample"),
+                 (f"{SITE_PACKAGES}/sklearn/model_selection/_split.py", 2800, "train_test_split"),
+                 ("/p/train.py", 14, "<module>")]
+        return ("numpy", "draw", "numpy.random.RandomState.permutation", count, stack, None)
+
+    text = render_diff(compare(trace(split(80)), trace(split(90))))
+    assert "the numpy draw at /p/train.py:14 in <module> differs: A drew 80 values, B 90" in text
+
+
 def test_a_seed_to_another_value_differs():
     result = compare(trace(seed(666), rand()), trace(seed(667), rand()))
     assert result.first.kind == VALUES

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import io
 import os
+import pathlib
+import re
 import subprocess
 import sys
 import textwrap
@@ -364,3 +366,14 @@ def test_a_notebooks_cells_are_one_file_for_interleaved():
     (finding,) = trace.findings
     assert finding.kind == "interleaved" and "your seed at In[1]:1 and your draw at In[3]:1" in finding.message
     assert build(seed("numpy.random.seed", "0", cell(1, 1)), draw("numpy.random.rand", 1, cell(2, 1))).findings == []
+
+
+def test_every_finding_kind_is_in_the_one_registry_and_documented_in_order():
+    from rngtrace._findings import KINDS
+
+    text = (pathlib.Path(__file__).parent.parent / "docs" / "findings.md").read_text(encoding="utf-8")
+    headings = [line for line in text.splitlines() if line.startswith("## ")]
+    named = [name for line in headings for name in re.findall(r"`([a-z-]+)`", line)]
+    names = [kind.name for kind in KINDS]
+    assert [name for name in named if name in names] == names  # the reference lists them in the log's order
+    assert "divergent" in named

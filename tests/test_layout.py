@@ -85,7 +85,7 @@ LAYERS = (
                  "sources.numpy_stream", "sources.torch_stream", "sources", "sources.random", "sources.numpy",
                  "sources.torch")),
     ("hub", ("_patches", "_record", "_catchall", "_lone", "_blocks", "_processes", "_hub", "_subprocess")),
-    ("analysis", ("_logfile", "_fixes", "_duplicates", "_findings", "diff")),
+    ("analysis", ("_logfile", "_yours", "_fixes", "_duplicates", "_findings", "diff")),
     ("trace", ("trace",)),
     ("renderers", ("render.base", "render._html_page", "render.text", "render.html", "render.diff_text", "render")),
     ("faces", ("_say", "_logdir", "tracer", "isolate", "_ipython", "ranks", "cli", "_pytest_record",

@@ -2,7 +2,8 @@
 
 Computed once, when ``trace.findings`` is first read, from the finished events:
 nothing here runs while a trace records. Which frame is the user's and which a
-library's is ``_paths``' question. Kinds (``duplicate`` is ``_merge``'s):
+library's is ``_yours``' question. Each kind is a function listed in ``KINDS``, in
+the order a log lists them (``duplicate``'s lives in ``_duplicates``):
 
 - ``interleaved``: after the user's seed, a draw inside other code (a package, or
   another file than the seed's) comes before the user's next draw of that stream;
@@ -16,13 +17,13 @@ library's is ``_paths``' question. Kinds (``duplicate`` is ``_merge``'s):
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Callable
 
 from ._fixes import (
     ARGUMENT,
     TORCH_DATA,
     and_list,
-    call_of,
     isolate,
     library_fix,
     line_of,
@@ -30,9 +31,10 @@ from ._fixes import (
     own_generator,
     place_of,
 )
-from ._paths import cell_label, is_user_file
+from ._paths import cell_label
 from ._model import DRAW, SEED, Event, Finding, Frame
 from ._duplicates import duplicates
+from ._yours import call_of, is_yours
 from ._store import RawStore
 from .sources import stream as stream_info
 
@@ -43,14 +45,48 @@ _TAKES_GENERATOR = ("torch.nn.init.", "torch.randperm")
 #: streams whose global generator starts from OS entropy; torch's starts from a fixed default seed
 
 
-def findings(trace: RawStore) -> list[Finding]:
-    """Every finding for ``trace``, most telling first; none on a clean run."""
-    events = trace.events
-    found = _interleaved(events) + _reseeded(events) + _unseeded(trace, events)
+@dataclass(frozen=True)
+class Kind:
+    """One kind of finding: its name, what it says, and the function that finds it."""
+
+    name: str
+    #: one line for the findings reference (docs/findings.md lists the same)
+    about: str
+    #: (trace, its events, what the kinds before it found) -> the findings of this kind
+    find: Callable[[RawStore, list[Event], list[Finding]], list[Finding]]
+
+
+def _named_lines(events: list[Event], found: list[Finding]) -> set[tuple[str, int]]:
+    """The user's lines the findings so far named: a later kind does not name them again."""
+    return {(call.line.filename, call.line.lineno) for f in found for i in f.events
+            if (call := call_of(events[i].stack)) is not None}
+
+
+#: Every kind a trace's findings can be, in the order a log lists them: most telling first. This
+#: order is the ranking. (``divergent`` compares the logs of a job's ranks: ``ranks.findings``.)
+KINDS: tuple[Kind, ...] = (
+    Kind("interleaved", "after your seed, other code draws from the stream before your next draw",
+         lambda trace, events, found: _interleaved(events)),
+    Kind("reseeded", "other code seeds the stream again after your seed",
+         lambda trace, events, found: _reseeded(events)),
+    Kind("unseeded", "a stream drawn from before any seed (seen from the program's start), or seeded from OS entropy",
+         lambda trace, events, found: _unseeded(trace, events)),
     # A line another finding named already (a DataLoader between a seed and a draw) is not named again.
-    named = {(call.line.filename, call.line.lineno) for f in found for i in f.events
-             if (call := call_of(events[i].stack)) is not None}
-    found += _global_generator(events, named) + _settings(trace, events) + duplicates(trace)
+    Kind("global-generator", "a call that takes a generator (generator=, random_state=) drew from the global stream",
+         lambda trace, events, found: _global_generator(events, _named_lines(events, found))),
+    Kind("settings", "library flags that make results differ run to run (torch's cudnn.benchmark)",
+         lambda trace, events, found: _settings(trace, events)),
+    Kind("duplicate", "two processes drew from one stream starting at the same state: the same numbers",
+         lambda trace, events, found: duplicates(trace)),
+)
+
+
+def findings(trace: RawStore) -> list[Finding]:
+    """Every finding for ``trace``, in the order of ``KINDS``; none on a clean run."""
+    events = trace.events
+    found: list[Finding] = []
+    for kind in KINDS:
+        found += kind.find(trace, events, found)
     return found
 
 
@@ -100,7 +136,7 @@ def _interleaved(events: list[Event]) -> list[Finding]:
         key = (e.pid, e.stream)
         home = _seed_file(seed)
         built = model_built(e)
-        mine = (is_user_file(e.frame.filename) and _same_file(e.frame.filename, home)) or (
+        mine = (is_yours(e.frame) and _same_file(e.frame.filename, home)) or (
             built is not None and _same_file(built.filename, home))
         if not mine:
             others.setdefault(key, []).append(e)

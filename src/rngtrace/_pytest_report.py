@@ -13,7 +13,8 @@ import os
 from typing import Any, Iterable
 
 from ._paths import is_user_file, short_path
-from .sources import declared
+from .sources import declared, rank
+from .sources import stream as stream_info
 from .trace import FORMAT, FORMAT_VERSION, Trace
 
 #: call sites shown per record in the summary
@@ -51,7 +52,7 @@ def _site(frames: list, rootdir: str) -> tuple[str, str]:
     """(the user's own line, the line that called the API where that is another) of a stack."""
     if not frames:
         return "(no stack recorded)", ""
-    mine = next((f for f in frames if is_user_file(f[0])), None)
+    mine = next((f for f in frames if is_user_file(f[0])), None)  # raw (file, line, function) rows: _yours' rule
     first = _where(frames[0], rootdir)
     if mine is None:
         return first, ""
@@ -129,6 +130,15 @@ def _notes(record: dict[str, Any], strict: bool) -> str:
     return f"  [{'; '.join(notes)}]" if notes else ""
 
 
+def _own_generators(record: dict[str, Any]) -> str:
+    """`` (np.random.default_rng(seed), random.Random(seed))``: what each stream the test touched declares."""
+    touched = {slot.split("|", 1)[0].split(".", 1)[0] for slot in record["counts"]}
+    touched.update(leak.split(".", 1)[0] for leak in record["leaks"])
+    said = [info.own_generator for name in sorted(touched, key=rank)
+            if (info := stream_info(name)) is not None and info.own_generator]
+    return f" ({', '.join(said)})" if said else ""
+
+
 def strict_message(record: dict[str, Any], rootdir: str) -> str:
     """The failure strict mode gives a test that touched a global stream."""
     what = "leaked state into later tests" if record["leaks"] and not record["counts"] else \
@@ -138,7 +148,7 @@ def strict_message(record: dict[str, Any], rootdir: str) -> str:
     lines += ["    " + line for line in sites(record, rootdir)]
     if record["leaks"]:
         lines.append(f"  leaks {', '.join(sorted(set(record['leaks'])))}: every later test starts from the changed state")
-    lines.append("Draw from a generator you own (np.random.default_rng(seed), torch.Generator(), random.Random(seed)), "
+    lines.append(f"Draw from a generator you own{_own_generators(record)}, "
                  "or mark the test @pytest.mark.rng_global(reason=...) or give it the rng_trace fixture if it "
                  "draws on purpose.")
     return "\n".join(lines)

@@ -26,6 +26,7 @@ from ._say import PROG, add_max_log_size, say
 from ._paths import current_dir, short_path
 from .diff import file_key  # the name two checkouts agree on, as rngtrace diff compares files
 from .render.base import api_label, describe, plural, printable, stream_key
+from ._yours import line_to_name
 from .sources import stream as stream_info
 from .trace import DRAW, SEED, Event, Finding, Frame, Trace
 
@@ -200,7 +201,7 @@ def _made(side: Side, stream: str) -> str:
     event = side.event
     if event is None:
         return f"made no more ({plural_events(side.total, stream)} in all)"
-    frame = event.frame
+    frame = line_to_name(event)
     where = f" at {printable(_place(frame))}" if frame is not None else ""
     verb = {DRAW: "drew", SEED: "seeded with"}.get(event.kind, "made")
     return f"{verb} {api_label(event)}{where}"

@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 from .._streams import Stream
-from .._paths import is_user_file, short_path
+from .._yours import is_yours, user_frame
+from .._paths import short_path
 from ..sources import rank as stream_rank
 from ..sources import stream as stream_info
 from ..trace import DRAW, SEED, UNATTRIBUTED, Event, Frame, Process, Statistic, Trace, Window
@@ -156,14 +157,6 @@ def _line(frame: Frame, cwd: str) -> str:
     return f"{short_path(frame.filename, cwd)}:{frame.lineno}"
 
 
-def user_frame(stack: Sequence[Frame]) -> Frame | None:
-    """Return the first (innermost) frame of ``stack`` in the user's own code, or None."""
-    for frame in stack:
-        if is_user_file(frame.filename):
-            return frame
-    return None
-
-
 def your_code(stack: tuple[Frame, ...], cwd: str) -> str:
     """The first user frame, blank when it is the calling frame itself, a dash when none was recorded."""
     if not stack:
@@ -239,7 +232,7 @@ def hints(trace: Trace) -> list[str]:
     library = False
     for stat in trace.statistics("lineno"):  # most calls first
         drawn.setdefault(printable(stream_base(stat.stream)), []).append(stat)  # escaped before it is measured
-        library = library or not (stat.frame and is_user_file(stat.frame.filename))
+        library = library or not is_yours(stat.frame)
     if not drawn:
         return []
     lines = ["Hint: draw from a generator you own, seeded once, so no other code shifts your numbers:"]
@@ -269,7 +262,7 @@ def _hint(base: str, stats: list[Statistic]) -> list[str]:
     if info.generator_argument:
         return _argument_hint(info, make, name, stats, apis)
     # Only the calls the user makes: a library's own draws take its argument (random_state=), not a method.
-    apis = list(dict.fromkeys(stat.api for stat in stats if stat.frame and is_user_file(stat.frame.filename)))
+    apis = list(dict.fromkeys(stat.api for stat in stats if is_yours(stat.frame)))
     if not apis:
         return []
     uses = []

@@ -13,7 +13,8 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 
-from .._paths import current_dir, is_user_file
+from .._paths import current_dir
+from .._yours import is_yours, line_to_name, user_index
 from ..diff import ONLY_A, ONLY_B, VALUES, file_key, Divergence, SiteDifference, TraceDiff
 from ..trace import DRAW, SEED, UNATTRIBUTED, Event, Finding, Frame, Process, Trace
 from .base import (
@@ -91,9 +92,9 @@ def _states(diff: TraceDiff, paint: Paint, cwd: str) -> list[str]:
         if d.never_seeded:
             why = "never seeded in either run"
         elif d.from_entropy:
-            why = f"seeded from OS entropy in both runs, at {describe(d.seed_a.frame, cwd)}"  # type: ignore[union-attr]
+            why = f"seeded from OS entropy in both runs, at {describe(line_to_name(d.seed_a), cwd)}"
         else:
-            why = f"first draw from it at {describe(d.draw_a.frame, cwd)}"
+            why = f"first draw from it at {describe(line_to_name(d.draw_a), cwd)}"
         lines.append(paint("States differ: ", "alert") + printable(
             f"{d.stream} started from a different state in A and B ({why}), so the same calls drew other "
             "numbers"))
@@ -143,7 +144,7 @@ def _headline(d: Divergence, cwd: str) -> str:
     """One sentence saying where the runs part and what each did there."""
     if d.kind == VALUES:
         x, y = d.a[0], d.b[0]
-        where = f"the {x.stream} {x.kind} at {describe(x.frame, cwd)} differs"
+        where = f"the {x.stream} {x.kind} at {describe(line_to_name(x), cwd)} differs"
         if x.kind == SEED:
             return f"{where}: A seeded {_seed(x)}, B {_seed(y)}"
         return f"{where}: A drew {x.count:,} value{'' if x.count == 1 else 's'}, B {y.count:,}"
@@ -185,8 +186,9 @@ def _at(events: Sequence[Event], cwd: str) -> str:
     if first.window is not None:
         where = between(first.window, cwd)
         return where if len(events) == 1 else f"starting {where}"
-    where = describe(first.frame, cwd)
-    same = all(e.frame == first.frame for e in events)
+    line = line_to_name(first)
+    where = describe(line, cwd)
+    same = all(line_to_name(e) == line for e in events)
     return f"at {where}" if same else f"starting at {where}"
 
 
@@ -230,10 +232,10 @@ def _stack(event: Event, cwd: str) -> list[tuple[str, str]]:
     if event.window is not None:  # no stack: where it happened is all there is to show
         return [(where_moved(event.window, cwd), "warn")]
     frames: Sequence[Frame] = event.stack
-    user = [i for i, f in enumerate(frames) if is_user_file(f.filename)]
-    if user:
-        frames = frames[: user[-1] + 1]
-    shown = [(describe(f, cwd), "" if is_user_file(f.filename) else "dim") for f in frames[:_STACK]]
+    outermost = user_index(frames[::-1])
+    if outermost is not None:
+        frames = frames[: len(frames) - outermost]
+    shown = [(describe(f, cwd), "" if is_yours(f) else "dim") for f in frames[:_STACK]]
     if len(frames) > _STACK:
         shown.append((f"… {len(frames) - _STACK} more frames", "dim"))
     return shown
@@ -260,7 +262,7 @@ def _sites(sites: Sequence[SiteDifference], paint: Paint, cwd: str) -> list[str]
     for s in sites[:_MAX_SITES]:
         counted = s.kind == DRAW and (s.a_values or s.b_values)  # else: seeds, or counts unknown
         values = [f"{v:,}" if counted else EMPTY for v in (s.a_values, s.b_values)]
-        user = bool(s.frame and is_user_file(s.frame.filename))
+        user = is_yours(s.frame)
         table.rows.append(Row([(f"{s.a_calls:,}", ""), (f"{s.b_calls:,}", ""), (values[0], ""),
                                 (values[1], ""), (s.stream, ""), (s.kind, ""), (s.api, ""),
                                 (describe(s.frame, cwd), "" if user else "dim")]))

@@ -24,7 +24,8 @@ from html import escape as _escape
 from typing import Any, Sequence
 
 from .._version import __version__
-from .._paths import current_dir, is_user_file, package_of, short_path
+from .._paths import current_dir, package_of, short_path
+from .._yours import is_yours
 from ..sources import declared
 from ..trace import DRAW, SEED, UNATTRIBUTED, Event, Frame, Trace
 from . import _html_page
@@ -129,7 +130,7 @@ class _Stacks:
         fid = self._frame_ids.get(frame)
         if fid is None:
             fid = self._frame_ids[frame] = len(self.frames)
-            user = 1 if is_user_file(frame.filename) else 0
+            user = 1 if is_yours(frame) else 0
             self.frames.append([printable(short_path(frame.filename, self.cwd)), frame.lineno,
                                 printable(frame.function), user, printable(frame.filename)])
         return fid
@@ -141,7 +142,7 @@ def _origin(stack: tuple[Frame, ...], cwd: str) -> str:
         path = short_path(frame.filename, cwd)
         if path.startswith(_random_library()):
             continue
-        if is_user_file(frame.filename):
+        if is_yours(frame):
             return YOUR_CODE
         return printable(package_of(frame.filename) or "other")
     return "unknown"
@@ -318,7 +319,7 @@ def _site_rows(trace: Trace, stacks: _Stacks) -> tuple[list[list[Any]], dict[tup
     for stat in trace.statistics("traceback"):
         origin, called, mine = stacks.facts(stat.stack)
         key = (stat.stream, stat.api, called, mine)
-        slot = groups.setdefault(key, [0, 0, bool(stat.frame and is_user_file(stat.frame.filename)), origin])
+        slot = groups.setdefault(key, [0, 0, is_yours(stat.frame), origin])
         slot[0] += stat.calls
         slot[1] += stat.values
     ordered = sorted(groups.items(), key=lambda kv: (-kv[1][0], -kv[1][1], kv[0]))

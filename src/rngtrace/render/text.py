@@ -15,7 +15,8 @@ from __future__ import annotations
 import textwrap
 from typing import Sequence
 
-from .._paths import current_dir, is_user_file
+from .._paths import current_dir
+from .._yours import is_yours
 from ..trace import DRAW, SEED, UNATTRIBUTED, Event, Finding, Trace
 from .base import (
     EMPTY,
@@ -125,7 +126,7 @@ def _event_table(events: Sequence[Event], cwd: str, several: bool = False) -> Ta
             (e.stream, ""),
             (e.kind, "warn" if odd else ""),
             (api_label(e), "warn" if odd else ""),
-            (called, "" if e.frame and is_user_file(e.frame.filename) else "dim"),
+            (called, "" if is_yours(e.frame) else "dim"),
             (your_code(e.stack, cwd), "user"),
         ] + ([(e.thread, "dim")] if threads else [])
         if odd:
@@ -152,7 +153,7 @@ def _sites(trace: Trace, paint: Paint, cwd: str, max_lines: int, several: bool =
     groups: dict[tuple, list[int]] = {}
     for stat in trace.statistics("traceback"):
         key = site_key(stat, cwd)
-        slot = groups.setdefault(key, [0, 0, bool(stat.frame and is_user_file(stat.frame.filename))])
+        slot = groups.setdefault(key, [0, 0, is_yours(stat.frame)])
         slot[0] += stat.calls
         slot[1] += stat.values
     if not groups:

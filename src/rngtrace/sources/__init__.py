@@ -18,7 +18,7 @@ import threading
 from typing import Optional
 
 from .._streams import ENTRY_POINT_GROUP, Stream
-from ._base import Source
+from ._base import Source, draw_wrapper, restore_wrapper, seed_wrapper
 
 # This package's own streams, in the order a log lists them.
 _BUILTIN = ("random", "numpy", "torch")
@@ -95,4 +95,5 @@ def load_source(name: str) -> Source:
     return source_class(name)()
 
 
-__all__ = ["PROBLEMS", "Source", "Stream", "declared", "load_source", "rank", "source_class", "stream"]
+__all__ = ["PROBLEMS", "Source", "Stream", "declared", "draw_wrapper", "load_source", "rank", "restore_wrapper",
+           "seed_wrapper", "source_class", "stream"]

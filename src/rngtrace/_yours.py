@@ -1,0 +1,103 @@
+"""Which line is the user's: decided here, once, for every finding, renderer, diff and report.
+
+The user's line is the innermost frame of a stack in the user's own code
+(``_paths.is_user_file``: not the standard library, not an installed package,
+not rngtrace). ``call_of`` adds the call made there: the outermost library
+frame, past generic wrappers and private base classes (``KMeans.fit``, not
+``_BaseKMeans.fit_predict``). Where no frame is the user's, a headline names the
+innermost frame (``line_to_name``): the call that drew.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+from ._model import Event, Frame
+from ._paths import is_user_file, package_of, short_path
+
+#: how a library's generic call wrappers are named: the user-facing call is the frame below them
+_WRAPPERS = frozenset({"wrapper", "inner", "wrapped", "decorator", "_wrapper", "decorate_context",
+                       "_call_impl", "_wrapped_call_impl", "__call__"})
+#: the import system's own frames: a package drawing as it is imported is named by its import
+_IMPORT_MACHINERY = ("<frozen importlib._bootstrap", "<frozen importlib._bootstrap_external")
+
+
+def is_yours(frame: Frame | None) -> bool:
+    """Whether ``frame`` is a line of the user's own code."""
+    return frame is not None and is_user_file(frame.filename)
+
+
+def user_index(stack: Sequence[Frame]) -> int | None:
+    """The position of the first (innermost) frame of ``stack`` in the user's own code, or None."""
+    for i, frame in enumerate(stack):
+        if is_user_file(frame.filename):
+            return i
+    return None
+
+
+def user_frame(stack: Sequence[Frame]) -> Frame | None:
+    """The first (innermost) frame of ``stack`` in the user's own code, or None."""
+    i = user_index(stack)
+    return stack[i] if i is not None else None
+
+
+def line_to_name(event: Event) -> Frame | None:
+    """The line a headline names for ``event``: the user's own, else the innermost recorded one."""
+    return user_frame(event.stack) or event.frame
+
+
+@dataclass(frozen=True)
+class Call:
+    """Where a draw entered other code: the user's line and the call it made there."""
+
+    line: Frame  # the user's line that made the call
+    callee: Frame | None  # the outermost library frame it called (None: the user's line drew itself)
+    package: str | None  # the installed package called, or None for another of the user's files
+
+    @property
+    def name(self) -> str:
+        """``train_test_split``, ``KMeans.fit``, ``Linear`` (a constructor), or the function drawn in."""
+        frame = self.callee or self.line
+        if self.callee is not None and self.callee.function == "<module>":  # a package drew as it was imported
+            return f"the import of {self.package or short_path(self.callee.filename)}"
+        parts = [p for p in frame.function.split(".") if p not in ("<locals>", "")] or [frame.function or "?"]
+        if parts[-1] == "__init__" and len(parts) > 1:
+            return parts[-2]
+        return ".".join(parts[-2:])
+
+
+def call_of(stack: Sequence[Frame]) -> Call | None:
+    """The user's line an event came from and the library call made there; None without a user frame."""
+    u = user_index(stack)
+    if u is None:
+        return None
+    if u == 0:
+        return Call(stack[0], None, None)
+    return call_at(stack, u)
+
+
+def call_at(stack: Sequence[Frame], k: int) -> Call:
+    """The call made at ``stack[k]`` (k > 0) into the frames inside it."""
+    callee = _callee(stack[:k])
+    return Call(stack[k], callee, package_of(callee.filename))
+
+
+def _callee(inside: Sequence[Frame]) -> Frame:
+    """The user-facing call among the frames a user's line called into (innermost first, not empty)."""
+    # Outermost first: the first frame that is not a generic wrapper; where that is a private base
+    # class's method (_BaseKMeans.fit_predict), the public class's method it calls names the call better.
+    frames = [f for f in reversed(inside) if f.function.rsplit(".", 1)[-1] not in _WRAPPERS
+              and not f.filename.startswith(_IMPORT_MACHINERY)] or [inside[-1]]
+    callee = frames[0]
+    if _private_owner(callee):
+        package = package_of(callee.filename)
+        callee = next((f for f in frames[1:] if "." in f.function and not _private_owner(f)
+                       and package_of(f.filename) == package), callee)
+    return callee
+
+
+def _private_owner(frame: Frame) -> bool:
+    """Whether ``frame`` is a method of a class the user does not name (``_BaseKMeans``, ``BaseShuffleSplit``)."""
+    parts = [p for p in frame.function.split(".") if p != "<locals>"]
+    return len(parts) > 1 and parts[-2].startswith(("_", "Base"))
