@@ -13,7 +13,7 @@ from typing import Callable, Sequence
 
 from .._streams import Stream
 from .._yours import is_yours, user_frame
-from .._paths import short_path
+from .._paths import package_of, short_path
 from ..sources import rank as stream_rank
 from ..sources import stream as stream_info
 from ..trace import DRAW, SEED, UNATTRIBUTED, Event, Frame, Process, Statistic, Trace, Window
@@ -235,7 +235,7 @@ def hints(trace: Trace) -> list[str]:
         library = library or not is_yours(stat.frame)
     if not drawn:
         return []
-    lines = ["Hint: draw from a generator you own, seeded once, so no other code shifts your numbers:"]
+    lines = []
     width = max(len(base) for base in drawn)
     for base in sorted(drawn, key=stream_key):
         said = _hint(base, drawn[base])
@@ -244,12 +244,25 @@ def hints(trace: Trace) -> list[str]:
         first, *rest = said
         lines.append(printable(f"  {base:<{width}}  {first}"))  # first and rest name the apis drawn
         lines.extend(printable(f"  {'':<{width}}  {line}") for line in rest)
+    where = f"give the call its own seed{_library_seeds(drawn)} or wrap it in rngtrace.rng_isolate()."
+    if not lines:  # no stream drawn declared a generator of one's own: only the library advice stands
+        return [f"Hint: where a library draws, {where}"] if library else []
     if library:
-        lines.append(
-            "  Where a library draws: give the call its own seed (random_state=0 for scikit-learn and scipy, "
-            "generator=g for torch) or wrap it in rngtrace.rng_isolate()."
-        )
-    return lines
+        lines.append(f"  Where a library draws: {where}")
+    return ["Hint: draw from a generator you own, seeded once, so no other code shifts your numbers:", *lines]
+
+
+def _library_seeds(drawn: dict[str, list[Statistic]]) -> str:
+    """`` (random_state=0 for scikit-learn and scipy, generator=g for torch)``: what the drawing libraries take."""
+    said = []
+    if any(stat.frame is not None and package_of(stat.frame.filename) in ("sklearn", "scipy")
+           for stats in drawn.values() for stat in stats):
+        said.append("random_state=0 for scikit-learn and scipy")
+    for base in sorted(drawn, key=stream_key):
+        info = stream_info(base)
+        if info is not None and info.generator_argument and info.generator_name:
+            said.append(f"generator={info.generator_name} for {base}")
+    return f" ({', '.join(said)})" if said else ""
 
 
 def _hint(base: str, stats: list[Statistic]) -> list[str]:

@@ -509,13 +509,25 @@ def entry(
 def library_of(stream: str) -> tuple[str, ...]:
     """Where the code of ``stream``'s library lives: its calls inside a recorded call are part of it."""
     base = stream.split(".", 1)[0]
-    module = sys.modules.get(base)
+    declared = next((cls.stream.module for cls in _source_classes() if cls.__dict__.get("stream") is not None
+                     and cls.stream.name == base), base)
+    module = sys.modules.get(declared.split(".", 1)[0])  # the library's top package (numpy, not numpy.random)
     file = getattr(module, "__file__", None)
     if not file:
         return ()
-    if base == "random":
-        return (file,)  # the stdlib module itself, not its directory
+    if not os.path.basename(file).startswith("__init__."):
+        return (file,)  # a module of one file (the stdlib's random), not its directory
     return (os.path.dirname(file) + os.sep,)
+
+
+def _source_classes() -> list[type[Source]]:
+    """Every Source subclass defined so far (a package's too), nearest first."""
+    found, todo = [], list(Source.__subclasses__())
+    while todo:
+        cls = todo.pop(0)
+        found.append(cls)
+        todo.extend(cls.__subclasses__())
+    return found
 
 
 def moved_note(api: str) -> str:
