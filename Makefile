@@ -8,7 +8,7 @@ TORCH  := torch==2.13.0
 # Other interpreters the random/numpy suite runs on (3.12+ uses sys.monitoring).
 OTHER_PYTHONS ?= 3.10 3.12 3.13
 
-.PHONY: demo test test-versions bench clean
+.PHONY: demo test lint test-versions bench clean
 
 $(VENV)/.installed: pyproject.toml setup.py Makefile $(wildcard src/rngtrace/_speedups/*.c src/rngtrace/_speedups/*.h)
 	$(PYTHON) -m venv $(VENV)
@@ -19,12 +19,18 @@ $(VENV)/.installed: pyproject.toml setup.py Makefile $(wildcard src/rngtrace/_sp
 demo: $(VENV)/.installed
 	cd examples && ../$(PY) story.py
 
-# The suite with the C accelerator (which must have been built), then once more on the
-# pure-Python wrappers it stands in front of.
-test: $(VENV)/.installed
+# The code's habits (ruff's lint and format, mypy), then the suite with the C accelerator (which
+# must have been built), then once more on the pure-Python wrappers it stands in front of.
+test: $(VENV)/.installed lint
 	@$(PY) -c "import rngtrace._speedups" 2>/dev/null || { echo "rngtrace's C accelerator was not built: install gcc and the Python headers, then rm -r $(VENV) and run make test again"; exit 1; }
 	$(PY) -m pytest -q
 	RNGTRACE_PURE=1 $(PY) -m pytest -q -p no:cacheprovider
+
+LINTED := src tests benchmarks scripts
+lint: $(VENV)/.installed
+	$(VENV)/bin/ruff check $(LINTED)
+	$(VENV)/bin/ruff format --check $(LINTED)
+	$(VENV)/bin/mypy
 
 # The suite without torch on each other Python found (pyenv or PATH); a missing one is said and skipped.
 test-versions:

@@ -22,7 +22,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Optional
 
 FILES, TESTS = 20, 100
 BASE = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
@@ -38,7 +37,7 @@ def write_suite(folder: str) -> None:
             out.writelines(f"def test_{t}():\n    assert {t} == {t}\n\n\n" for t in range(TESTS))
 
 
-def sklearn_module() -> Optional[list[str]]:
+def sklearn_module() -> list[str] | None:
     """scikit-learn's test_split.py, where scikit-learn is installed."""
     try:
         import sklearn
@@ -51,7 +50,7 @@ def sklearn_module() -> Optional[list[str]]:
 NETWORKX_MODULES = ("test_random_graphs.py", "test_degree_seq.py", "test_trees.py")
 
 
-def networkx_modules() -> Optional[list[str]]:
+def networkx_modules() -> list[str] | None:
     """Three of networkx's generators/tests modules, where networkx is installed."""
     try:
         import networkx
@@ -67,7 +66,7 @@ def _cpu() -> float:
     return used.ru_utime + used.ru_stime
 
 
-def timed(folder: str, args: list[str], expect: Optional[str]) -> tuple[float, float]:
+def timed(folder: str, args: list[str], expect: str | None) -> tuple[float, float]:
     """(wall, CPU) seconds of one whole pytest run; the CPU time is what a busy machine disturbs least."""
     start, cpu = time.perf_counter(), _cpu()
     done = subprocess.run([*BASE, *args], cwd=folder, capture_output=True, text=True)
@@ -77,7 +76,7 @@ def timed(folder: str, args: list[str], expect: Optional[str]) -> tuple[float, f
     return elapsed, cpu
 
 
-def rows(name: str, folder: str, targets: list[str], expect: Optional[str], rounds: int) -> None:
+def rows(name: str, folder: str, targets: list[str], expect: str | None, rounds: int) -> None:
     for randomly in (False, True):
         extra = [*targets, *RANDOMLY[randomly]]
         timed(folder, extra, expect)  # warm: bytecode and the file cache, for both sides alike
@@ -88,23 +87,32 @@ def rows(name: str, folder: str, targets: list[str], expect: Optional[str], roun
         label = f"{name}, pytest-randomly {'on' if randomly else 'off'}"
         for i, what in ((0, "wall"), (1, "CPU")):
             a, b = statistics.median(r[i] for r in plain), statistics.median(r[i] for r in traced)
-            print(f"| pytest {label}, --rng-trace, {what} time (median of {rounds}) "
-                  f"| {a:.2f} s | {b:.2f} s | {b / a:.2f}x | ≤ 1.15x |", flush=True)
+            print(
+                f"| pytest {label}, --rng-trace, {what} time (median of {rounds}) "
+                f"| {a:.2f} s | {b:.2f} s | {b / a:.2f}x | ≤ 1.15x |",
+                flush=True,
+            )
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--only", choices=("trivial", "sklearn", "networkx"), action="append",
-                        help="run only this suite (repeatable); all three by default")
+    parser.add_argument(
+        "--only",
+        choices=("trivial", "sklearn", "networkx"),
+        action="append",
+        help="run only this suite (repeatable); all three by default",
+    )
     args = parser.parse_args(argv)
     only = set(args.only or ("trivial", "sklearn", "networkx"))
     with tempfile.TemporaryDirectory() as folder:
         write_suite(folder)
         if "trivial" in only:
             rows(f"{FILES * TESTS:,} trivial tests", folder, [], f"{FILES * TESTS} passed", args.rounds)
-        suites = (("sklearn", "scikit-learn's test_split.py", sklearn_module()),
-                  ("networkx", "networkx's " + ", ".join(NETWORKX_MODULES), networkx_modules()))
+        suites = (
+            ("sklearn", "scikit-learn's test_split.py", sklearn_module()),
+            ("networkx", "networkx's " + ", ".join(NETWORKX_MODULES), networkx_modules()),
+        )
         for key, name, paths in suites:
             if key not in only:
                 continue

@@ -20,7 +20,8 @@ import sys
 import tempfile
 import time
 import tracemalloc
-from typing import Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import numpy.random  # noqa: F401  numpy 2 loads it lazily; a program that draws has it loaded
@@ -167,10 +168,16 @@ def _block_loop(n: int, trace: bool) -> Callable[[], float]:
 def per_call(rounds: int, n: int) -> list[tuple[str, float, float]]:
     # Decorated once, called n times: the cost is the call's, not the decorator's.
     pairs: list[tuple[str, Callable[[], float], Callable[[], float]]] = [
-        ("@rng_trace(print=False) on a function that draws nothing",
-         _call_loop(draws_nothing, n), _call_loop(rng_trace(print=False)(draws_nothing), n)),
-        ("@rng_trace(print=False) on a function with one np.random.rand()",
-         _call_loop(draws_once, n), _call_loop(rng_trace(print=False)(draws_once), n)),
+        (
+            "@rng_trace(print=False) on a function that draws nothing",
+            _call_loop(draws_nothing, n),
+            _call_loop(rng_trace(print=False)(draws_nothing), n),
+        ),
+        (
+            "@rng_trace(print=False) on a function with one np.random.rand()",
+            _call_loop(draws_once, n),
+            _call_loop(rng_trace(print=False)(draws_once), n),
+        ),
         ("with rng_trace(print=False): pass", _block_loop(n, False), _block_loop(n, True)),
     ]
     rows = []
@@ -189,9 +196,17 @@ def cnn_epoch(seed: int = 0) -> Callable[[], float]:
     data = torch.randn(1024, 1, 28, 28, generator=torch.Generator().manual_seed(1))
     labels = torch.randint(0, 10, (1024,), generator=torch.Generator().manual_seed(2))
     model = nn.Sequential(
-        nn.Conv2d(1, 8, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-        nn.Conv2d(8, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-        nn.Flatten(), nn.Dropout(0.25), nn.Linear(16 * 7 * 7, 64), nn.ReLU(), nn.Linear(64, 10),
+        nn.Conv2d(1, 8, 3, padding=1),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Conv2d(8, 16, 3, padding=1),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Flatten(),
+        nn.Dropout(0.25),
+        nn.Linear(16 * 7 * 7, 64),
+        nn.ReLU(),
+        nn.Linear(64, 10),
     )
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
     loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(data, labels), batch_size=32, shuffle=True)
@@ -337,15 +352,25 @@ Row = Callable[..., None]  # row(figure, untraced, traced, result, target)
 
 def report_per_draw(quick: bool, row: Row) -> None:
     for label, a, b in per_draw(5 if quick else 9, 5000 if quick else 20000):
-        row(f"{label}, depth {DEPTH}", f"{a:,.0f} ns", f"{b:,.0f} ns", f"+{(b - a) / 1000:.2f} µs/draw",
-            "≤ 1.0 µs" if "1000" not in label else "—")
+        row(
+            f"{label}, depth {DEPTH}",
+            f"{a:,.0f} ns",
+            f"{b:,.0f} ns",
+            f"+{(b - a) / 1000:.2f} µs/draw",
+            "≤ 1.0 µs" if "1000" not in label else "—",
+        )
 
 
 def report_fresh_frames(quick: bool, row: Row) -> None:
     for label, a, b in per_fresh_draw(5 if quick else 9, 1000 if quick else 4000):
         target = "≤ 2.0 µs" if "Dropout" in label else "—"
-        row(f"{label}, 8 new frames per draw, depth {DEPTH}", f"{a:,.0f} ns", f"{b:,.0f} ns",
-            f"+{(b - a) / 1000:.2f} µs/draw", target)
+        row(
+            f"{label}, 8 new frames per draw, depth {DEPTH}",
+            f"{a:,.0f} ns",
+            f"{b:,.0f} ns",
+            f"+{(b - a) / 1000:.2f} µs/draw",
+            target,
+        )
 
 
 PER_CALL_TARGETS = {"draws nothing": "≤ 50 µs", "np.random.rand()": "≤ 60 µs", "pass": "≤ 50 µs"}
@@ -381,8 +406,13 @@ def report_training(quick: bool, row: Row) -> None:
     for _ in range(2):  # the compile, then a warm round
         compiled()
     a, b = alternate(compiled, traced(compiled), 5 if quick else 21)
-    row("the same MLP through torch.compile (Inductor), 200 steps", f"{a:.3f} s", f"{b:.3f} s", f"{b / a:.2f}×",
-        "≤ 1.10×")
+    row(
+        "the same MLP through torch.compile (Inductor), 200 steps",
+        f"{a:.3f} s",
+        f"{b:.3f} s",
+        f"{b / a:.2f}×",
+        "≤ 1.10×",
+    )
 
 
 class _DrawingDataset:
@@ -404,8 +434,9 @@ class _DrawingDataset:
 
 def dataloader_epoch(items: int = 512) -> Callable[[], float]:
     """One epoch of a DataLoader with 2 worker processes (fork) over a dataset that draws per item."""
-    loader = torch.utils.data.DataLoader(_DrawingDataset(items), batch_size=32, num_workers=2,
-                                         multiprocessing_context="fork")
+    loader = torch.utils.data.DataLoader(
+        _DrawingDataset(items), batch_size=32, num_workers=2, multiprocessing_context="fork"
+    )
 
     def run() -> float:
         t = time.perf_counter()
@@ -426,8 +457,13 @@ def report_workers(quick: bool, row: Row) -> None:
     # median that moves by about 1% from one run to the next rather than 3%.
     rounds = 5 if quick else 61
     a, b = alternate(epoch, traced(epoch), rounds)
-    row(f"DataLoader epoch, 2 fork workers, {256 if quick else 512} items drawing per item", f"{a:.3f} s",
-        f"{b:.3f} s", f"{b / a:.2f}×", "≤ 1.10×")
+    row(
+        f"DataLoader epoch, 2 fork workers, {256 if quick else 512} items drawing per item",
+        f"{a:.3f} s",
+        f"{b:.3f} s",
+        f"{b / a:.2f}×",
+        "≤ 1.10×",
+    )
 
     def whole_block() -> float:  # the block's start and end too: the merge of the workers' spools
         t = time.perf_counter()
@@ -436,8 +472,13 @@ def report_workers(quick: bool, row: Row) -> None:
         return time.perf_counter() - t
 
     a, b = alternate(epoch, whole_block, rounds)
-    row("  the same, with the traced block's start and end (the workers' events merged)", f"{a:.3f} s",
-        f"{b:.3f} s", f"{b / a:.2f}×", "—")
+    row(
+        "  the same, with the traced block's start and end (the workers' events merged)",
+        f"{a:.3f} s",
+        f"{b:.3f} s",
+        f"{b / a:.2f}×",
+        "—",
+    )
 
 
 _CHILDREN_PARENT = """\
@@ -463,8 +504,9 @@ def subprocess_children(n: int) -> tuple[Callable[[], float], Callable[[], float
 
     def measure(*command: str) -> Callable[[], float]:
         def run() -> float:
-            done = subprocess.run([sys.executable, *command, script], capture_output=True, text=True, env=env,
-                                  check=True)
+            done = subprocess.run(
+                [sys.executable, *command, script], capture_output=True, text=True, env=env, check=True
+            )
             return float(done.stdout.split()[-1])
 
         return run
@@ -476,22 +518,33 @@ def report_subprocesses(quick: bool, row: Row) -> None:
     untraced_run, traced_run = subprocess_children(3 if quick else 5)
     untraced_run(), traced_run()  # bytecode written
     a, b = alternate(untraced_run, traced_run, 3 if quick else 7)
-    row("start of a Python child (subprocess, imports numpy, draws) under rngtrace run", f"{a * 1e3:.0f} ms",
-        f"{b * 1e3:.0f} ms", f"+{(b - a) * 1e3:.0f} ms/child", "—")
+    row(
+        "start of a Python child (subprocess, imports numpy, draws) under rngtrace run",
+        f"{a * 1e3:.0f} ms",
+        f"{b * 1e3:.0f} ms",
+        f"+{(b - a) * 1e3:.0f} ms/child",
+        "—",
+    )
 
 
 def report_memory(quick: bool, row: Row) -> None:
     n = 1_000_000 if quick else 3_000_000
     mib, calls, dropped = memory(n)
-    row(f"RSS added by {n:,} draws (max_events=100,000)", "—", f"{mib:.1f} MiB",
-        f"{calls:,} counted, {dropped:,} not kept", "≤ 32 MB")
+    row(
+        f"RSS added by {n:,} draws (max_events=100,000)",
+        "—",
+        f"{mib:.1f} MiB",
+        f"{calls:,} counted, {dropped:,} not kept",
+        "≤ 32 MB",
+    )
 
 
 def report_after_trace(quick: bool, row: Row) -> None:
     one, many = after_trace(3 if quick else 15)
     row("draws after a trace ended vs before any", "—", "—", f"{one:.3f}×", "≤ 1.02×")
-    row(f"draws after {3 * AFTER_CALLS:,} decorated calls and blocks vs before any", "—", "—",
-        f"{many:.3f}×", "≤ 1.02×")
+    row(
+        f"draws after {3 * AFTER_CALLS:,} decorated calls and blocks vs before any", "—", "—", f"{many:.3f}×", "≤ 1.02×"
+    )
 
 
 # In the order they run and print; --only picks some, keeping this order.
@@ -511,8 +564,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer rounds and draws")
     parser.add_argument("--markdown", action="store_true", help="print the table as Markdown")
-    parser.add_argument("--only", action="append", choices=list(SECTIONS), metavar="NAME",
-                        help=f"run only this section (repeatable): {', '.join(SECTIONS)}")
+    parser.add_argument(
+        "--only",
+        action="append",
+        choices=list(SECTIONS),
+        metavar="NAME",
+        help=f"run only this section (repeatable): {', '.join(SECTIONS)}",
+    )
     args = parser.parse_args(argv)
     lines = [
         f"Python {platform.python_version()}, numpy {np.__version__}, "

@@ -24,9 +24,9 @@ import time
 
 import numpy as np
 import numpy.random  # noqa: F401  numpy 2 loads it lazily; a program that draws has it loaded
+import run
 import torch
 
-import run
 from rngtrace import rng_trace
 from rngtrace._hub import HUB
 
@@ -58,8 +58,14 @@ def _child(dataset: run._DrawingDataset, out: int) -> None:
 
     def leave(code: int) -> None:
         now = time.thread_time()
-        parts = (hooked - _marks["start"], seeded - hooked, drawn - seeded, now - drawn,
-                 time.process_time() - now, resource.getrusage(resource.RUSAGE_SELF).ru_minflt - _marks["faults"])
+        parts = (
+            hooked - _marks["start"],
+            seeded - hooked,
+            drawn - seeded,
+            now - drawn,
+            time.process_time() - now,
+            resource.getrusage(resource.RUSAGE_SELF).ru_minflt - _marks["faults"],
+        )
         os.write(out, (repr(parts) + "\n").encode())
         real_exit(code)
 
@@ -96,8 +102,10 @@ def main(rounds: int) -> None:
             if trace:
                 block.__exit__(None, None, None)
             into.append(ast.literal_eval(results.readline()))
-    print(f"{'part':14s} {'untraced':>9s} {'traced':>9s} {'added':>9s}   (ms of CPU, pages for faults;"
-          f" medians of {rounds} pairs)")
+    print(
+        f"{'part':14s} {'untraced':>9s} {'traced':>9s} {'added':>9s}   (ms of CPU, pages for faults;"
+        f" medians of {rounds} pairs)"
+    )
     for k, part in enumerate(PARTS):
         scale = 1 if part == "page faults" else 1e3
         u = statistics.median(x[k] for x in untraced) * scale

@@ -10,7 +10,8 @@ from __future__ import annotations
 import sys
 import threading
 import traceback
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 import torch.nn as nn
@@ -50,8 +51,15 @@ def workload() -> list[torch.Tensor]:
 
 def namespaces() -> dict[str, dict[str, int]]:
     """Identity of every callable in each namespace the torch source patches."""
-    names = ["torch", "torch.random", "torch.nn.functional", "torch.nn.init", "torch.cuda",
-             "torch.cuda.random", "torch.utils.data.dataset"]
+    names = [
+        "torch",
+        "torch.random",
+        "torch.nn.functional",
+        "torch.nn.init",
+        "torch.cuda",
+        "torch.cuda.random",
+        "torch.utils.data.dataset",
+    ]
     out = {n: {k: id(v) for k, v in vars(sys.modules[n]).items() if callable(v)} for n in names if n in sys.modules}
     out["torch.Tensor"] = {k: id(v) for k, v in vars(torch.Tensor).items() if callable(v)}
     return out
@@ -81,8 +89,12 @@ def events_on_cuda0() -> tuple[bool, str]:
         nn.functional.dropout(torch.ones(10, device="cuda"), 0.5, True)
         torch.rand(4)
     got = [(e.stream, e.api, e.count) for e in t.events if e.kind == "draw"]
-    want = [(CUDA0, "torch.randn", 100), (CUDA0, "torch.Tensor.uniform_", 9),
-            (CUDA0, "torch.nn.functional.dropout", 10), ("torch", "torch.rand", 4)]
+    want = [
+        (CUDA0, "torch.randn", 100),
+        (CUDA0, "torch.Tensor.uniform_", 9),
+        (CUDA0, "torch.nn.functional.dropout", 10),
+        ("torch", "torch.rand", 4),
+    ]
     return got == want, f"got {got}"
 
 

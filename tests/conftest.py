@@ -76,7 +76,9 @@ def nothing_left_behind():
     before_hooks = _global_hooks()
     yield
     assert HUB.hooked() == {}, f"the hub still holds hooks: {HUB.hooked()}"
-    assert not [t for t in threading.enumerate() if t.name == "rngtrace-sweeper"], "the sweeper thread outlived the trace"
+    assert not [t for t in threading.enumerate() if t.name == "rngtrace-sweeper"], (
+        "the sweeper thread outlived the trace"
+    )
     after_hooks = _global_hooks()
     for key, value in before_hooks.items():
         assert after_hooks.get(key) == value, f"{key} changed: {value!r} -> {after_hooks.get(key)!r}"

@@ -6,7 +6,8 @@ import multiprocessing
 import os
 import tempfile
 import time
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import numpy.random  # noqa: F401  (imported before any fork, as a program that used it is)
@@ -14,7 +15,7 @@ import numpy.random  # noqa: F401  (imported before any fork, as a program that 
 from rngtrace import Trace, rng_trace
 
 
-def two_workers_draw(initializer: Optional[Callable[[], None]] = None, context: Any = None) -> tuple[list[float], Trace]:
+def two_workers_draw(initializer: Callable[[], None] | None = None, context: Any = None) -> tuple[list[float], Trace]:
     """Map two tasks on a pool of two (fork by default), each waiting for the other: both workers draw once."""
     fd, path = tempfile.mkstemp(prefix="rngtrace-test-barrier-")
     os.close(fd)

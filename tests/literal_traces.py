@@ -6,11 +6,20 @@ from typing import Any
 
 from rngtrace import Trace
 
-def ev(stream: str, kind: str, api: str, count: int | None, *stack: tuple, detail: str | None = None,
-       thread: int = 1) -> dict[str, Any]:
+
+def ev(
+    stream: str, kind: str, api: str, count: int | None, *stack: tuple, detail: str | None = None, thread: int = 1
+) -> dict[str, Any]:
     """One event; ``stack`` holds (filename, lineno, function) tuples, innermost first."""
-    return {"stream": stream, "kind": kind, "api": api, "count": count, "stack": stack,
-            "detail": detail, "thread": thread}
+    return {
+        "stream": stream,
+        "kind": kind,
+        "api": api,
+        "count": count,
+        "stack": stack,
+        "detail": detail,
+        "thread": thread,
+    }
 
 
 def draw(api: str, count: int | None, *stack: tuple, stream: str | None = None, thread: int = 1) -> dict:
@@ -25,8 +34,15 @@ def moved(stream: str, note: str, *stack: tuple) -> dict:
     return ev(stream, "unattributed", f"{stream} state", None, *stack, detail=note)
 
 
-def build(*events: dict, overflow: tuple = (), notes: tuple = (), max_events: int = 100_000,
-          origins: tuple = (), from_start: bool = False, settings: dict | None = None) -> Trace:
+def build(
+    *events: dict,
+    overflow: tuple = (),
+    notes: tuple = (),
+    max_events: int = 100_000,
+    origins: tuple = (),
+    from_start: bool = False,
+    settings: dict | None = None,
+) -> Trace:
     """A finished Trace via ``Trace.from_dict``; ``overflow`` holds (event, calls, values).
 
     ``origins`` holds (stream, digest, why, index of the next event) for pid 1: where a stream
@@ -41,16 +57,28 @@ def build(*events: dict, overflow: tuple = (), notes: tuple = (), max_events: in
             stacks.append(frames)
         return stacks.index(frames)
 
-    raw = [[e["stream"], e["kind"], e["api"], e["count"], sid(e["stack"]), e["thread"], e["detail"]]
-           for e in events]
+    raw = [[e["stream"], e["kind"], e["api"], e["count"], sid(e["stack"]), e["thread"], e["detail"]] for e in events]
     over = [[e["stream"], e["kind"], e["api"], sid(e["stack"]), calls, values] for e, calls, values in overflow]
-    return Trace.from_dict({
-        "format": "rngtrace", "version": 2, "pid": 1, "ppid": 0,
-        "origins": [[1, *origin] for origin in origins], "from_start": from_start, "settings": settings or {}, "streams": ["numpy", "random", "torch"],
-        "depth": 16, "max_events": max_events, "dropped": sum(calls for _e, calls, _v in overflow),
-        "notes": list(notes), "stacks": stacks, "threads": {"1": "MainThread", "2": "loader-0"},
-        "events": raw, "overflow": over,
-    })
+    return Trace.from_dict(
+        {
+            "format": "rngtrace",
+            "version": 2,
+            "pid": 1,
+            "ppid": 0,
+            "origins": [[1, *origin] for origin in origins],
+            "from_start": from_start,
+            "settings": settings or {},
+            "streams": ["numpy", "random", "torch"],
+            "depth": 16,
+            "max_events": max_events,
+            "dropped": sum(calls for _e, calls, _v in overflow),
+            "notes": list(notes),
+            "stacks": stacks,
+            "threads": {"1": "MainThread", "2": "loader-0"},
+            "events": raw,
+            "overflow": over,
+        }
+    )
 
 
 def events_block(log: str) -> str:

@@ -36,7 +36,13 @@ def rngtrace(*args: object, cwd: Path) -> subprocess.CompletedProcess:
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SRC), env.get("PYTHONPATH")]))
     return subprocess.run(
         [sys.executable, "-m", "rngtrace", *map(str, args)],
-        cwd=cwd, env=env, check=False, capture_output=True, text=True, encoding="utf-8", timeout=120,
+        cwd=cwd,
+        env=env,
+        check=False,
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        timeout=120,
     )
 
 
@@ -65,11 +71,14 @@ def test_run_leaves_the_programs_stdout_alone_and_prints_the_log_to_stderr(draws
 
 def test_run_gives_the_program_its_arguments_name_and_sys_path_as_python_would(tmp_path):
     write(tmp_path / "app" / "helper.py", "VALUE = 'found next to the script'\n")
-    write(tmp_path / "app" / "main.py", """\
+    write(
+        tmp_path / "app" / "main.py",
+        """\
         import sys
         import helper
         print(__name__, sys.argv[1:], helper.VALUE)
-    """)
+    """,
+    )
     done = rngtrace("run", "--quiet", "app/main.py", "--depth", "-x", "one", cwd=tmp_path)
     assert (done.returncode, done.stderr) == (0, "")
     assert done.stdout == "__main__ ['--depth', '-x', 'one'] found next to the script\n"
@@ -93,12 +102,15 @@ def test_an_uncaught_exception_prints_its_traceback_exits_1_and_still_prints_the
 
 def test_run_m_runs_a_module_as_main_with_its_arguments(tmp_path):
     write(tmp_path / "pkg" / "__init__.py", "")
-    write(tmp_path / "pkg" / "tool.py", """\
+    write(
+        tmp_path / "pkg" / "tool.py",
+        """\
         import random
         import sys
         print(__name__, sys.argv[1:])
         random.getrandbits(8)
-    """)
+    """,
+    )
     done = rngtrace("run", "-m", "pkg.tool", "--quiet", "x", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert done.stdout == "__main__ ['--quiet', 'x']\n"  # options after -m are the module's
@@ -136,11 +148,18 @@ def test_run_started_in_a_deleted_directory_asks_for_an_absolute_output_path(tmp
     gone.mkdir()
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(SRC), os.environ.get("PYTHONPATH")]))}
     shell = 'cd "$1" && rmdir "$1" && exec "$0" -m rngtrace run --json log.json "$2"'
-    done = subprocess.run(["sh", "-c", shell, sys.executable, str(gone), str(program)], env=env,
-                          capture_output=True, text=True, timeout=120, check=False)
+    done = subprocess.run(
+        ["sh", "-c", shell, sys.executable, str(gone), str(program)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert (done.returncode, done.stdout) == (2, "")
-    assert done.stderr == ("rngtrace: error: the working directory no longer exists; "
-                           "give an absolute path for 'log.json'\n")
+    assert done.stderr == (
+        "rngtrace: error: the working directory no longer exists; give an absolute path for 'log.json'\n"
+    )
 
 
 def test_json_saves_the_log_and_show_prints_it(draws):
@@ -193,7 +212,8 @@ x = np.random.rand(1)
 print(f"x = {x[0]:.6f}")
 """
 STORY_B = STORY_A.replace("pass  # this run initialises no device", "devinit.init()").replace(
-    "\n\n", "\nfrom acc import devinit\n", 1)
+    "\n\n", "\nfrom acc import devinit\n", 1
+)
 DEVINIT = """\
 import numpy as np
 
@@ -297,8 +317,10 @@ def test_the_rngtrace_command_is_the_same_program():
 def test_show_refuses_a_device_in_one_line_without_reading_it(tmp_path):
     done = rngtrace("show", "/dev/zero", cwd=tmp_path)
     assert (done.returncode, done.stdout) == (2, "")
-    assert done.stderr == ("rngtrace: error: '/dev/zero' is a character device, not a regular file; "
-                           "pass a file written by `rngtrace run --json` or Trace.save()\n")
+    assert done.stderr == (
+        "rngtrace: error: '/dev/zero' is a character device, not a regular file; "
+        "pass a file written by `rngtrace run --json` or Trace.save()\n"
+    )
 
 
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
@@ -315,8 +337,10 @@ def test_max_log_size_reads_a_log_the_default_limit_refuses(draws):
     refused = rngtrace("show", "run.json", "--max-log-size", "200", cwd=draws.parent)
     assert refused.returncode == 2
     assert refused.stderr.startswith("rngtrace: error: 'run.json' is ")
-    assert "more than the 200 bytes a log may have; to read it, raise the limit: rngtrace show/diff " \
-           "--max-log-size 1M" in refused.stderr
+    assert (
+        "more than the 200 bytes a log may have; to read it, raise the limit: rngtrace show/diff "
+        "--max-log-size 1M" in refused.stderr
+    )
     assert rngtrace("show", "run.json", "--max-log-size", "1M", cwd=draws.parent).returncode == 0
 
 
@@ -357,10 +381,19 @@ def test_a_forked_child_that_exits_with_sys_exit_prints_no_log_and_writes_no_fil
 def test_a_script_whose_name_is_not_utf8_keeps_its_status_and_its_log_reads_back(tmp_path):
     name = b"caf\xe9.py"
     (tmp_path / os.fsdecode(name)).write_text("import random\nrandom.random()\n", encoding="utf-8")
-    env = {**os.environ, "PYTHONIOENCODING": "utf-8",
-           "PYTHONPATH": os.pathsep.join(filter(None, [str(SRC), os.environ.get("PYTHONPATH")]))}
-    done = subprocess.run([sys.executable, "-m", "rngtrace", "run", "--json", "log.json", "--html", "log.html", name],
-                          cwd=tmp_path, env=env, capture_output=True, timeout=120, check=False)
+    env = {
+        **os.environ,
+        "PYTHONIOENCODING": "utf-8",
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(SRC), os.environ.get("PYTHONPATH")])),
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "rngtrace", "run", "--json", "log.json", "--html", "log.html", name],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        timeout=120,
+        check=False,
+    )
     stderr = done.stderr.decode("utf-8", "backslashreplace")
     assert done.returncode == 0, stderr  # was 1, after a UnicodeEncodeError traceback
     assert stderr.endswith("rngtrace: log saved to log.json\nrngtrace: HTML report saved to log.html\n")

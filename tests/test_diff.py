@@ -29,11 +29,22 @@ def trace(*events: tuple, dropped: list | None = None) -> Trace:
     for stream, kind, api, stack, calls, values in dropped or []:
         stacks.append([list(frame) for frame in stack])
         overflow.append([stream, kind, api, len(stacks) - 1, calls, values])
-    return Trace.from_dict({
-        "format": "rngtrace", "version": 1, "pid": 1, "streams": ["numpy", "random", "torch"], "depth": 16,
-        "max_events": 100_000, "dropped": sum(row[4] for row in overflow), "notes": [], "stacks": stacks,
-        "threads": {"1": "MainThread"}, "events": rows, "overflow": overflow,
-    })
+    return Trace.from_dict(
+        {
+            "format": "rngtrace",
+            "version": 1,
+            "pid": 1,
+            "streams": ["numpy", "random", "torch"],
+            "depth": 16,
+            "max_events": 100_000,
+            "dropped": sum(row[4] for row in overflow),
+            "notes": [],
+            "stacks": stacks,
+            "threads": {"1": "MainThread"},
+            "events": rows,
+            "overflow": overflow,
+        }
+    )
 
 
 def seed(value: int, at: str = "/p/story.py:8") -> tuple:
@@ -44,8 +55,14 @@ def rand(at: str = "/p/story.py:10", count: int = 1) -> tuple:
     return ("numpy", "draw", "numpy.random.rand", count, at, None)
 
 
-JITTER = ("numpy", "draw", "numpy.random.uniform", 1,
-          [("/p/acc/devinit.py", 10, "init"), ("/p/story.py", 9, "<module>")], None)
+JITTER = (
+    "numpy",
+    "draw",
+    "numpy.random.uniform",
+    1,
+    [("/p/acc/devinit.py", 10, "init"), ("/p/story.py", 9, "<module>")],
+    None,
+)
 
 
 def test_two_runs_with_the_same_calls_are_the_same():
@@ -62,8 +79,10 @@ def test_an_extra_draw_in_b_is_the_first_divergence_before_the_draw_both_runs_ma
     assert (first.kind, first.stream, first.a, first.b) == (ONLY_B, "numpy", (), (b.events[1],))
     assert (first.next_a, first.next_b) == (a.events[1], b.events[2])
     report = render_diff(result)
-    assert ("First divergence: B has 1 extra numpy draw at /p/acc/devinit.py:10 in init, "
-            "before the draw both runs make at /p/story.py:10 in <module>") in report
+    assert (
+        "First divergence: B has 1 extra numpy draw at /p/acc/devinit.py:10 in init, "
+        "before the draw both runs make at /p/story.py:10 in <module>"
+    ) in report
 
 
 def test_the_first_divergence_shows_both_runs_stacks_there():
@@ -83,7 +102,8 @@ def test_a_draw_only_a_makes_is_one_that_b_lacks():
     first = compare(trace(seed(666), JITTER, rand()), trace(seed(666), rand())).first
     assert first.kind == ONLY_A
     assert "A has 1 numpy draw at /p/acc/devinit.py:10 in init that B lacks, before the draw both runs make" in (
-        render_diff(compare(trace(seed(666), JITTER, rand()), trace(seed(666), rand()))))
+        render_diff(compare(trace(seed(666), JITTER, rand()), trace(seed(666), rand())))
+    )
 
 
 def test_the_same_call_drawing_another_number_of_values_differs():
@@ -95,9 +115,11 @@ def test_the_same_call_drawing_another_number_of_values_differs():
 def test_the_headline_names_the_users_line_where_a_library_drew():
     # The user changes their line (a train_test_split given a seed), not scikit-learn's.
     def split(count: int) -> tuple:
-        stack = [(f"{SITE_PACKAGES}/sklearn/utils/_indexing.py", 600, "resample"),
-                 (f"{SITE_PACKAGES}/sklearn/model_selection/_split.py", 2800, "train_test_split"),
-                 ("/p/train.py", 14, "<module>")]
+        stack = [
+            (f"{SITE_PACKAGES}/sklearn/utils/_indexing.py", 600, "resample"),
+            (f"{SITE_PACKAGES}/sklearn/model_selection/_split.py", 2800, "train_test_split"),
+            ("/p/train.py", 14, "<module>"),
+        ]
         return ("numpy", "draw", "numpy.random.RandomState.permutation", count, stack, None)
 
     text = render_diff(compare(trace(split(80)), trace(split(90))))
@@ -113,8 +135,10 @@ def test_a_seed_to_another_value_differs():
 def test_a_draw_from_another_line_is_a_replacement():
     result = compare(trace(rand("/p/s.py:5")), trace(rand("/p/s.py:6")))
     assert result.first.kind == REPLACED
-    assert ("A has 1 numpy draw at /p/s.py:5 in <module> where B has 1 numpy draw at /p/s.py:6 in <module>, "
-            "at the end of the numpy stream") in render_diff(result)
+    assert (
+        "A has 1 numpy draw at /p/s.py:5 in <module> where B has 1 numpy draw at /p/s.py:6 in <module>, "
+        "at the end of the numpy stream"
+    ) in render_diff(result)
 
 
 def test_streams_are_aligned_separately_so_their_interleaving_does_not_matter():
@@ -133,8 +157,10 @@ def test_the_first_divergence_is_the_earliest_across_streams():
 
 def test_runs_from_other_checkouts_and_virtualenvs_still_align():
     def run(root: str, venv: str) -> Trace:
-        stack = [(f"{venv}/sklearn/model_selection/_split.py", 1951, "BaseShuffleSplit._iter_indices"),
-                 (f"{root}/train.py", 14, "<module>")]
+        stack = [
+            (f"{venv}/sklearn/model_selection/_split.py", 1951, "BaseShuffleSplit._iter_indices"),
+            (f"{root}/train.py", 14, "<module>"),
+        ]
         split = ("numpy", "draw", "numpy.random.permutation", 64, stack, None)
         return trace(seed(0, f"{root}/train.py:3"), split)
 

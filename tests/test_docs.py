@@ -111,5 +111,5 @@ def test_make_demo_and_make_test_come_before_anything_command_like():
         for span in re.findall(r"`([^`]+)`", line):
             assert not _COMMANDISH.match(span), f"a command-like `{span}` comes before make demo / make test"
     end = next(i for i in range(first_fence + 1, len(lines)) if _FENCE.match(lines[i]))
-    block = [line.split("#")[0].strip() for line in lines[first_fence + 1:end]]
+    block = [line.split("#")[0].strip() for line in lines[first_fence + 1 : end]]
     assert [line for line in block if line][:2] == ["make demo", "make test"]

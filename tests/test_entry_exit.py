@@ -14,15 +14,15 @@ import textwrap
 import threading
 import time
 import warnings
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pytest
 
 import rngtrace
-from rngtrace import rng_trace
+from rngtrace import _hotpath, rng_trace
 from rngtrace._hub import HUB
-from rngtrace import _hotpath
 
 
 @pytest.fixture
@@ -70,10 +70,16 @@ def test_events_from_two_threads_interning_new_sites_at_once_carry_their_own_sta
     np.random.rand()  # numpy 2 imports numpy.random on first use: here, not in a traced thread
     lines = "\n".join(f"    out.append({call})" for call in ["DRAW()"] * 400)
     namespace: dict = {}
-    exec(compile(f"def numpy_sites(out):\n{lines.replace('DRAW', 'np.random.rand')}\n", "numpy_sites.py", "exec"),
-         {"np": np}, namespace)
-    exec(compile(f"def random_sites(out):\n{lines.replace('DRAW', 'random.random')}\n", "random_sites.py", "exec"),
-         {"random": random}, namespace)
+    exec(
+        compile(f"def numpy_sites(out):\n{lines.replace('DRAW', 'np.random.rand')}\n", "numpy_sites.py", "exec"),
+        {"np": np},
+        namespace,
+    )
+    exec(
+        compile(f"def random_sites(out):\n{lines.replace('DRAW', 'random.random')}\n", "random_sites.py", "exec"),
+        {"random": random},
+        namespace,
+    )
     wrong = []
     for _ in range(40):
         with rng_trace(print=False) as trace:
@@ -225,16 +231,22 @@ def _signal_can_land_before(code: Any, offset: int) -> bool:
         ops = [(ins.offset, ins.opname) for ins in dis.get_instructions(code)]
         entries = getattr(dis.Bytecode(code), "exception_entries", ())
 
-        def handler(at: int) -> Optional[int]:
+        def handler(at: int) -> int | None:
             return next((e.target for e in entries if e.start <= at < e.end), None)
 
         # Preceded by a call, it stands for an interrupt at that call's check; but where the call
         # is inside a handler's range and the NOP outside it, a raise at the NOP is one no real
         # signal makes (the call's handler would catch it): not a point to test.
         quiet = _QUIET_NOPS[code] = frozenset(
-            at for i, (at, name) in enumerate(ops)
-            if name == "NOP" and not (i >= 2 and ops[i - 1][1] == "POP_TOP" and ops[i - 2][1].startswith(("CALL", "PRECALL"))
-                                      and handler(ops[i - 2][0]) == handler(at))
+            at
+            for i, (at, name) in enumerate(ops)
+            if name == "NOP"
+            and not (
+                i >= 2
+                and ops[i - 1][1] == "POP_TOP"
+                and ops[i - 2][1].startswith(("CALL", "PRECALL"))
+                and handler(ops[i - 2][0]) == handler(at)
+            )
         )
     return offset not in quiet
 
@@ -284,13 +296,19 @@ def _locks_a_trace_takes() -> dict[str, Any]:
 
 
 def _left_state() -> dict:
-    from conftest import _global_hooks, _namespaces as every_namespace
+    from conftest import _global_hooks
+    from conftest import _namespaces as every_namespace
 
     held = sorted(name for name, lock in _locks_a_trace_takes().items() if lock._is_owned())
     st = HUB.rec.states.get(threading.get_ident())
-    return {**every_namespace(), **_global_hooks(), "hooked": HUB.hooked(), "strays": len(HUB.patches.strays),
-            "busy": bool(st is not None and st.busy),
-            "locks held": held}
+    return {
+        **every_namespace(),
+        **_global_hooks(),
+        "hooked": HUB.hooked(),
+        "strays": len(HUB.patches.strays),
+        "busy": bool(st is not None and st.busy),
+        "locks held": held,
+    }
 
 
 @rng_trace(print=False, streams=("random", "numpy"))
@@ -321,8 +339,11 @@ def _nested() -> None:
         np.random.rand()
 
 
-@pytest.mark.parametrize("one_trace", [_two_streams, _every_stream, _nested, _decorated],
-                         ids=["with block", "every stream", "nested", "decorated call"])
+@pytest.mark.parametrize(
+    "one_trace",
+    [_two_streams, _every_stream, _nested, _decorated],
+    ids=["with block", "every stream", "nested", "decorated call"],
+)
 def test_an_interrupt_at_any_line_of_a_trace_leaves_nothing_behind(one_trace):
     if one_trace is _every_stream:
         pytest.importorskip("torch")
@@ -358,7 +379,9 @@ def test_an_interrupt_at_any_line_of_a_trace_leaves_nothing_behind(one_trace):
             left.append((interrupt.fired, f"the next trace raised {exc!r}"))
             continue
         if after != before:
-            left.append((interrupt.fired, sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))))
+            left.append(
+                (interrupt.fired, sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k)))
+            )
             _let_go_of_held_locks()  # a lock left held fails this test, never hangs a later one
             before = _left_state()  # one leak reported once, not at every later line
     assert left == []
@@ -382,8 +405,10 @@ def _fresh_exits() -> Callable[[Any], None]:
 
 
 @pytest.mark.skipif(not hasattr(signal, "setitimer"), reason="needs signal.setitimer")
-@pytest.mark.skipif(sys.version_info >= (3, 12) and _hotpath.SPEEDUPS is None,
-                    reason="without the C accelerator an interrupt in the monitoring callback can skip the call (README)")
+@pytest.mark.skipif(
+    sys.version_info >= (3, 12) and _hotpath.SPEEDUPS is None,
+    reason="without the C accelerator an interrupt in the monitoring callback can skip the call (README)",
+)
 def test_an_interrupt_during_a_trace_never_leaves_the_programs_own_lock_held():
     def interrupt(signum, frame):
         raise KeyboardInterrupt
@@ -495,8 +520,8 @@ LAZY_IMPORT_RACE = textwrap.dedent(
 )
 
 
-def _lazy_import_program(tmp_path: Any, text: str) -> Optional[list[str]]:
-    """Run a program that imports numpy.random inside a trace: the words it printed, None where numpy imports it eagerly."""
+def _lazy_import_program(tmp_path: Any, text: str) -> list[str] | None:
+    """Run a program importing numpy.random in a trace: the words it printed, None where numpy imports it eagerly."""
     script = tmp_path / "program.py"
     script.write_text(text)
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60)
@@ -570,4 +595,6 @@ IMPORT_WHILE_LOCKED = textwrap.dedent(
 def test_a_library_imported_while_a_draw_holds_the_hub_lock_is_traced_from_then_on(tmp_path):
     printed = _lazy_import_program(tmp_path, IMPORT_WHILE_LOCKED)
     if printed is not None:
-        assert printed == ["installed", "True", "events", "unattributed:numpy", "state", "draw:numpy.random.rand"], printed
+        assert printed == ["installed", "True", "events", "unattributed:numpy", "state", "draw:numpy.random.rand"], (
+            printed
+        )

@@ -109,8 +109,10 @@ def test_a_dataloader_between_the_seed_and_the_model_built_says_to_seed_right_be
     assert finding.kind == "interleaved" and "inside the DataLoader (" in finding.message
     assert f"and the model you build at {ME}:" in finding.message
     assert finding.fix.startswith("DataLoader(..., generator=torch.Generator().manual_seed(0))")
-    assert finding.fix.endswith(f"or torch.manual_seed(0) right before building the model at {ME}:"
-                                f"{next(f for f in trace.events[-1].stack if f.filename == HERE).lineno}")
+    assert finding.fix.endswith(
+        f"or torch.manual_seed(0) right before building the model at {ME}:"
+        f"{next(f for f in trace.events[-1].stack if f.filename == HERE).lineno}"
+    )
 
 
 def test_a_helper_in_the_seeds_own_file_is_not_interleaved():
@@ -142,12 +144,15 @@ def test_a_clean_run_reports_nothing():
 
 
 def test_a_library_seeding_after_the_user_is_reseeded(package):
-    lib = package("reseedlib", """\
+    lib = package(
+        "reseedlib",
+        """\
         import numpy as np
 
         def setup():
             np.random.seed(1234)
-        """)
+        """,
+    )
     with rng_trace(print=False, streams="numpy") as trace:
         np.random.seed(0)
         lib.setup()
@@ -160,7 +165,9 @@ def test_a_library_seeding_after_the_user_is_reseeded(package):
 
 def test_a_seeding_helper_the_user_calls_is_the_users_seed(package):
     torch = pytest.importorskip("torch")
-    lib = package("seedhelpers", """\
+    lib = package(
+        "seedhelpers",
+        """\
         import random
         import numpy as np
         import torch
@@ -169,7 +176,8 @@ def test_a_seeding_helper_the_user_calls_is_the_users_seed(package):
             random.seed(seed)
             np.random.seed(seed)
             torch.manual_seed(seed)
-        """)
+        """,
+    )
     with rng_trace(print=False) as trace:
         np.random.seed(0)
         lib.seed_everything(7)
@@ -186,8 +194,7 @@ def test_pytorch_seeding_each_dataloader_worker_is_not_reseeded():
         torch.manual_seed(0)
         np.random.seed(0)
         g = torch.Generator().manual_seed(0)
-        for _batch in DataLoader(_Draws(), batch_size=2, num_workers=2, generator=g,
-                                 multiprocessing_context="fork"):
+        for _batch in DataLoader(_Draws(), batch_size=2, num_workers=2, generator=g, multiprocessing_context="fork"):
             pass
     assert any(e.kind == "seed" and e.pid != os.getpid() for e in trace.events)  # the workers' own seeds
     assert "reseeded" not in kinds(trace)
@@ -214,8 +221,11 @@ def test_a_stream_drawn_before_any_seed_is_unseeded_when_the_trace_saw_the_progr
 def test_a_block_cannot_tell_unseeded_and_torchs_fixed_default_seed_is_no_finding():
     assert build(draw("numpy.random.rand", 1, (HERE, 5, "<module>"))).findings == []
     assert build(draw("torch.rand", 4, (HERE, 5, "<module>")), from_start=True).findings == []
-    seeded = build(seed("numpy.random.seed", "0", (HERE, 4, "<module>")), draw("numpy.random.rand", 1, (HERE, 5, "f")),
-                   from_start=True)
+    seeded = build(
+        seed("numpy.random.seed", "0", (HERE, 4, "<module>")),
+        draw("numpy.random.rand", 1, (HERE, 5, "f")),
+        from_start=True,
+    )
     assert seeded.findings == []
 
 
@@ -252,8 +262,9 @@ def test_a_dataloader_given_a_generator_is_no_finding():
     from torch.utils.data import DataLoader
 
     with rng_trace(print=False, streams="torch") as trace:
-        for _batch in DataLoader(list(range(8)), batch_size=4, shuffle=True,
-                                 generator=torch.Generator().manual_seed(0)):
+        for _batch in DataLoader(
+            list(range(8)), batch_size=4, shuffle=True, generator=torch.Generator().manual_seed(0)
+        ):
             pass
     assert trace.findings == []
 
@@ -321,11 +332,14 @@ def test_findings_print_first_in_two_lines_and_a_fix_in_two(monkeypatch):
 def test_a_package_drawing_as_it_is_imported_is_named_by_its_import(package):
     with rng_trace(print=False, streams="numpy") as trace:
         np.random.seed(0)
-        package("drawsonimport", """\
+        package(
+            "drawsonimport",
+            """\
             import numpy as np
 
             JITTER = np.random.rand()
-            """)
+            """,
+        )
         np.random.rand()
     (finding,) = trace.findings
     assert "inside the import of drawsonimport (" in finding.message
@@ -361,8 +375,11 @@ def test_a_notebooks_cells_are_one_file_for_interleaved():
 
     cell = lambda n, line: (f"<ipython-input-{n}-0123456789ab>", line, "<module>")  # noqa: E731
     resample = (os.path.join(sysconfig.get_paths()["purelib"], "sklearn", "utils", "_indexing.py"), 574, "resample")
-    trace = build(seed("numpy.random.seed", "0", cell(1, 1)), draw("numpy.random.choice", 3, resample, cell(2, 1)),
-                  draw("numpy.random.rand", 1, cell(3, 1)))
+    trace = build(
+        seed("numpy.random.seed", "0", cell(1, 1)),
+        draw("numpy.random.choice", 3, resample, cell(2, 1)),
+        draw("numpy.random.rand", 1, cell(3, 1)),
+    )
     (finding,) = trace.findings
     assert finding.kind == "interleaved" and "your seed at In[1]:1 and your draw at In[3]:1" in finding.message
     assert build(seed("numpy.random.seed", "0", cell(1, 1)), draw("numpy.random.rand", 1, cell(2, 1))).findings == []

@@ -13,13 +13,13 @@ import os
 import random
 import re
 import tracemalloc
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 
-from rngtrace import LogError, Trace
-from rngtrace import cli
+from rngtrace import LogError, Trace, cli
 
 VALID: dict[str, Any] = {
     "format": "rngtrace",
@@ -93,8 +93,11 @@ def commands(tmp_path: Path) -> Callable[[str], list[list[str]]]:
     def lines(text: str) -> list[list[str]]:
         path = tmp_path / "log.json"
         path.write_text(text, encoding="utf-8", errors="surrogatepass")
-        return [["show", str(path)], ["show", str(path), "--html", str(tmp_path / "out.html")],
-                ["diff", str(valid), str(path)]]
+        return [
+            ["show", str(path)],
+            ["show", str(path), "--html", str(tmp_path / "out.html")],
+            ["diff", str(valid), str(path)],
+        ]
 
     return lines
 
@@ -103,38 +106,62 @@ def commands(tmp_path: Path) -> Callable[[str], list[list[str]]]:
 
 MALFORMED = {
     "deep nesting": (lambda d: d.__setitem__("notes", "@deep"), "notes: nested too deeply to read"),
-    "an integer over 4,300 digits": (lambda d: d.__setitem__("pid", "@digits"),
-                                     "pid: a number with more than 4300 digits"),
-    "line number 1e400": (lambda d: d["stacks"][0][0].__setitem__(1, "@1e400"),
-                          "stacks[0][0] line: expected a whole number >= 0, got inf"),
-    "threads as a list": (lambda d: d.__setitem__("threads", ["MainThread"]),
-                          "threads: expected an object of thread id -> name, got a list"),
-    "a number as filename": (lambda d: d["stacks"][1][0].__setitem__(0, 7),
-                             "stacks[1][0] filename: expected a string, got 7"),
+    "an integer over 4,300 digits": (
+        lambda d: d.__setitem__("pid", "@digits"),
+        "pid: a number with more than 4300 digits",
+    ),
+    "line number 1e400": (
+        lambda d: d["stacks"][0][0].__setitem__(1, "@1e400"),
+        "stacks[0][0] line: expected a whole number >= 0, got inf",
+    ),
+    "threads as a list": (
+        lambda d: d.__setitem__("threads", ["MainThread"]),
+        "threads: expected an object of thread id -> name, got a list",
+    ),
+    "a number as filename": (
+        lambda d: d["stacks"][1][0].__setitem__(0, 7),
+        "stacks[1][0] filename: expected a string, got 7",
+    ),
     "a number as api": (lambda d: d["events"][1].__setitem__(2, 7), "events[1] api: expected a string, got 7"),
     "a number as stream": (lambda d: d["events"][3].__setitem__(0, 7), "events[3] stream: expected a string, got 7"),
     "negative dropped": (lambda d: d.__setitem__("dropped", -1), "dropped: expected a whole number >= 0, got -1"),
     "string dropped": (lambda d: d.__setitem__("dropped", "1"), "dropped: expected a whole number >= 0, got '1'"),
-    "count as {}": (lambda d: d["events"][1].__setitem__(3, {}),
-                    "events[1] count: expected a whole number >= 0 or null, got an object"),
+    "count as {}": (
+        lambda d: d["events"][1].__setitem__(3, {}),
+        "events[1] count: expected a whole number >= 0 or null, got an object",
+    ),
     "a number in notes": (lambda d: d["notes"].append(5), "notes[1]: expected a string, got 5"),
     "a number in streams": (lambda d: d["streams"].append(5), "streams[3]: expected a string, got 5"),
-    "pid as markup": (lambda d: d.__setitem__("pid", "<img src=x onerror=alert(1)>"),
-                      "pid: expected a whole number >= 0, got '<img src=x onerror=alert(1)>'"),
-    "depth as markup": (lambda d: d.__setitem__("depth", "<b>16</b>"),
-                        "depth: expected a whole number >= 1, got '<b>16</b>'"),
+    "pid as markup": (
+        lambda d: d.__setitem__("pid", "<img src=x onerror=alert(1)>"),
+        "pid: expected a whole number >= 0, got '<img src=x onerror=alert(1)>'",
+    ),
+    "depth as markup": (
+        lambda d: d.__setitem__("depth", "<b>16</b>"),
+        "depth: expected a whole number >= 1, got '<b>16</b>'",
+    ),
     "depth 0": (lambda d: d.__setitem__("depth", 0), "depth: expected a whole number >= 1, got 0"),
     "pid true": (lambda d: d.__setitem__("pid", True), "pid: expected a whole number >= 0, got true"),
-    "an unknown kind": (lambda d: d["events"][0].__setitem__(1, "boom"),
-                        "events[0] kind: expected one of draw, seed, unattributed, got 'boom'"),
-    "a stack out of range": (lambda d: d["events"][0].__setitem__(4, 3),
-                             "events[0] stack: expected -1 or an index into the 3 stacks, got 3"),
-    "a thread not listed": (lambda d: d["events"][0].__setitem__(5, 1),
-                            "events[0] thread: expected a thread id listed in threads, got 1"),
-    "a huge pid given as a number": (lambda d: d.__setitem__("pid", 2**70),
-                                     "pid: expected a whole number >= 0, got a number of about 22 digits"),
-    "an overflow row cut short": (lambda d: d["overflow"][0].pop(),
-                                  "overflow[0]: expected [stream, kind, api, stack, calls, values], got 5 values"),
+    "an unknown kind": (
+        lambda d: d["events"][0].__setitem__(1, "boom"),
+        "events[0] kind: expected one of draw, seed, unattributed, got 'boom'",
+    ),
+    "a stack out of range": (
+        lambda d: d["events"][0].__setitem__(4, 3),
+        "events[0] stack: expected -1 or an index into the 3 stacks, got 3",
+    ),
+    "a thread not listed": (
+        lambda d: d["events"][0].__setitem__(5, 1),
+        "events[0] thread: expected a thread id listed in threads, got 1",
+    ),
+    "a huge pid given as a number": (
+        lambda d: d.__setitem__("pid", 2**70),
+        "pid: expected a whole number >= 0, got a number of about 22 digits",
+    ),
+    "an overflow row cut short": (
+        lambda d: d["overflow"][0].pop(),
+        "overflow[0]: expected [stream, kind, api, stack, calls, values], got 5 values",
+    ),
 }
 
 
@@ -208,8 +235,13 @@ def test_extra_fields_are_ignored_for_logs_from_a_later_compatible_writer():
 
 def big_log(events: int, rng: random.Random) -> dict:
     data = copy.deepcopy(VALID)
-    data["stacks"] = [[[f"/p/mod{rng.randrange(40)}.py", rng.randrange(1, 900), f"fn{rng.randrange(99)}"]
-                       for _ in range(rng.randrange(1, 6))] for _ in range(500)]
+    data["stacks"] = [
+        [
+            [f"/p/mod{rng.randrange(40)}.py", rng.randrange(1, 900), f"fn{rng.randrange(99)}"]
+            for _ in range(rng.randrange(1, 6))
+        ]
+        for _ in range(500)
+    ]
     apis = [("numpy", "numpy.random.rand"), ("random", "random.random"), ("torch", "torch.randn")]
     data["events"] = []
     for _ in range(events):
@@ -240,9 +272,11 @@ def test_a_log_over_the_size_limit_is_refused_before_it_is_read_and_the_limit_ca
     size = os.path.getsize(path)
     with pytest.raises(LogError) as error:
         Trace.load(path, max_size=size - 1)
-    assert re.fullmatch(r"'.*big\.json' is \d+(\.\d)? KiB, more than the \d+(\.\d)? KiB a log may have; to read it, "
-                        r"raise the limit: rngtrace show/diff --max-log-size 1M, or Trace.load\(path, max_size=...\)",
-                        str(error.value))
+    assert re.fullmatch(
+        r"'.*big\.json' is \d+(\.\d)? KiB, more than the \d+(\.\d)? KiB a log may have; to read it, "
+        r"raise the limit: rngtrace show/diff --max-log-size 1M, or Trace.load\(path, max_size=...\)",
+        str(error.value),
+    )
     assert len(Trace.load(path, max_size=size)) == 2000
 
 
@@ -260,8 +294,27 @@ def test_the_size_limit_is_an_option_of_show_and_diff(tmp_path, capsys):
 # -- fuzzing ---------------------------------------------------------------------------------
 
 #: values a field is retyped to: every JSON type, edge numbers, markup, terminal escapes
-RETYPES = [None, True, False, 0, -1, 1.5, "@1e400", 2**63, "@digits", "", "x", "<script>alert(1)</script>",
-           "\x1b]52;c;aGk=\x07", "@surrogate", [], [1], {}, {"a": 1}, "@deep"]
+RETYPES = [
+    None,
+    True,
+    False,
+    0,
+    -1,
+    1.5,
+    "@1e400",
+    2**63,
+    "@digits",
+    "",
+    "x",
+    "<script>alert(1)</script>",
+    "\x1b]52;c;aGk=\x07",
+    "@surrogate",
+    [],
+    [1],
+    {},
+    {"a": 1},
+    "@deep",
+]
 
 
 def _paths(value: Any, path: tuple = ()) -> list[tuple]:
@@ -327,7 +380,6 @@ def test_the_fuzz_covers_every_field_and_every_kind_of_mutation():
     assert fields == set(VALID), set(VALID) - fields
 
 
-
 def test_a_version_2_log_keeps_its_processes_pids_and_findings():
     trace = Trace.from_dict(VALID)
     assert [p.pid for p in trace.processes] == [14781, 14790]
@@ -345,17 +397,20 @@ def test_a_version_1_log_reads_as_one_process():
     assert [f.kind for f in trace.findings] == ["interleaved"]  # the story's; no duplicate without origins
 
 
-@pytest.mark.parametrize("field, value, says", [
-    ("processes", [[1, 2, "fork", None, "normal"]], r"processes\[0\]: expected \[pid, ppid"),
-    ("processes", [[1, 2, 3, None, "normal", 1]], r"processes\[0\] start: expected a string"),
-    ("pids", {"99": 1}, r"pids: expected thread ids listed in threads"),
-    ("pids", [], r"pids: expected an object"),
-    ("origins", [[1, "numpy", "d", "fork", 99]], r"origins\[0\] event index: expected at most 5"),
-    ("ppid", -1, r"ppid: expected a whole number"),
-    ("from_start", 1, r"from_start: expected true or false, got 1"),
-    ("settings", [], r"settings: expected an object of flags"),
-    ("settings", {"cuda": "yes"}, r"settings\['cuda'\]: expected true or false"),
-])
+@pytest.mark.parametrize(
+    "field, value, says",
+    [
+        ("processes", [[1, 2, "fork", None, "normal"]], r"processes\[0\]: expected \[pid, ppid"),
+        ("processes", [[1, 2, 3, None, "normal", 1]], r"processes\[0\] start: expected a string"),
+        ("pids", {"99": 1}, r"pids: expected thread ids listed in threads"),
+        ("pids", [], r"pids: expected an object"),
+        ("origins", [[1, "numpy", "d", "fork", 99]], r"origins\[0\] event index: expected at most 5"),
+        ("ppid", -1, r"ppid: expected a whole number"),
+        ("from_start", 1, r"from_start: expected true or false, got 1"),
+        ("settings", [], r"settings: expected an object of flags"),
+        ("settings", {"cuda": "yes"}, r"settings\['cuda'\]: expected true or false"),
+    ],
+)
 def test_a_bad_version_2_field_is_one_line_naming_it(field, value, says):
     with pytest.raises(LogError, match=says):
         Trace.from_dict(changed(lambda d: d.__setitem__(field, value)))

@@ -46,16 +46,26 @@ def hostile_trace(here, field: str, bad: str) -> Trace:
     def put(name: str, value: str) -> str:
         return value + bad if field == name else value
 
-    trace = Trace.from_dict({
-        "format": "rngtrace", "version": 1, "pid": 1, "streams": ["numpy", "random", "torch"], "depth": 16,
-        "max_events": 100_000, "dropped": 0, "notes": [put("note", "seen")],
-        "stacks": [[[here(put("filename", "train.py")), 7, put("function", "main")]]],
-        "threads": {"1": "MainThread", "2": put("thread", "loader-0")},
-        "events": [["numpy", "seed", "numpy.random.seed", None, 0, 1, put("seed value", "666")],
-                   ["numpy", "draw", put("api", "numpy.random.rand"), 3, 0, 2, None],
-                   ["random", "draw", "random.random", 1, 0, 1, None]],
-        "overflow": [],
-    })
+    trace = Trace.from_dict(
+        {
+            "format": "rngtrace",
+            "version": 1,
+            "pid": 1,
+            "streams": ["numpy", "random", "torch"],
+            "depth": 16,
+            "max_events": 100_000,
+            "dropped": 0,
+            "notes": [put("note", "seen")],
+            "stacks": [[[here(put("filename", "train.py")), 7, put("function", "main")]]],
+            "threads": {"1": "MainThread", "2": put("thread", "loader-0")},
+            "events": [
+                ["numpy", "seed", "numpy.random.seed", None, 0, 1, put("seed value", "666")],
+                ["numpy", "draw", put("api", "numpy.random.rand"), 3, 0, 2, None],
+                ["random", "draw", "random.random", 1, 0, 1, None],
+            ],
+            "overflow": [],
+        }
+    )
     return forge_stream(trace, 1, put("stream", "numpy"))
 
 
@@ -173,8 +183,10 @@ def test_printable_writes_escapes_readably_and_leaves_ordinary_text_alone():
 def attack(label: str) -> str:
     """Markup that appends ``|label`` to the page's title if it ever runs, in every context it could break out of."""
     run = f"document.title+=/|{label}/.source"  # no quotes, so it needs none to close
-    return (f"</script><script>{run}</script><!--<script>{run}</script>--><img src=x onerror={run}>"
-            f"\"><img src=x onerror={run}>'><svg onload={run}><a href=javascript:{run}>x</a>\u2028\u2029")
+    return (
+        f"</script><script>{run}</script><!--<script>{run}</script>--><img src=x onerror={run}>"
+        f"\"><img src=x onerror={run}>'><svg onload={run}><a href=javascript:{run}>x</a>\u2028\u2029"
+    )
 
 
 def hostile_log(here) -> dict:
@@ -182,14 +194,22 @@ def hostile_log(here) -> dict:
     mine = here(attack("dir"), "train.py")
     package = os.path.join(SITE, "<svg onload=document.title+=String.fromCharCode(124,112,107,103)>", "m.py")
     return {
-        "format": "rngtrace", "version": 1, "pid": 1, "streams": ["numpy", "random", "torch"], "depth": 16,
-        "max_events": 100_000, "dropped": 0, "notes": [attack("note")],
+        "format": "rngtrace",
+        "version": 1,
+        "pid": 1,
+        "streams": ["numpy", "random", "torch"],
+        "depth": 16,
+        "max_events": 100_000,
+        "dropped": 0,
+        "notes": [attack("note")],
         "stacks": [[[package, 3, attack("libfn")], [mine, 7, attack("fn")]], [[mine, 9, "main"]]],
         "threads": {"1": "MainThread", "2": attack("thread")},
-        "events": [["numpy", "draw", attack("api"), 3, 0, 2, None],
-                   ["numpy", "seed", "numpy.random.seed", None, 1, 1, attack("seed")],
-                   ["numpy", "unattributed", "numpy state", None, 1, 1, attack("moved")],
-                   ["random", "draw", "random.random", 1, 1, 1, None]],
+        "events": [
+            ["numpy", "draw", attack("api"), 3, 0, 2, None],
+            ["numpy", "seed", "numpy.random.seed", None, 1, 1, attack("seed")],
+            ["numpy", "unattributed", "numpy state", None, 1, 1, attack("moved")],
+            ["random", "draw", "random.random", 1, 1, 1, None],
+        ],
         "overflow": [],
     }
 
@@ -205,7 +225,18 @@ def test_every_field_of_a_hostile_log_reaches_the_page_as_text(here):
     page = html.render(hostile_page_trace(here))
     assert not re.search(r"<(img|svg|a)\b|<!--", page), "markup from the log reached the page"
     assert re.findall(r"<script\b[^>]*>", page) == ['<script type="application/json" id="rngtrace-data">', "<script>"]
-    for label in ("pid", "depth", "watched", "stream", "api", "note", "dir", "fn", "libfn", "seed"):  # "moved" is not shown
+    for label in (
+        "pid",
+        "depth",
+        "watched",
+        "stream",
+        "api",
+        "note",
+        "dir",
+        "fn",
+        "libfn",
+        "seed",
+    ):  # "moved" is not shown
         assert f"&lt;/script&gt;&lt;script&gt;document.title+=/|{label}/" in page, label
     data = json.loads(re.search(r'id="rngtrace-data">(.*?)</script>', page, re.S).group(1))
     assert attack("thread").replace("\u2028\u2029", r"\u2028\u2029") in data["threads"]  # text, shown as text
@@ -215,8 +246,7 @@ def test_lone_surrogates_and_control_characters_are_shown_escaped_in_the_page(he
     page = html.render(surrogate_trace(here))
     page.encode("utf-8")  # the report can be written
     assert r"caf\xe9.py:3 in dr\xffaw" in page
-    trace = build(ev("numpy", "draw", "numpy.random.rand\x1b[2K", 1, (here("t.py"), 1, "f\u202e")),
-                  notes=("bell\x07",))
+    trace = build(ev("numpy", "draw", "numpy.random.rand\x1b[2K", 1, (here("t.py"), 1, "f\u202e")), notes=("bell\x07",))
     page = html.render(trace)
     assert not RAW.search(page.replace("\n", ""))
     assert r"numpy.random.rand\x1b[2K" in page and r"bell\x07" in page and r"f\u202e" in page
@@ -224,9 +254,20 @@ def test_lone_surrogates_and_control_characters_are_shown_escaped_in_the_page(he
 
 def chromium(profile, page) -> str:
     """The page's DOM after its scripts ran, in headless Chromium."""
-    command = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-sync",
-               "--disable-background-networking", "--disable-component-update", f"--user-data-dir={profile}",
-               "--virtual-time-budget=2000", "--dump-dom", page.as_uri()]
+    command = [
+        CHROMIUM,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--no-first-run",
+        "--disable-sync",
+        "--disable-background-networking",
+        "--disable-component-update",
+        f"--user-data-dir={profile}",
+        "--virtual-time-budget=2000",
+        "--dump-dom",
+        page.as_uri(),
+    ]
     return subprocess.run(command, capture_output=True, text=True, timeout=60, check=True).stdout
 
 
@@ -234,11 +275,13 @@ def ran(dom: str) -> tuple[set[str], bool]:
     """The markers that scripts added to the title, and whether the page's own script drew the timeline."""
     title = re.search(r"<title>(.*?)</title>", dom, re.S).group(1)
     assert title.startswith("rngtrace report"), title
-    return set(filter(None, title[len("rngtrace report"):].split("|"))), bool(re.search(r"data-rendered=\"\d+\"", dom))
+    return set(filter(None, title[len("rngtrace report") :].split("|"))), bool(re.search(r"data-rendered=\"\d+\"", dom))
 
 
-CONTROL = ("<script>document.title+=/|control-script/.source</script>"
-           "<img src=x onerror=document.title+=/|control-img/.source></body>")
+CONTROL = (
+    "<script>document.title+=/|control-script/.source</script>"
+    "<img src=x onerror=document.title+=/|control-img/.source></body>"
+)
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="needs the chromium browser (Debian package chromium)")
@@ -263,11 +306,13 @@ def test_findings_built_from_a_crafted_logs_names_print_escaped(payload, here):
     library = (os.path.join(SITE, "sklearn" + bad, "m.py"), 3, "Est" + bad + ".fit")
     odd = (os.path.join(SITE, "pkg", "x.py"), 1, "<locals>")  # a function name with no name in it
     user = (here("train.py"), 7, "main")
-    trace = build(ev("numpy", "seed", "numpy.random.seed", None, (here("train.py"), 6, "main"), detail="1"),
-                  ev("numpy", "draw", "numpy.random.rand", 3, library, user),
-                  ev("numpy", "draw", "numpy.random.rand", 3, odd, (here("train.py"), 8, "main")),
-                  ev("numpy", "draw", "numpy.random.rand", 1, (here("train.py"), 9, "main")),
-                  ev("random", "seed", "random.seed", None, library, user))
+    trace = build(
+        ev("numpy", "seed", "numpy.random.seed", None, (here("train.py"), 6, "main"), detail="1"),
+        ev("numpy", "draw", "numpy.random.rand", 3, library, user),
+        ev("numpy", "draw", "numpy.random.rand", 3, odd, (here("train.py"), 8, "main")),
+        ev("numpy", "draw", "numpy.random.rand", 1, (here("train.py"), 9, "main")),
+        ev("random", "seed", "random.seed", None, library, user),
+    )
     assert {f.kind for f in trace.findings} == {"interleaved", "unseeded"}
     assert_safe(render(trace), shown)
     page = html.render(trace)

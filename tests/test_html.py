@@ -63,8 +63,10 @@ def table(page: str, section: str) -> list[list[str]]:
     body = re.search(rf'<section class="card" id="{section}">.*?<tbody>(.*?)</tbody>', page, re.S)
     assert body, f"no table in section {section}"
     rows = re.findall(r"<tr[^>]*>(.*?)</tr>", body.group(1), re.S)
-    return [[html.unescape(re.sub(r"<[^>]+>", "", cell)).strip() for cell in re.findall(r"<td[^>]*>(.*?)</td>", r, re.S)]
-            for r in rows]
+    return [
+        [html.unescape(re.sub(r"<[^>]+>", "", cell)).strip() for cell in re.findall(r"<td[^>]*>(.*?)</td>", r, re.S)]
+        for r in rows
+    ]
 
 
 # -- the page as a whole ------------------------------------------------------------------
@@ -79,14 +81,14 @@ def test_page_loads_nothing_from_the_network(story):
     page = render(story)
     assert not re.search(r"https?://", page)
     assert not re.search(r"<link\b|<img\b|<iframe\b|@import|url\(", page)
-    assert re.findall(r"<script\b[^>]*>", page) == ['<script type="application/json" id="rngtrace-data">',
-                                                    "<script>"]
+    assert re.findall(r"<script\b[^>]*>", page) == ['<script type="application/json" id="rngtrace-data">', "<script>"]
 
 
 def test_page_lets_only_its_own_inline_script_and_style_run(story):
     page = render(story)
-    policy = re.search(r'<head><meta charset="utf-8"><meta http-equiv="Content-Security-Policy" content="([^"]+)">',
-                       page)
+    policy = re.search(
+        r'<head><meta charset="utf-8"><meta http-equiv="Content-Security-Policy" content="([^"]+)">', page
+    )
     assert policy, "no policy, or not before the page's style and script"
     rules = dict(rule.strip().split(" ", 1) for rule in policy.group(1).split(";"))
 
@@ -133,29 +135,45 @@ def test_one_mark_per_event_in_its_streams_lane_with_its_kind(story):
     assert len(data["site"]) == len(data["count"]) == len(story.events)
     for event, site in zip(story.events, data["site"]):
         lane, kind, api = data["sites"][site][:3]
-        assert (data["lanes"][lane], ["draw", "seed", "unattributed"][kind], api) == (event.stream, event.kind,
-                                                                                    event.api)
+        assert (data["lanes"][lane], ["draw", "seed", "unattributed"][kind], api) == (
+            event.stream,
+            event.kind,
+            event.api,
+        )
     assert data["count"] == [e.count for e in story.events]
-    assert data["detail"] == {"0": "666", "5": "moved between #4 sklearn/utils/_indexing.py:574 and the call at train.py:12"}
+    assert data["detail"] == {
+        "0": "666",
+        "5": "moved between #4 sklearn/utils/_indexing.py:574 and the call at train.py:12",
+    }
 
 
 def test_a_lane_per_stream_in_the_text_logs_order_cuda_devices_after_torch(here):
     main = (here("a.py"), 1, "<module>")
-    data = data_of(render(build(draw("torch.randn", 4, main, stream="torch.cuda:1"),
-                                draw("torch.randn", 4, main, stream="torch.cuda:0"),
-                                draw("random.random", 1, main))))
+    data = data_of(
+        render(
+            build(
+                draw("torch.randn", 4, main, stream="torch.cuda:1"),
+                draw("torch.randn", 4, main, stream="torch.cuda:0"),
+                draw("random.random", 1, main),
+            )
+        )
+    )
     assert data["lanes"] == ["random", "numpy", "torch", "torch.cuda:0", "torch.cuda:1"]
 
 
 def test_marks_are_coloured_by_the_package_outside_the_random_library_that_drew(here):
     main = (here("train.py"), 3, "main")
-    data = data_of(render(build(
-        draw("numpy.random.choice", 3, SKLEARN, main),
-        draw("numpy.random.rand", 1, main),
-        draw("numpy.random.rand", 1, NUMPY_RANDOM, SCIPY, main),  # numpy's own frame is skipped
-        draw("random.random", 1, RANDOM_PY, main),  # so is the stdlib random module
-        draw("random.random", 1, ("<string>", 1, "<module>")),
-    )))
+    data = data_of(
+        render(
+            build(
+                draw("numpy.random.choice", 3, SKLEARN, main),
+                draw("numpy.random.rand", 1, main),
+                draw("numpy.random.rand", 1, NUMPY_RANDOM, SCIPY, main),  # numpy's own frame is skipped
+                draw("random.random", 1, RANDOM_PY, main),  # so is the stdlib random module
+                draw("random.random", 1, ("<string>", 1, "<module>")),
+            )
+        )
+    )
     assert event_origins(data) == ["sklearn", "your code", "scipy", "your code", "other"]
     colors = dict(data["packages"])
     assert colors["your code"] == "#e8590c"
@@ -184,8 +202,10 @@ def test_each_event_carries_its_whole_stack_with_user_frames_flagged(here):
 
 def test_names_and_paths_cannot_inject_markup_or_script(here):
     evil = here('we"ird <b>dir', "x.py")
-    trace = build(draw("numpy.random.rand", 1, (evil, 1, "<lambda>"), (here("t.py"), 2, "</script><script>alert(1)//")),
-                  ev("random", "seed", "random.seed", None, (evil, 3, "f"), detail="'<img src=x onerror=alert(1)>'"))
+    trace = build(
+        draw("numpy.random.rand", 1, (evil, 1, "<lambda>"), (here("t.py"), 2, "</script><script>alert(1)//")),
+        ev("random", "seed", "random.seed", None, (evil, 3, "f"), detail="'<img src=x onerror=alert(1)>'"),
+    )
     page = render(trace, title="<i>mine</i>")
     assert "<lambda>" not in page and "<b>dir" not in page and "<img" not in page and "<i>mine" not in page
     assert "&lt;lambda&gt;" in page and "&lt;i&gt;mine&lt;/i&gt;" in page
@@ -200,8 +220,12 @@ def test_names_and_paths_cannot_inject_markup_or_script(here):
 
 def test_call_site_table_groups_draws_like_the_text_log_dropped_ones_included(here):
     main = (here("train.py"), 12, "main")
-    trace = build(draw("numpy.random.choice", 3, SKLEARN, main), draw("random.random", 1, main),
-                  overflow=((draw("random.random", 1, main), 99, 99),), max_events=2)
+    trace = build(
+        draw("numpy.random.choice", 3, SKLEARN, main),
+        draw("random.random", 1, main),
+        overflow=((draw("random.random", 1, main), 99, 99),),
+        max_events=2,
+    )
     rows = table(render(trace), "sites")
     assert rows == [
         ["100", "100", "random", "random.random", "train.py:12 in main", ""],
@@ -223,7 +247,10 @@ def test_seeds_and_unattributed_moves_are_listed_with_value_and_window(story):
     assert [r[:3] for r in rows] == [["0", "numpy", "seed"], ["5", "numpy", "unattributed"]]
     assert rows[0][3] == "numpy.random.seed(666)"
     # A move is placed by its window, never at the line that noticed it.
-    assert rows[1][3:5] == ["numpy statemoved between #4 sklearn/utils/_indexing.py:574 and the call at train.py:12", "—"]
+    assert rows[1][3:5] == [
+        "numpy statemoved between #4 sklearn/utils/_indexing.py:574 and the call at train.py:12",
+        "—",
+    ]
 
 
 def test_hints_and_notes_close_the_page(story):
@@ -236,8 +263,9 @@ def test_hints_and_notes_close_the_page(story):
 
 def test_dropped_events_and_clipped_marks_are_said(here):
     main = (here("a.py"), 1, "<module>")
-    trace = build(*[draw("random.random", 1, main)] * 10, overflow=((draw("random.random", 1, main), 5, 5),),
-                  max_events=10)
+    trace = build(
+        *[draw("random.random", 1, main)] * 10, overflow=((draw("random.random", 1, main), 5, 5),), max_events=10
+    )
     page = render(trace, max_marks=4)
     limits = [html.unescape(p) for p in re.findall(r'<p class="limit">(.*?)</p>', page)]
     assert limits == [
@@ -250,8 +278,12 @@ def test_dropped_events_and_clipped_marks_are_said(here):
 
 def test_a_100k_event_trace_renders_in_seconds_into_a_page_of_a_few_megabytes(here):
     sites = [(here("train.py"), i, f"step{i}") for i in range(50)]
-    events = [draw("numpy.random.rand", i % 7 + 1, SKLEARN, sites[i % 50]) if i % 3 else
-              draw("random.random", 1, sites[i % 50]) for i in range(100_000)]
+    events = [
+        draw("numpy.random.rand", i % 7 + 1, SKLEARN, sites[i % 50])
+        if i % 3
+        else draw("random.random", 1, sites[i % 50])
+        for i in range(100_000)
+    ]
     trace = build(*events)
     started = time.perf_counter()
     page = render(trace)
@@ -282,18 +314,32 @@ def test_a_real_training_trace_is_coloured_by_sklearn_torch_and_your_code(here):
 
 
 def chromium(tmp_path, url: str, *args: str) -> subprocess.CompletedProcess:
-    command = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-               "--disable-background-networking", "--disable-component-update", "--disable-sync",
-               f"--user-data-dir={tmp_path / 'profile'}", "--virtual-time-budget=5000", *args, url]
+    command = [
+        CHROMIUM,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        f"--user-data-dir={tmp_path / 'profile'}",
+        "--virtual-time-budget=5000",
+        *args,
+        url,
+    ]
     return subprocess.run(command, capture_output=True, text=True, timeout=60, check=True)
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="needs the chromium browser (Debian package chromium)")
 def test_chromium_draws_every_mark_and_shows_a_linked_events_stack_as_text(here, tmp_path):
     user = (here("train.py"), 12, "<lambda>")
-    trace = build(ev("numpy", "seed", "numpy.random.seed", None, user, detail="666"),
-                  *[draw("numpy.random.choice", 3, SKLEARN, SCIPY, NUMPY_RANDOM, user)] * 40,
-                  draw("torch.randn", 8, user, stream="torch.cuda:0"))
+    trace = build(
+        ev("numpy", "seed", "numpy.random.seed", None, user, detail="666"),
+        *[draw("numpy.random.choice", 3, SKLEARN, SCIPY, NUMPY_RANDOM, user)] * 40,
+        draw("torch.randn", 8, user, stream="torch.cuda:0"),
+    )
     page = tmp_path / "report.html"
     page.write_text(render(trace), encoding="utf-8")
     url = page.as_uri() + "#event=1"  # a link to one event opens with its stack in the panel
@@ -302,8 +348,11 @@ def test_chromium_draws_every_mark_and_shows_a_linked_events_stack_as_text(here,
     panel = re.search(r'<aside id="detail"[^>]*>(.*?)</aside>', dom, re.S).group(1)
     assert "numpy.random.choice ×3" in panel
     assert "<lambda>" not in panel
-    assert re.search(r'<li class="mine"[^>]*><span class="fn">&lt;lambda&gt;<span class="badge">your code</span>'
-                     r'</span><span class="loc">train.py:12</span>', panel)
+    assert re.search(
+        r'<li class="mine"[^>]*><span class="fn">&lt;lambda&gt;<span class="badge">your code</span>'
+        r'</span><span class="loc">train.py:12</span>',
+        panel,
+    )
     assert re.search(r'<li class="fold"[^>]*>… 2 library frames</li>', panel)
     shot = tmp_path / "report.png"
     chromium(tmp_path, url, f"--screenshot={shot}", "--window-size=1400,900")
@@ -314,7 +363,8 @@ def with_script(page: str, source: str) -> str:
     """``page`` running ``source`` at the end of its body, allowed by adding its hash to the page's policy."""
     digest = base64.b64encode(hashlib.sha256(source.encode()).digest()).decode()
     return page.replace("script-src ", f"script-src 'sha256-{digest}' ", 1).replace(
-        "</body>", f"<script>{source}</script></body>")
+        "</body>", f"<script>{source}</script></body>"
+    )
 
 
 HOVER_PROBE = """
@@ -332,7 +382,8 @@ HOVER_PROBE = """
   }
   mouse("mousedown", x, y); mouse("mouseup", x, y);
   var out = document.createElement("pre"); out.id = "probe";
-  out.textContent = JSON.stringify({tip: tip, hash: location.hash, panel: document.getElementById("detail").textContent});
+  var panel = document.getElementById("detail").textContent;
+  out.textContent = JSON.stringify({tip: tip, hash: location.hash, panel: panel});
   document.body.appendChild(out);
 })();
 """
@@ -368,21 +419,29 @@ ZOOM_PROBE = """
 @pytest.mark.skipif(CHROMIUM is None, reason="needs the chromium browser (Debian package chromium)")
 def test_chromium_bins_thousands_of_draws_per_call_site_and_zooming_in_brings_the_marks_back(here, tmp_path):
     mine, theirs = (here("train.py"), 12, "main"), (here("train.py"), 14, "main")
-    trace = build(ev("numpy", "seed", "numpy.random.seed", None, mine, detail="666"),
-                  *[draw("numpy.random.rand", 1, mine), draw("numpy.random.choice", 3, SKLEARN, theirs)] * 3000)
+    trace = build(
+        ev("numpy", "seed", "numpy.random.seed", None, mine, detail="666"),
+        *[draw("numpy.random.rand", 1, mine), draw("numpy.random.choice", 3, SKLEARN, theirs)] * 3000,
+    )
     page = tmp_path / "report.html"
     page.write_text(with_script(render(trace), ZOOM_PROBE), encoding="utf-8")
     dom = chromium(tmp_path, page.as_uri(), "--dump-dom", "--window-size=1400,900").stdout
-    (mode, bars), (zoomed, marks) = json.loads(html.unescape(re.search(r'<pre id="probe">(.*?)</pre>', dom, re.S).group(1)))
+    (mode, bars), (zoomed, marks) = json.loads(
+        html.unescape(re.search(r'<pre id="probe">(.*?)</pre>', dom, re.S).group(1))
+    )
     assert mode == "binned" and 2 < bars < 1000  # a bar per site and bin of pixels, the seed's own mark
     assert zoomed == "marks" and 0 < marks < 6001
 
 
 def test_the_report_opens_with_the_findings_before_the_timeline(here):
     main = (here("train.py"), 12, "main")
-    page = render(build(ev("numpy", "seed", "numpy.random.seed", None, main, detail="0"),
-                        draw("numpy.random.choice", 3, SKLEARN, (here("train.py"), 13, "main")),
-                        draw("numpy.random.rand", 1, (here("train.py"), 14, "main"))))
+    page = render(
+        build(
+            ev("numpy", "seed", "numpy.random.seed", None, main, detail="0"),
+            draw("numpy.random.choice", 3, SKLEARN, (here("train.py"), 13, "main")),
+            draw("numpy.random.rand", 1, (here("train.py"), 14, "main")),
+        )
+    )
     sections = re.findall(r'<section class="card" id="([a-z]+)">', page)
     assert sections[:2] == ["findings", "timeline"]
     assert "interleaved" in re.search(r'<section class="card" id="findings">(.*?)</section>', page, re.S).group(1)

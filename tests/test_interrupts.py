@@ -16,18 +16,17 @@ import os
 import random
 import signal
 import statistics
-import sys
 import time
 import traceback
 import warnings
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pytest
-
 from conftest import _global_hooks, _namespaces
-from rngtrace import rng_isolate, rng_trace
-from rngtrace import _catchall
+
+from rngtrace import _catchall, rng_isolate, rng_trace
 from rngtrace._hub import HUB
 
 pytestmark = pytest.mark.skipif(not hasattr(signal, "setitimer"), reason="needs signal.setitimer")
@@ -43,8 +42,12 @@ def _draws() -> None:
 
 def _left_behind() -> dict[str, Any]:
     """What a trace must not leave: hooks, patched attributes, active sessions, a held hub lock."""
-    return {"hooked": HUB.hooked(), "namespaces": _namespaces(), "hooks": _global_hooks(),
-            "hub lock held": HUB._lock._is_owned()}
+    return {
+        "hooked": HUB.hooked(),
+        "namespaces": _namespaces(),
+        "hooks": _global_hooks(),
+        "hub lock held": HUB._lock._is_owned(),
+    }
 
 
 class _Alarm:
@@ -58,8 +61,9 @@ class _Alarm:
 
     def __call__(self, signum: int, frame: Any) -> None:
         self.fired += 1
-        self.where = " < ".join(f"{os.path.basename(f.filename)}:{f.lineno}"
-                                for f in reversed(traceback.extract_stack(frame, limit=4)))
+        self.where = " < ".join(
+            f"{os.path.basename(f.filename)}:{f.lineno}" for f in reversed(traceback.extract_stack(frame, limit=4))
+        )
         # The 3.10/3.11 catch-all, once armed, is a Python profile hook: raising at a yield, it kills the
         # generator there, finally blocks unrun (a decorated generator's relay among them; README's limits).
         self.in_python_hook = frame.f_code.co_filename == _catchall.__file__
@@ -78,8 +82,12 @@ class _Alarm:
         signal.signal(signal.SIGALRM, self.previous)
 
 
-def _interrupt_often(call: Callable[[], Any], check: Optional[Callable[[], Optional[str]]] = None,
-                     rounds: int = ROUNDS, every_one_raised: bool = True) -> None:
+def _interrupt_often(
+    call: Callable[[], Any],
+    check: Callable[[], str | None] | None = None,
+    rounds: int = ROUNDS,
+    every_one_raised: bool = True,
+) -> None:
     """Run ``call`` ``rounds`` times, each with an alarm due at a random point of it; ``check`` after each.
 
     ``check`` returns what is wrong, or None; by default, whether anything differs from
@@ -131,16 +139,20 @@ def _interrupt_often(call: Callable[[], Any], check: Optional[Callable[[], Optio
     assert alarm.fired > rounds * 0.8, "too few alarms landed inside the call to prove anything"
 
 
-def _nothing_left(before: dict[str, Any]) -> Callable[[], Optional[str]]:
-    def check() -> Optional[str]:
+def _nothing_left(before: dict[str, Any]) -> Callable[[], str | None]:
+    def check() -> str | None:
         after = _left_behind()
         if after == before:
             return None
         changed = sorted(k for k in before if before[k] != after[k])
         if "namespaces" in changed:  # which attributes: what the failure is about
             old, new = before["namespaces"], after["namespaces"]
-            changed += [f"{name}.{key}" for name in old for key in old[name].keys() | new.get(name, {}).keys()
-                        if old[name].get(key) is not new.get(name, {}).get(key)][:5]
+            changed += [
+                f"{name}.{key}"
+                for name in old
+                for key in old[name].keys() | new.get(name, {}).keys()
+                if old[name].get(key) is not new.get(name, {}).get(key)
+            ][:5]
         return "left behind: " + ", ".join(changed)
 
     return check
@@ -229,7 +241,7 @@ def test_a_ctrl_c_anywhere_in_an_rng_isolate_block_still_puts_every_stream_back(
 
     expected = [streams()]
 
-    def check() -> Optional[str]:
+    def check() -> str | None:
         now = streams()
         if now == expected[0]:
             return None
@@ -247,7 +259,7 @@ def test_a_ctrl_c_in_a_traced_call_inside_rng_isolate_leaves_neither_behind():
     block()
     nothing_left, state = _nothing_left(_left_behind()), random.getstate()
 
-    def check() -> Optional[str]:
+    def check() -> str | None:
         problem = nothing_left()
         if problem is None and random.getstate() != state:
             random.setstate(state)

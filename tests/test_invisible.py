@@ -15,8 +15,9 @@ import sys
 import textwrap
 import threading
 import warnings
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 
@@ -32,7 +33,11 @@ def caught(fn: Callable[[], Any]) -> list[tuple[str, int, str]]:
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always")
         fn()
-    return [(Path(w.filename).name, w.lineno, w.category.__name__) for w in seen if w.category.__module__ != "rngtrace._errors"]
+    return [
+        (Path(w.filename).name, w.lineno, w.category.__name__)
+        for w in seen
+        if w.category.__module__ != "rngtrace._errors"
+    ]
 
 
 def shuffle_a_dict() -> None:
@@ -119,9 +124,26 @@ def test_numpys_own_untyped_shuffle_warning_test_passes_traced_per_test(tmp_path
     )
     env = dict(os.environ, PYTHONPATH=str(tmp_path))
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--noconftest", "-p", "trace_each_test", "--pyargs",
-         "numpy.random.tests.test_random", "-k", "test_shuffle_untyped_warning"],
-        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "--noconftest",
+            "-p",
+            "trace_each_test",
+            "--pyargs",
+            "numpy.random.tests.test_random",
+            "-k",
+            "test_shuffle_untyped_warning",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=300,
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
     assert "3 passed" in done.stdout  # through np.random, a RandomState of its own, a Generator
@@ -152,7 +174,10 @@ def test_a_call_that_draws_and_then_raises_is_recorded_with_its_exception(error:
         ("random.random", "draw", None),
         ("random.shuffle", "draw", f"raised {error.__name__} after it moved the stream"),
     ]
-    assert trace.events[1].frame.lineno == test_a_call_that_draws_and_then_raises_is_recorded_with_its_exception.__code__.co_firstlineno + 5
+    assert (
+        trace.events[1].frame.lineno
+        == test_a_call_that_draws_and_then_raises_is_recorded_with_its_exception.__code__.co_firstlineno + 5
+    )
 
 
 def test_shuffling_a_tuple_draws_then_raises_and_is_recorded() -> None:

@@ -35,8 +35,9 @@ def test_load_ext_registers_a_line_and_a_cell_magic(shell):
 
 
 def test_cell_magic_prints_the_draw_log_under_the_cell(shell, capsys):
-    result = shell.run_cell("%%rng_trace\nnp.random.seed(3)\nx = np.random.rand(2)\nrandom.random()",
-                            store_history=True)
+    result = shell.run_cell(
+        "%%rng_trace\nnp.random.seed(3)\nx = np.random.rand(2)\nrandom.random()", store_history=True
+    )
     assert result.success
     err = capsys.readouterr().err
     assert err.startswith("rngtrace: 3 events — random: 1 draw · numpy: 1 seed, 1 draw\n")
@@ -60,8 +61,11 @@ def test_line_magic_traces_one_statement_in_the_user_namespace(shell, capsys):
 
 
 def test_options_are_those_of_rng_trace(shell, capsys):
-    result = run(shell, "%%rng_trace --streams numpy --depth 1 --max-events 1 --trace tr --quiet\n"
-                        "random.random()\nnp.random.rand()\nnp.random.rand()")
+    result = run(
+        shell,
+        "%%rng_trace --streams numpy --depth 1 --max-events 1 --trace tr --quiet\n"
+        "random.random()\nnp.random.rand()\nnp.random.rand()",
+    )
     assert result.success
     trace = shell.user_ns["tr"]
     assert isinstance(trace, Trace)
@@ -180,7 +184,9 @@ def test_a_syntax_error_in_a_traced_cell_names_its_cell_and_line(shell, capsys):
     error = result.error_in_exec
     assert isinstance(error, SyntaxError)
     assert (shell.compile.format_code_name(error.filename), error.lineno) == (
-        ("Cell", f"In[{result.execution_count}]"), 3)
+        ("Cell", f"In[{result.execution_count}]"),
+        3,
+    )
     capsys.readouterr()
 
 
@@ -203,13 +209,16 @@ def test_a_cell_named_as_a_file_as_jupyter_names_it_is_labelled_as_ipython_label
     assert f"random.random ×1  In[{result.execution_count}]:2 in <module>" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize(("line", "expected"), [
-    ("np.random.rand(3)", ([], "np.random.rand(3)")),
-    ("--depth 8 x = rand(8)", (["--depth", "8"], "x = rand(8)")),
-    ("--streams=numpy -q -t t f()", (["--streams", "numpy", "-q", "-t", "t"], "f()")),
-    ("-d 2 -- -x", (["-d", "2"], "-x")),
-    ("-np.random.rand()", ([], "-np.random.rand()")),
-])
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        ("np.random.rand(3)", ([], "np.random.rand(3)")),
+        ("--depth 8 x = rand(8)", (["--depth", "8"], "x = rand(8)")),
+        ("--streams=numpy -q -t t f()", (["--streams", "numpy", "-q", "-t", "t"], "f()")),
+        ("-d 2 -- -x", (["-d", "2"], "-x")),
+        ("-np.random.rand()", ([], "-np.random.rand()")),
+    ],
+)
 def test_leading_options_are_split_from_the_statement_which_stays_verbatim(line, expected):
     assert split_options(line) == expected
 

@@ -65,7 +65,8 @@ def test_rngtrace_run_stacks_end_at_the_scripts_module_frame(program):
     stacks = saved_stacks(program.parent / "log.json")
     assert_only_the_programs_frames(stacks, program)
     assert [(program.name, 4, "draw"), (program.name, 6, "<module>")] in [
-        [(os.path.basename(f), line, fn) for f, line, fn in stack] for stack in stacks]
+        [(os.path.basename(f), line, fn) for f, line, fn in stack] for stack in stacks
+    ]
 
 
 @pytest.mark.skipif(CONSOLE_SCRIPT is None, reason="rngtrace is not installed with its console script here")
@@ -76,8 +77,7 @@ def test_the_console_script_leaves_no_frame_in_saved_stacks(program):
 
 
 def test_rngtrace_run_m_stacks_end_at_the_modules_frame(program):
-    done = run([sys.executable, "-m", "rngtrace", "run", "--quiet", "--json", "log.json", "-m", "prog"],
-               program.parent)
+    done = run([sys.executable, "-m", "rngtrace", "run", "--quiet", "--json", "log.json", "-m", "prog"], program.parent)
     assert done.returncode == 0, done.stderr
     assert_only_the_programs_frames(saved_stacks(program.parent / "log.json"), program)
 
@@ -97,8 +97,10 @@ def test_runpy_frames_are_left_out_and_the_callers_frames_kept(program):
     stack = trace.draws[0].stack
     # runpy's three frames sat between the program's <module> and this test's.
     assert [(f.filename, f.function) for f in stack[:3]] == [
-        (str(program), "draw"), (str(program), "<module>"),
-        (__file__, "test_runpy_frames_are_left_out_and_the_callers_frames_kept")]
+        (str(program), "draw"),
+        (str(program), "<module>"),
+        (__file__, "test_runpy_frames_are_left_out_and_the_callers_frames_kept"),
+    ]
     assert not [f for f in stack if f.filename in ("<frozen runpy>", runpy.__file__)]
 
 

@@ -81,18 +81,49 @@ def test_renderers_share_helpers_through_base_not_each_others_private_names():
 LAYERS = (
     ("leaves", ("_version", "_errors", "_paths", "_streams", "_spool", "_model", "_store")),
     ("hot path", ("_threads", "_caller", "_speedups", "_hotpath", "_stack")),
-    ("sources", ("sources._base", "sources._inplace", "sources._torch_state", "sources.random_stream",
-                 "sources.numpy_stream", "sources.torch_stream", "sources", "sources.random", "sources.numpy",
-                 "sources.torch")),
+    (
+        "sources",
+        (
+            "sources._base",
+            "sources._inplace",
+            "sources._torch_state",
+            "sources.random_stream",
+            "sources.numpy_stream",
+            "sources.torch_stream",
+            "sources",
+            "sources.random",
+            "sources.numpy",
+            "sources.torch",
+        ),
+    ),
     ("hub", ("_patches", "_record", "_catchall", "_lone", "_blocks", "_processes", "_hub", "_subprocess")),
     ("analysis", ("_logfile", "_yours", "_fixes", "_duplicates", "_findings", "diff")),
     ("trace", ("trace",)),
     ("renderers", ("render.base", "render._html_page", "render.text", "render.html", "render.diff_text", "render")),
-    ("faces", ("_say", "_logdir", "tracer", "isolate", "_ipython", "ranks", "cli", "_pytest_record",
-               "_pytest_report", "_pytest_tracer", "pytest_plugin", "__main__", "")),
+    (
+        "faces",
+        (
+            "_say",
+            "_logdir",
+            "tracer",
+            "isolate",
+            "_ipython",
+            "ranks",
+            "cli",
+            "_pytest_record",
+            "_pytest_report",
+            "_pytest_tracer",
+            "pytest_plugin",
+            "__main__",
+            "",
+        ),
+    ),
 )
-_PLACE = {f"rngtrace.{name}".rstrip("."): (layer, position)
-          for layer, (_, names) in enumerate(LAYERS) for position, name in enumerate(names)}
+_PLACE = {
+    f"rngtrace.{name}".rstrip("."): (layer, position)
+    for layer, (_, names) in enumerate(LAYERS)
+    for position, name in enumerate(names)
+}
 _ROOT = pathlib.Path(rngtrace._paths.__file__).parent
 
 
@@ -139,15 +170,19 @@ def test_no_import_lazy_or_not_runs_up_a_layer_or_ahead_in_its_own():
             if target not in _PLACE:
                 wrong.append(f"{name}:{line} imports {target}, which has no place in LAYERS")
             elif _PLACE[target] >= _PLACE[name]:
-                wrong.append(f"{name}:{line} imports {target} ({LAYERS[_PLACE[target][0]][0]}) from "
-                             f"{LAYERS[_PLACE[name][0]][0]}")
+                wrong.append(
+                    f"{name}:{line} imports {target} ({LAYERS[_PLACE[target][0]][0]}) from {LAYERS[_PLACE[name][0]][0]}"
+                )
     assert wrong == []
 
 
 def test_no_module_imports_another_modules_private_name():
-    wrong = [f"{name}:{line} imports {taken} from {target}"
-             for name, path in _modules().items() for line, target, taken in _imports(name, path)
-             if taken and taken.startswith("_") and not taken.startswith("__") and not target.endswith("." + taken)]
+    wrong = [
+        f"{name}:{line} imports {taken} from {target}"
+        for name, path in _modules().items()
+        for line, target, taken in _imports(name, path)
+        if taken and taken.startswith("_") and not taken.startswith("__") and not target.endswith("." + taken)
+    ]
     assert wrong == []
 
 
@@ -163,8 +198,12 @@ def _own_names(tree: ast.AST) -> set[str]:
             names.add(node.name)
         elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
             names.add(node.id)
-        elif (isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store)
-              and isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")):
+        elif (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.ctx, ast.Store)
+            and isinstance(node.value, ast.Name)
+            and node.value.id in ("self", "cls")
+        ):
             names.add(node.attr)
         elif isinstance(node, ast.arg):
             names.add(node.arg)
@@ -186,15 +225,26 @@ def test_no_module_reads_a_private_attribute_another_module_defines():
     wrong = []
     for name, tree in trees.items():
         for node in ast.walk(tree):
-            if (isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__")
-                    and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"))
-                    and node.attr not in own[name] and node.attr in defined_by
-                    and node.attr not in _FOREIGN_PRIVATE):
-                wrong.append(f"{name}:{node.lineno} reads .{node.attr} (defined in {', '.join(sorted(defined_by[node.attr]))})")
+            if (
+                isinstance(node, ast.Attribute)
+                and node.attr.startswith("_")
+                and not node.attr.startswith("__")
+                and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"))
+                and node.attr not in own[name]
+                and node.attr in defined_by
+                and node.attr not in _FOREIGN_PRIVATE
+            ):
+                wrong.append(
+                    f"{name}:{node.lineno} reads .{node.attr} (defined in {', '.join(sorted(defined_by[node.attr]))})"
+                )
     assert wrong == []
 
 
 def test_the_c_accelerator_is_loaded_in_one_place():
-    loaders = [name for name, path in _modules().items() for _line, target, _taken in _imports(name, path)
-               if target == "rngtrace._speedups"]
+    loaders = [
+        name
+        for name, path in _modules().items()
+        for _line, target, _taken in _imports(name, path)
+        if target == "rngtrace._speedups"
+    ]
     assert loaders == ["rngtrace._hotpath"]

@@ -14,7 +14,14 @@ import rngtrace._paths
 import rngtrace.trace
 from rngtrace import rng_trace
 from rngtrace._paths import (
-    PACKAGE_DIR, is_hidden, is_own, is_user_file, label_cells, package_of, package_tail, short_path,
+    PACKAGE_DIR,
+    is_hidden,
+    is_own,
+    is_user_file,
+    label_cells,
+    package_of,
+    package_tail,
+    short_path,
 )
 
 SITE = sysconfig.get_paths()["purelib"]

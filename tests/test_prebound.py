@@ -11,9 +11,9 @@ import importlib
 import random
 import sys
 import types
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
-from typing import Iterator
 
 import numpy as np
 import pytest

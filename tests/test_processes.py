@@ -19,11 +19,10 @@ from typing import Any
 import numpy as np
 import numpy.random  # noqa: F401  (imported before any fork, as a program that used it is)
 import pytest
-
 from fork_pools import two_workers_draw
-from rngtrace import rng_trace
+
+from rngtrace import _hotpath, rng_trace
 from rngtrace._hub import HUB
-from rngtrace import _hotpath
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
 
@@ -185,7 +184,9 @@ def _draw_and_wait(ready: Any) -> None:
     time.sleep(30)  # busy with its task when it is terminated
 
 
-@pytest.mark.skipif(_hotpath.SPEEDUPS is None, reason="without the C accelerator a SIGTERM kills before the last write (README)")
+@pytest.mark.skipif(
+    _hotpath.SPEEDUPS is None, reason="without the C accelerator a SIGTERM kills before the last write (README)"
+)
 def test_a_child_terminated_mid_task_writes_what_it_drew_and_still_dies_of_sigterm():
     for _ in range(3):
         ready = FORK.Event()
@@ -377,8 +378,10 @@ def test_idle_pool_workers_die_of_sigterm_with_their_spool_thread_running(tmp_pa
 
     script = tmp_path / "pools.py"
     script.write_text(TERMINATED_POOLS)
-    runs = [subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True, start_new_session=True)
-            for _ in range(3)]
+    runs = [
+        subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True, start_new_session=True)
+        for _ in range(3)
+    ]
     try:
         outs = [run.communicate(timeout=120)[0] for run in runs]
     finally:
@@ -414,7 +417,8 @@ def test_a_spawned_process_keeps_its_own_target_in_the_parent():
 
 def test_multiprocessing_imported_inside_a_block_still_has_its_spawned_children_traced(tmp_path):
     script = tmp_path / "late.py"
-    script.write_text(textwrap.dedent("""\
+    script.write_text(
+        textwrap.dedent("""\
         import sys
         import wrapt.importer
         from rngtrace import rng_trace
@@ -437,7 +441,8 @@ def test_multiprocessing_imported_inside_a_block_still_has_its_spawned_children_
             assert "multiprocessing.process" not in wrapt.importer._post_import_hooks
             assert getattr(multiprocessing.process.BaseProcess.start, "__wrapped__", None) is None
             print([(p.start, [e.api for e in trace.events if e.pid == p.pid]) for p in trace.processes[1:]])
-    """))
+    """)
+    )
     result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[('spawn', ['random.seed', 'random.random'])]"
@@ -448,14 +453,16 @@ def test_a_spool_file_cut_short_mid_record_keeps_every_record_before_the_cut(tmp
     from rngtrace._spool import record as _record
 
     event = ("numpy", "draw", "numpy.random.rand", 1, 5, 1, None)
-    records = [_record(("process", 4242, 1, "fork", 0.0, (7,))),
-               _record(("flush", {5: (("w.py", 3, "work"),)}, {1: "MainThread"}, [event], (), None, None)),
-               _record(("flush", {}, {}, [event], (), "pool worker", None))]
+    records = [
+        _record(("process", 4242, 1, "fork", 0.0, (7,))),
+        _record(("flush", {5: (("w.py", 3, "work"),)}, {1: "MainThread"}, [event], (), None, None)),
+        _record(("flush", {}, {}, [event], (), "pool worker", None)),
+    ]
     whole = tmp_path / "whole.spool"
     whole.write_bytes(b"".join(records))
     cut = tmp_path / "cut.spool"
     last = _record(("flush", {}, {}, [event] * 3, (), None, ([], 0, "normal")))
-    cut.write_bytes(b"".join(records) + last[:len(last) // 2])  # killed in the middle of a write
+    cut.write_bytes(b"".join(records) + last[: len(last) // 2])  # killed in the middle of a write
     assert len(ChildLog.read(str(whole)).events) == 2
     log = ChildLog.read(str(cut))
     assert log.pid == 4242 and log.tags == {7} and len(log.events) == 2 and log.stacks[5] == (("w.py", 3, "work"),)
@@ -570,7 +577,8 @@ def test_a_forked_child_lets_go_of_finished_frames_without_a_sweeper_thread_of_i
 
 def test_an_event_detail_marshal_cannot_write_travels_as_its_text():
     from rngtrace._processes import _plain
-    from rngtrace._spool import record as _record, records as _records
+    from rngtrace._spool import record as _record
+    from rngtrace._spool import records as _records
 
     class Odd:
         def __str__(self) -> str:
@@ -638,8 +646,9 @@ def test_a_child_reaped_before_the_block_ends_is_said_to_have_ended_abruptly_onc
             os.kill(os.getpid(), signal.SIGKILL)
         os.waitpid(pid, 0)  # reaped here: the block's end cannot read how it ended
     notes = [note for note in trace.notes if f"process {pid} " in note]
-    assert notes == [f"process {pid} ended abruptly after spooling 1 event: what it drew in its last 60 ms "
-                     "is not in this log"]
+    assert notes == [
+        f"process {pid} ended abruptly after spooling 1 event: what it drew in its last 60 ms is not in this log"
+    ]
 
 
 def test_workers_started_before_the_trace_are_named_as_untraced_in_its_notes_and_its_first_line(capsys):
@@ -661,8 +670,10 @@ def test_workers_started_before_the_trace_are_named_as_untraced_in_its_notes_and
         "not traced: make the Pool inside the trace, or use `rngtrace run`",
     ]
     first, *_ = capsys.readouterr().err.splitlines()  # an empty log is printed: it may miss draws
-    assert first == ("rngtrace: no draws or reseeds in the traced process; 4 child processes started before "
-                     "the trace may draw unseen (see the notes)")
+    assert first == (
+        "rngtrace: no draws or reseeds in the traced process; 4 child processes started before "
+        "the trace may draw unseen (see the notes)"
+    )
     del loader
 
 

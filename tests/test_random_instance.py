@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import random
 import sys
-from random import randint as prebound_randint, sample as prebound_sample
+from random import randint as prebound_randint
+from random import sample as prebound_sample
 
 import pytest
 
@@ -26,8 +27,10 @@ def test_calls_through_the_module_instance_are_recorded_from_the_first_call_at_t
         inst.sample(range(10), 3)
         inst.shuffle([1, 2, 3, 4])
     assert [(e.kind, e.api, e.count) for e in trace.events] == [
-        ("draw", "random.choice", 1), ("draw", "random.random", 1),
-        ("draw", "random.sample", 3), ("draw", "random.shuffle", 4),
+        ("draw", "random.choice", 1),
+        ("draw", "random.random", 1),
+        ("draw", "random.sample", 3),
+        ("draw", "random.shuffle", 4),
     ]
     assert [(e.frame.filename, e.frame.lineno) for e in trace.events] == [(HERE, line + i) for i in range(4)]
 
@@ -38,7 +41,8 @@ def test_a_seed_through_the_instance_is_a_seed_with_its_value():
         random._inst.seed(42)
         random._inst.setstate(saved)  # changes the state back: a seed (one of the state held is none)
     assert [(e.kind, e.api, e.detail) for e in trace.events] == [
-        ("seed", "random.seed", "42"), ("seed", "random.setstate", "<tuple>")
+        ("seed", "random.seed", "42"),
+        ("seed", "random.setstate", "<tuple>"),
     ]
     assert not trace.findings  # a deterministic seed and restore: nothing unseeded
 
@@ -57,7 +61,8 @@ def test_module_functions_bound_before_tracing_are_attributed_from_the_first_cal
         prebound_randint(1, 6)
         prebound_sample(range(100), 10)  # draws ten times inside: one event
     assert [(e.kind, e.api, e.frame.lineno) for e in trace.events] == [
-        ("draw", "random.randint", line), ("draw", "random.sample", line + 1)
+        ("draw", "random.randint", line),
+        ("draw", "random.sample", line + 1),
     ]
     assert trace.events[0].frame.filename == HERE
 
@@ -88,8 +93,16 @@ def test_the_instance_draws_the_same_values_traced_as_untraced():
     def run():
         random.seed(11)
         inst = random._inst
-        return [inst.random(), inst.randint(0, 99), inst.sample(range(99), 7), inst.gauss(0, 1),
-                inst.choices("abcdef", k=4), inst.uniform(1, 2), random.random(), inst.getrandbits(70)]
+        return [
+            inst.random(),
+            inst.randint(0, 99),
+            inst.sample(range(99), 7),
+            inst.gauss(0, 1),
+            inst.choices("abcdef", k=4),
+            inst.uniform(1, 2),
+            random.random(),
+            inst.getrandbits(70),
+        ]
 
     expected = run()
     with rng_trace(print=False):

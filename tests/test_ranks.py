@@ -60,7 +60,10 @@ def test_rank_variable_names_the_log(tmp_path, monkeypatch):
     assert os.listdir(tmp_path) == ["rank-3.json"]
     trace = Trace.load(tmp_path / "rank-3.json")
     assert [(e.kind, e.api) for e in trace.events] == [
-        ("draw", "random.random"), ("seed", "random.seed"), ("draw", "random.random")]
+        ("draw", "random.random"),
+        ("seed", "random.seed"),
+        ("draw", "random.random"),
+    ]
 
 
 def test_a_process_with_no_rank_is_named_by_pid(tmp_path):
@@ -104,11 +107,14 @@ def test_log_dir_is_made_absolute_when_the_tracer_is_made(tmp_path, monkeypatch)
     assert os.listdir(tmp_path / "elsewhere") == []
 
 
-@pytest.mark.parametrize("value, error, says", [
-    (b"logs", TypeError, "not bytes"),
-    (3, TypeError, "folder path"),
-    ("", ValueError, "empty"),
-])
+@pytest.mark.parametrize(
+    "value, error, says",
+    [
+        (b"logs", TypeError, "not bytes"),
+        (3, TypeError, "folder path"),
+        ("", ValueError, "empty"),
+    ],
+)
 def test_log_dir_that_is_no_folder_path_is_refused(value, error, says):
     with pytest.raises(error, match=says):
         rng_trace(log_dir=value)
@@ -218,8 +224,9 @@ def test_ranks_started_from_different_folders_still_match(tmp_path, monkeypatch,
     as_rank(monkeypatch, 1, tmp_path)
     log = tmp_path / "rank-1.json"
     data = json.loads(log.read_text())
-    data["stacks"] = [[["/elsewhere/checkout/" + os.path.basename(f), line, fn] for f, line, fn in stack]
-                      for stack in data["stacks"]]
+    data["stacks"] = [
+        [["/elsewhere/checkout/" + os.path.basename(f), line, fn] for f, line, fn in stack] for stack in data["stacks"]
+    ]
     log.write_text(json.dumps(data))
     status, out, _ = ranks(tmp_path, capsys)
     assert status == 0, out
@@ -234,7 +241,7 @@ def test_three_ranks_name_the_ranks_on_each_side(tmp_path, monkeypatch, capsys):
     [finding] = findings(load_logs(tmp_path)[0])
     assert finding.kind == "divergent" and finding.stream == "random"
     assert finding.pids == (os.getpid(),) * 3 and finding.events == (-1, -1, 3)
-    assert f"rank 1 drew random.random ×1 at" in finding.message and f"{HERE}:{EXTRA_LINE}" in finding.message
+    assert "rank 1 drew random.random ×1 at" in finding.message and f"{HERE}:{EXTRA_LINE}" in finding.message
     assert "ranks 0 and 2 made no more" in finding.message
     assert "random.Random(seed)" in finding.fix
 
@@ -289,11 +296,14 @@ def test_pid_logs_beside_rank_logs_are_left_out_and_said(tmp_path, monkeypatch, 
     assert out.splitlines()[-1] == "(1 log named by pid left out: processes with no rank)"
 
 
-@pytest.mark.parametrize("make, says", [
-    (lambda d: d / "missing", "does not exist; give the log_dir the ranks saved their logs in"),
-    (lambda d: d, "holds no rank-N.json or pid-N.json logs"),
-    (lambda d: d / "a-file" if (d / "a-file").write_text("") == 0 else None, "is not a folder"),
-])
+@pytest.mark.parametrize(
+    "make, says",
+    [
+        (lambda d: d / "missing", "does not exist; give the log_dir the ranks saved their logs in"),
+        (lambda d: d, "holds no rank-N.json or pid-N.json logs"),
+        (lambda d: d / "a-file" if (d / "a-file").write_text("") == 0 else None, "is not a folder"),
+    ],
+)
 def test_nothing_to_compare_exits_2_with_one_line(tmp_path, capsys, make, says):
     status, out, err = ranks(make(tmp_path), capsys)
     assert (status, out) == (2, "")
@@ -366,8 +376,16 @@ def gloo_job(tmp_path_factory):
     script.write_text(RANK_SCRIPT)
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "LOCAL_RANK", "WORLD_SIZE")}
     env.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()))
-    jobs = [subprocess.Popen([sys.executable, str(script), str(rank), str(folder)], env=env,
-                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for rank in (0, 1)]
+    jobs = [
+        subprocess.Popen(
+            [sys.executable, str(script), str(rank), str(folder)],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for rank in (0, 1)
+    ]
     try:
         outputs = [job.communicate(timeout=120)[0] for job in jobs]
     finally:
@@ -400,20 +418,27 @@ def test_a_block_ending_after_destroy_process_group_keeps_its_rank(gloo_job):
 
 def _run_rank(folder, script, rank: int, extra: bool) -> subprocess.CompletedProcess:
     env = dict(os.environ, RANK=str(rank), EXTRA="1" if extra else "")
-    return subprocess.run([sys.executable, "-m", "rngtrace", "run", "--quiet", "--log-dir", str(folder), str(script)],
-                          env=env, capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "rngtrace", "run", "--quiet", "--log-dir", str(folder), str(script)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def test_rngtrace_run_log_dir_and_rngtrace_ranks_from_the_command_line(tmp_path):
     script = tmp_path / "train.py"
-    script.write_text(textwrap.dedent("""\
+    script.write_text(
+        textwrap.dedent("""\
         import os, random
         random.seed(1)
         random.random()
         if os.environ.get("EXTRA"):
             random.random()
         random.random()
-    """))
+    """)
+    )
     alike, apart = tmp_path / "alike", tmp_path / "apart"
     for rank in (0, 1):
         assert _run_rank(alike, script, rank, extra=False).returncode == 0
@@ -429,7 +454,8 @@ def test_rngtrace_run_log_dir_and_rngtrace_ranks_from_the_command_line(tmp_path)
 def test_rngtrace_run_refuses_a_log_dir_that_is_a_file_in_one_line(tmp_path):
     script = tmp_path / "s.py"
     script.write_text("pass\n")
-    result = subprocess.run([sys.executable, "-m", "rngtrace", "run", "--log-dir", str(script), str(script)],
-                            capture_output=True, text=True)
+    result = subprocess.run(
+        [sys.executable, "-m", "rngtrace", "run", "--log-dir", str(script), str(script)], capture_output=True, text=True
+    )
     assert result.returncode == 2
     assert len(result.stderr.strip().splitlines()) == 1

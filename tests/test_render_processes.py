@@ -16,9 +16,9 @@ import subprocess
 import numpy as np
 import numpy.random  # noqa: F401  (imported before any fork, so children inherit numpy's state)
 import pytest
-
 from fork_pools import two_workers_draw
 from literal_traces import events_block
+
 from rngtrace import Trace, rng_trace
 from rngtrace.diff import compare
 from rngtrace.render import render_diff
@@ -191,8 +191,10 @@ def _rows(page: str, section: str) -> list[list[str]]:
     body = re.search(rf'<section class="card" id="{section}">.*?<tbody>(.*?)</tbody>', page, re.S)
     assert body, f"no table in section {section}"
     rows = re.findall(r"<tr[^>]*>(.*?)</tr>", body.group(1), re.S)
-    return [[html.unescape(re.sub(r"<[^>]+>", "", c)).strip() for c in re.findall(r"<td[^>]*>(.*?)</td>", r, re.S)]
-            for r in rows]
+    return [
+        [html.unescape(re.sub(r"<[^>]+>", "", c)).strip() for c in re.findall(r"<td[^>]*>(.*?)</td>", r, re.S)]
+        for r in rows
+    ]
 
 
 def test_the_timeline_has_a_band_of_lanes_per_process():
@@ -211,8 +213,10 @@ def test_the_report_lists_the_processes_and_names_each_seeds_pid_and_each_sites_
     trace, child = _parent_and_child(child_seed=12345)
     page = render_html(trace)
     me = str(os.getpid())
-    assert _rows(page, "processes") == [[me, "the traced process", "traced", "running", "2"],
-                                        [str(child), "—", f"fork from {me}", "exit code 3", "2"]]
+    assert _rows(page, "processes") == [
+        [me, "the traced process", "traced", "running", "2"],
+        [str(child), "—", f"fork from {me}", "exit code 3", "2"],
+    ]
     assert f'data-pid="{child}"' in page
     (seed,) = _rows(page, "others")
     (index,) = [e.index for e in trace.events if e.kind == "seed"]
@@ -245,10 +249,20 @@ def test_chromium_draws_every_process_lane_and_names_a_pinned_events_process(tmp
     page = tmp_path / "report.html"
     page.write_text(render_html(trace), encoding="utf-8")
     child_event = next(e.index for e in trace.events if e.pid == child)
-    command = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-               "--disable-background-networking", "--disable-component-update", "--disable-sync",
-               f"--user-data-dir={tmp_path / 'profile'}", "--virtual-time-budget=5000", "--dump-dom",
-               page.as_uri() + f"#event={child_event}"]
+    command = [
+        CHROMIUM,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        f"--user-data-dir={tmp_path / 'profile'}",
+        "--virtual-time-budget=5000",
+        "--dump-dom",
+        page.as_uri() + f"#event={child_event}",
+    ]
     dom = subprocess.run(command, capture_output=True, text=True, timeout=60, check=True).stdout
     assert re.search(rf'<div id="chart"[^>]*data-rendered="{len(trace.events)}"', dom)
     detail = re.search(r'<aside id="detail"[^>]*>(.*?)</aside>', dom, re.S).group(1)

@@ -35,16 +35,23 @@ def row(log: str, needle: str) -> str:
 
 def test_header_counts_each_stream_and_kind(here):
     story = (here("story.py"), 7, "<module>")
-    log = render(build(seed("numpy.random.seed", "666", story), draw("numpy.random.rand", 1, story),
-                       draw("random.random", 1, story), draw("numpy.random.rand", 2, story),
-                       moved("numpy", "moved", story)))
+    log = render(
+        build(
+            seed("numpy.random.seed", "666", story),
+            draw("numpy.random.rand", 1, story),
+            draw("random.random", 1, story),
+            draw("numpy.random.rand", 2, story),
+            moved("numpy", "moved", story),
+        )
+    )
     assert log.splitlines()[0] == "rngtrace: 5 events — random: 1 draw · numpy: 1 seed, 2 draws, 1 unattributed"
 
 
 def test_header_counts_include_dropped_events(here):
     story = (here("story.py"), 3, "<module>")
-    trace = build(draw("random.random", 1, story), overflow=((draw("random.random", 1, story), 999, 999),),
-                  max_events=1)
+    trace = build(
+        draw("random.random", 1, story), overflow=((draw("random.random", 1, story), 999, 999),), max_events=1
+    )
     assert render(trace).splitlines()[0] == "rngtrace: 1,000 events — random: 1,000 draws"
 
 
@@ -62,7 +69,9 @@ def test_notes_are_printed_even_for_an_empty_trace():
 
 def test_events_are_listed_in_order_with_index_stream_kind_api_and_caller(here):
     story = (here("story.py"), 7, "<module>")
-    log = render(build(seed("numpy.random.seed", "666", story), draw("random.shuffle", 3, (here("story.py"), 8, "<module>"))))
+    log = render(
+        build(seed("numpy.random.seed", "666", story), draw("random.shuffle", 3, (here("story.py"), 8, "<module>")))
+    )
     lines = log.splitlines()
     assert lines[1].split() == ["#", "stream", "kind", "api", "called", "at"]
     assert lines[2].split() == ["0", "numpy", "seed", "numpy.random.seed(666)", "story.py:7", "in", "<module>"]
@@ -70,9 +79,13 @@ def test_events_are_listed_in_order_with_index_stream_kind_api_and_caller(here):
 
 
 def test_columns_are_aligned_across_rows(here):
-    log = render(build(draw("numpy.random.rand", 3, (here("a.py"), 1, "f")),
-                       draw("random.random", 1, (here("deeper", "module_b.py"), 120, "g")),
-                       draw("numpy.random.randint", 12345, (SKLEARN, 5, "resample"), (here("a.py"), 9, "main"))))
+    log = render(
+        build(
+            draw("numpy.random.rand", 3, (here("a.py"), 1, "f")),
+            draw("random.random", 1, (here("deeper", "module_b.py"), 120, "g")),
+            draw("numpy.random.randint", 12345, (SKLEARN, 5, "resample"), (here("a.py"), 9, "main")),
+        )
+    )
     lines = events_block(log).splitlines()[1:]
     for title in ("stream", "api", "called at", "your code"):
         start = lines[0].index(title)
@@ -81,8 +94,13 @@ def test_columns_are_aligned_across_rows(here):
 
 
 def test_user_code_column_names_first_frame_past_libraries_and_stdlib(here):
-    stack = ((SKLEARN, 574, "resample"), (RANDOM_PY, 362, "shuffle"), (TORCH_LINEAR, 40, "forward"),
-             (here("train.py"), 12, "main"), (here("run.py"), 3, "<module>"))
+    stack = (
+        (SKLEARN, 574, "resample"),
+        (RANDOM_PY, 362, "shuffle"),
+        (TORCH_LINEAR, 40, "forward"),
+        (here("train.py"), 12, "main"),
+        (here("run.py"), 3, "<module>"),
+    )
     line = row(render(build(draw("numpy.random.shuffle", 3, *stack))), "numpy.random.shuffle ×3")
     assert line.split()[-3:] == ["train.py:12", "in", "main"]
 
@@ -112,9 +130,13 @@ def test_count_none_shows_the_api_alone(here):
 
 def test_unattributed_event_is_marked_with_its_window_and_explained_once(here):
     story = (here("s.py"), 4, "<module>")
-    log = render(build(draw("numpy.random.rand", 1, story),
-                       moved("numpy", "moved after the last recorded event; noticed when the block ended", story),
-                       moved("random", "moved during the block", story)))
+    log = render(
+        build(
+            draw("numpy.random.rand", 1, story),
+            moved("numpy", "moved after the last recorded event; noticed when the block ended", story),
+            moved("random", "moved during the block", story),
+        )
+    )
     assert row(log, "numpy state").lstrip().startswith("!  1  numpy   unattributed")
     assert row(log, "numpy state").split()[-3:] == ["numpy", "state", "—"]  # no line of its own
     note = row(log, "moved between #0")
@@ -137,9 +159,14 @@ def test_thread_column_appears_only_when_several_threads_drew(here):
 
 def test_draws_are_grouped_by_call_site_with_calls_and_values(here):
     init = (here("acc", "devinit.py"), 4, "init")
-    log = render(build(draw("numpy.random.rand", 1, init), draw("numpy.random.rand", 3, init),
-                       draw("random.random", 1, (here("story.py"), 9, "<module>")),
-                       seed("numpy.random.seed", "1", init)))
+    log = render(
+        build(
+            draw("numpy.random.rand", 1, init),
+            draw("numpy.random.rand", 3, init),
+            draw("random.random", 1, (here("story.py"), 9, "<module>")),
+            seed("numpy.random.seed", "1", init),
+        )
+    )
     sites = section(log, "Draws by call site").splitlines()
     assert sites[0] == "Draws by call site (3 draws, most calls first):"
     assert sites[2].split() == ["2", "4", "numpy", "numpy.random.rand", "acc/devinit.py:4", "in", "init"]
@@ -149,16 +176,21 @@ def test_draws_are_grouped_by_call_site_with_calls_and_values(here):
 
 def test_grouping_includes_dropped_events(here):
     site = (here("loop.py"), 2, "step")
-    trace = build(draw("numpy.random.rand", 2, site),
-                  overflow=((draw("numpy.random.rand", 2, site), 4_999, 9_998),), max_events=1)
+    trace = build(
+        draw("numpy.random.rand", 2, site), overflow=((draw("numpy.random.rand", 2, site), 4_999, 9_998),), max_events=1
+    )
     assert section(render(trace), "Draws by call site").splitlines()[2].split()[:2] == ["5,000", "10,000"]
 
 
 def test_one_library_line_reached_from_two_user_lines_is_two_sites(here):
     lib = (SKLEARN, 574, "resample")
-    log = render(build(draw("numpy.random.shuffle", 3, lib, (here("a.py"), 1, "f")),
-                       draw("numpy.random.shuffle", 3, lib, (here("a.py"), 1, "f")),
-                       draw("numpy.random.shuffle", 3, lib, (here("b.py"), 7, "g"))))
+    log = render(
+        build(
+            draw("numpy.random.shuffle", 3, lib, (here("a.py"), 1, "f")),
+            draw("numpy.random.shuffle", 3, lib, (here("a.py"), 1, "f")),
+            draw("numpy.random.shuffle", 3, lib, (here("b.py"), 7, "g")),
+        )
+    )
     sites = section(log, "Draws by call site").splitlines()
     assert sites[2].split()[:2] == ["2", "6"] and sites[2].endswith("a.py:1 in f")
     assert sites[3].split()[:2] == ["1", "3"] and sites[3].endswith("b.py:7 in g")
@@ -206,8 +238,7 @@ def test_truncated_log_keeps_grouped_statistics_for_all_events(here):
 
 def test_dropped_events_are_reported_below_the_events(here):
     site = (here("loop.py"), 2, "step")
-    trace = build(draw("random.random", 1, site), overflow=((draw("random.random", 1, site), 41, 41),),
-                  max_events=1)
+    trace = build(draw("random.random", 1, site), overflow=((draw("random.random", 1, site), 41, 41),), max_events=1)
     assert "41 more events beyond max_events=1 were counted but not kept" in render(trace)
 
 
@@ -215,8 +246,10 @@ def test_dropped_events_are_reported_below_the_events(here):
 
 
 def colourful(here) -> Trace:
-    return build(draw("numpy.random.rand", 3, (SKLEARN, 1, "f"), (here("s.py"), 2, "<module>")),
-                 moved("numpy", "moved", (here("s.py"), 3, "<module>")))
+    return build(
+        draw("numpy.random.rand", 3, (SKLEARN, 1, "f"), (here("s.py"), 2, "<module>")),
+        moved("numpy", "moved", (here("s.py"), 3, "<module>")),
+    )
 
 
 def test_no_ansi_codes_without_color(here):
@@ -290,14 +323,16 @@ def test_torch_hint_sends_dataloader_draws_to_its_generator_and_dropout_to_manua
 
 def test_a_model_built_is_hinted_with_manual_seed_not_the_init_it_called_inside(here):
     linear = ("/venv/lib/python3.11/site-packages/torch/nn/modules/linear.py", 124, "Linear.reset_parameters")
-    hint = section(render(build(draw("torch.nn.init.kaiming_uniform_", 128, linear, (here("s.py"), 3, "<module>")))),
-                   "Hint:")
+    hint = section(
+        render(build(draw("torch.nn.init.kaiming_uniform_", 128, linear, (here("s.py"), 3, "<module>")))), "Hint:"
+    )
     assert "torch.manual_seed(seed) before building the model" in hint and "pass generator=g" not in hint
 
 
 def test_a_library_draw_is_hinted_with_random_state_not_a_generator_method(here):
-    hint = section(render(build(draw("numpy.random.permutation", 64, (SKLEARN, 5, "f"), (here("s.py"), 2, "m")))),
-                   "Hint:")
+    hint = section(
+        render(build(draw("numpy.random.permutation", 64, (SKLEARN, 5, "f"), (here("s.py"), 2, "m")))), "Hint:"
+    )
     assert "rng.permutation" not in hint and "random_state=0 for scikit-learn and scipy" in hint
 
 

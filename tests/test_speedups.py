@@ -12,14 +12,13 @@ import subprocess
 import sys
 import textwrap
 import threading
-from typing import Callable
 import weakref
+from collections.abc import Callable
 
 import numpy as np
 import pytest
 
-from rngtrace import rng_trace
-from rngtrace import _hotpath
+from rngtrace import _hotpath, rng_trace
 from rngtrace.sources import _base
 
 accelerated = pytest.mark.skipif(_hotpath.SPEEDUPS is None, reason="the C accelerator is not built or is turned off")
@@ -140,7 +139,10 @@ def test_a_seed_is_made_by_the_c_recorder_so_a_stack_the_seed_keeps_shows_no_fra
     kept = [line for call in tracker.get_calls() if call for line in call[1]]
     assert kept and not [line for line in kept if package in line]
     assert [(e.stream, e.kind, e.detail) for e in trace.events] == [
-        ("torch", "seed", "11"), ("numpy", "seed", "5"), ("numpy", "draw", None)]
+        ("torch", "seed", "11"),
+        ("numpy", "seed", "5"),
+        ("numpy", "draw", None),
+    ]
 
 
 def python_path_calls(draw: Callable[[], object], n: int) -> list[str]:
@@ -277,7 +279,8 @@ DROPOUT_PROGRAM = textwrap.dedent(
         lambda: F.dropout(x, 1.5, True), lambda: F.dropout(x, float("nan"), True),
         lambda: F.dropout2d(x, 0.5, True), lambda: F.dropout3d(x, 0.5, False),
         lambda: F.alpha_dropout(x, 0.5, True), lambda: F.feature_alpha_dropout(x, 0.2, training=True),
-        lambda: torch.dropout(x, 0.5, True), lambda: torch.dropout(x, 0.5, False), lambda: torch.dropout(x, 0.5, train=True),
+        lambda: torch.dropout(x, 0.5, True), lambda: torch.dropout(x, 0.5, False),
+        lambda: torch.dropout(x, 0.5, train=True),
         lambda: torch.nn.Dropout(0.5).train()(x), lambda: torch.nn.Dropout(0.5).eval()(x),
         lambda: F.rrelu(x, training=True), lambda: F.rrelu(x),
         lambda: F.scaled_dot_product_attention(x, x, x, dropout_p=0.5), lambda: F.scaled_dot_product_attention(x, x, x),
@@ -324,10 +327,30 @@ def test_a_recorder_refuses_a_condition_or_an_argument_it_does_not_know():
 
     made = dict(hot=HUB.rec.hot, fingerprint=Fingerprint(), lock=threading.RLock())
     with pytest.raises(ValueError, match="unknown condition"):
-        _hotpath.SPEEDUPS.Recorder(print, print, None, **made, stream="s", kind="draw", api="api", moved="moved",
-                                 count_of=None, condition=("sometimes", ()))
-    recorder = _hotpath.SPEEDUPS.Recorder(print, len, None, **made, stream="s", kind="draw", api="api", moved="moved",
-                                        count_of=None, condition=("truthy", ((0, "x", None),)))
+        _hotpath.SPEEDUPS.Recorder(
+            print,
+            print,
+            None,
+            **made,
+            stream="s",
+            kind="draw",
+            api="api",
+            moved="moved",
+            count_of=None,
+            condition=("sometimes", ()),
+        )
+    recorder = _hotpath.SPEEDUPS.Recorder(
+        print,
+        len,
+        None,
+        **made,
+        stream="s",
+        kind="draw",
+        api="api",
+        moved="moved",
+        count_of=None,
+        condition=("truthy", ((0, "x", None),)),
+    )
     assert recorder("abc") == 3  # no trace active: straight through
     named = dict(made, stream="s", kind="seed", api="api", moved="moved", count_of=None)
     with pytest.raises(TypeError, match="inside= is a tuple of file prefixes"):

@@ -165,7 +165,7 @@ def test_c_and_python_walks_agree_on_recursion_at_every_depth_cut_off(pin):
         twins = Twins(depth, pin)
 
         def down(n):
-            return down(n - 1) if n else twins.snap()
+            return down(n - 1) if n else twins.snap()  # noqa: B023 (called within the iteration)
 
         stacks = [down(n) for n in (5, 1, 9, 5, 0, 30)]
         # With a frame cache the walk is whole; depth only decides which cached chain may end it.
@@ -214,6 +214,7 @@ def test_c_and_python_walks_agree_across_threads(pin):
 
     def work(n):
         together.wait()
+
         def down(k):
             if k:
                 return down(k - 1)
@@ -324,7 +325,7 @@ def test_c_walk_memo_is_per_table_and_agrees_on_repeated_fresh_paths(pin):
         twins = Twins(16, pin)
 
         def deep(n):
-            return deep(n - 1) if n else twins.snap()
+            return deep(n - 1) if n else twins.snap()  # noqa: B023 (called within the iteration)
 
         stacks = [deep(n % 4 + 10) for n in range(12)]
         assert stacks[:4] == stacks[4:8] == stacks[8:]
@@ -340,6 +341,7 @@ def test_an_error_in_the_c_walk_falls_back_to_the_python_walk():
         raise MemoryError
 
     table.accelerated = broken
+
     def leaf():
         return sys._getframe()
 
@@ -350,6 +352,7 @@ def test_an_error_in_the_c_walk_falls_back_to_the_python_walk():
 
 
 # -- the C walk over the interpreter's own frames (3.11-3.13) ---------------------------------
+
 
 def test_the_c_walk_reads_the_interpreters_frames_where_their_layout_was_proven():
     speedups = __import__("pytest").importorskip("rngtrace._speedups")
@@ -459,6 +462,7 @@ def test_c_and_python_walks_agree_on_another_threads_running_frames(pin):
 
 # -- lines: the C lookup and the co_lines() reference -----------------------------------------
 
+
 def _code_objects(*modules):
     """Every code object in ``modules``, nested ones (functions, comprehensions, classes) too."""
     found, todo = [], []
@@ -493,8 +497,10 @@ def test_the_c_line_lookup_gives_the_line_co_lines_gives_at_every_instruction_of
         for lasti in range(-2, size + 4, 2):
             line = _stack._c_lineno_at(code, lasti)
             if line is None:  # no line of its own, or outside the code: the reference decides
-                assert lasti < 0 or lasti >= size or any(
-                    start <= lasti < end and lineno is None for start, end, lineno in code.co_lines()
+                assert (
+                    lasti < 0
+                    or lasti >= size
+                    or any(start <= lasti < end and lineno is None for start, end, lineno in code.co_lines())
                 ), f"{code.co_name} at {lasti}: C found no line where co_lines has one"
                 continue
             assert line == _stack.lineno_from_table(code, lasti), f"{code.co_name} at {lasti}"

@@ -49,9 +49,7 @@ def test_the_log_names_the_line_in_init_that_shifted_the_stream(tmp_path, monkey
 
 
 def test_the_example_story_prints_its_log_to_stderr_and_leaves_stdout_alone():
-    out = subprocess.run(
-        [sys.executable, "story.py"], cwd=EXAMPLES, capture_output=True, text=True, timeout=60
-    )
+    out = subprocess.run([sys.executable, "story.py"], cwd=EXAMPLES, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith("x = 0.844187")
     assert "acc/devinit.py:10" in out.stderr

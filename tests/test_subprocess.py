@@ -31,8 +31,14 @@ def _write(folder, name: str, text: str):
 
 def _run(tmp_path, script, *options: str, env: dict | None = None) -> tuple[subprocess.CompletedProcess, Trace]:
     log = tmp_path / "log.json"
-    result = subprocess.run([sys.executable, "-m", "rngtrace", "run", "--quiet", "--json", str(log), *options,
-                             str(script)], capture_output=True, text=True, cwd=tmp_path, timeout=120, env=env)
+    result = subprocess.run(
+        [sys.executable, "-m", "rngtrace", "run", "--quiet", "--json", str(log), *options, str(script)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+        env=env,
+    )
     assert result.returncode == 0, result.stderr
     return result, Trace.load(log)
 
@@ -43,13 +49,17 @@ def _spool_folders() -> set[str]:
 
 def test_a_python_child_started_with_subprocess_is_traced_with_its_pid_and_command(tmp_path):
     _write(tmp_path, "child.py", CHILD)
-    parent = _write(tmp_path, "parent.py", """\
+    parent = _write(
+        tmp_path,
+        "parent.py",
+        """\
         import random, subprocess, sys
         random.seed(1)
         random.random()
         out = subprocess.run([sys.executable, "child.py"], capture_output=True, text=True, check=True).stdout
         print("child:", out.strip())
-    """)
+    """,
+    )
     untraced = subprocess.run([sys.executable, str(parent)], capture_output=True, text=True, cwd=tmp_path)
     result, trace = _run(tmp_path, parent)
     assert result.stdout == untraced.stdout  # the child drew what it draws untraced
@@ -59,42 +69,58 @@ def test_a_python_child_started_with_subprocess_is_traced_with_its_pid_and_comma
     assert child[0].ppid == trace.pid and child[0].role == "python child.py" and child[0].exit == "normal"
     events = [(e.pid, e.api, e.stack[0].filename, e.stack[0].lineno) for e in trace.events if e.pid == child[0].pid]
     assert [(api, os.path.basename(f), line) for _pid, api, f, line in events] == [
-        ("numpy.random.seed", "child.py", 3), ("numpy.random.rand", "child.py", 4)]
+        ("numpy.random.seed", "child.py", 3),
+        ("numpy.random.rand", "child.py", 4),
+    ]
     assert [e.api for e in trace.events if e.pid == trace.pid] == ["random.seed", "random.random"]
 
 
 def test_a_grandchild_started_by_a_child_is_traced_too(tmp_path):
     _write(tmp_path, "grandchild.py", "import random; random.seed(3); random.random()\n")
-    _write(tmp_path, "child.py", "import subprocess, sys; subprocess.run([sys.executable, 'grandchild.py'], check=True)\n")
-    parent = _write(tmp_path, "parent.py", "import subprocess, sys; subprocess.run([sys.executable, 'child.py'], check=True)\n")
+    _write(
+        tmp_path, "child.py", "import subprocess, sys; subprocess.run([sys.executable, 'grandchild.py'], check=True)\n"
+    )
+    parent = _write(
+        tmp_path, "parent.py", "import subprocess, sys; subprocess.run([sys.executable, 'child.py'], check=True)\n"
+    )
     _result, trace = _run(tmp_path, parent)
     by_role = {p.role: p for p in trace.processes if p.start == "subprocess"}
     assert set(by_role) == {"python child.py", "python grandchild.py"}
     assert by_role["python grandchild.py"].ppid == by_role["python child.py"].pid
-    assert [e.api for e in trace.events if e.pid == by_role["python grandchild.py"].pid] == ["random.seed",
-                                                                                           "random.random"]
+    assert [e.api for e in trace.events if e.pid == by_role["python grandchild.py"].pid] == [
+        "random.seed",
+        "random.random",
+    ]
 
 
 def test_children_seeded_alike_are_a_duplicate_finding(tmp_path):
     _write(tmp_path, "child.py", "import numpy as np; np.random.seed(0); np.random.rand()\n")
-    parent = _write(tmp_path, "parent.py", """\
+    parent = _write(
+        tmp_path,
+        "parent.py",
+        """\
         import subprocess, sys
         for _ in range(2):
             subprocess.run([sys.executable, "child.py"], check=True)
-    """)
+    """,
+    )
     _result, trace = _run(tmp_path, parent)
     duplicates = [f for f in trace.findings if f.kind == "duplicate"]
     assert len(duplicates) == 1 and duplicates[0].stream == "numpy" and len(duplicates[0].pids) == 2
 
 
 def test_a_child_outliving_the_program_runs_on_untraced_and_leaves_no_folder(tmp_path):
-    _write(tmp_path, "child.py", """\
+    _write(
+        tmp_path,
+        "child.py",
+        """\
         import os, random, sys, time
         time.sleep(1.0)
         random.seed(2)
         with open("done.txt", "w") as out:
             out.write(repr(random.random()))
-    """)
+    """,
+    )
     parent = _write(tmp_path, "parent.py", "import subprocess, sys; subprocess.Popen([sys.executable, 'child.py'])\n")
     before = _spool_folders()
     _result, trace = _run(tmp_path, parent)
@@ -114,15 +140,23 @@ def test_the_childs_sitecustomize_still_runs_and_the_child_sees_no_rngtrace_path
     site = tmp_path / "site"
     site.mkdir()
     (site / "sitecustomize.py").write_text("import sys; sys.USER_SITECUSTOMIZE = True\n")
-    _write(tmp_path, "child.py", """\
+    _write(
+        tmp_path,
+        "child.py",
+        """\
         import random, sys
         random.random()
         print(getattr(sys, "USER_SITECUSTOMIZE", False), any("rngtrace-spool" in p for p in sys.path))
-    """)
-    parent = _write(tmp_path, "parent.py", """\
+    """,
+    )
+    parent = _write(
+        tmp_path,
+        "parent.py",
+        """\
         import subprocess, sys
         print(subprocess.run([sys.executable, "child.py"], capture_output=True, text=True, check=True).stdout, end="")
-    """)
+    """,
+    )
     env = {**os.environ, "PYTHONPATH": str(site)}
     result, trace = _run(tmp_path, parent, env=env)
     assert result.stdout == "True False\n"
@@ -131,17 +165,24 @@ def test_the_childs_sitecustomize_still_runs_and_the_child_sees_no_rngtrace_path
 
 def test_an_isolated_child_runs_untraced_and_unharmed(tmp_path):
     _write(tmp_path, "child.py", CHILD)
-    parent = _write(tmp_path, "parent.py", """\
+    parent = _write(
+        tmp_path,
+        "parent.py",
+        """\
         import subprocess, sys
         print(subprocess.run([sys.executable, "-I", "child.py"], capture_output=True, text=True, check=True).stdout)
-    """)
+    """,
+    )
     result, trace = _run(tmp_path, parent)
     assert result.stdout.startswith("0.5488135039273248 ")
     assert [p.start for p in trace.processes if p.pid != trace.pid] == []
 
 
 def test_a_spawned_worker_under_run_is_one_spawn_process_not_a_subprocess_too(tmp_path):
-    parent = _write(tmp_path, "parent.py", """\
+    parent = _write(
+        tmp_path,
+        "parent.py",
+        """\
         import multiprocessing as mp
         import numpy as np
 
@@ -153,7 +194,8 @@ def test_a_spawned_worker_under_run_is_one_spawn_process_not_a_subprocess_too(tm
             p = mp.get_context("spawn").Process(target=work)
             p.start()
             p.join()
-    """)
+    """,
+    )
     _result, trace = _run(tmp_path, parent)
     starts = sorted(p.start for p in trace.processes if p.pid != trace.pid)
     assert starts == ["spawn"]  # neither the worker twice nor the resource tracker
@@ -161,11 +203,15 @@ def test_a_spawned_worker_under_run_is_one_spawn_process_not_a_subprocess_too(tm
 
 def test_run_puts_pythonpath_back_and_removes_the_boot_folder(tmp_path, monkeypatch, capsys):
     _write(tmp_path, "child.py", "import random; random.random()\n")
-    script = _write(tmp_path, "parent.py", """\
+    script = _write(
+        tmp_path,
+        "parent.py",
+        """\
         import os, subprocess, sys
         subprocess.run([sys.executable, "child.py"], check=True)
         SEEN = os.environ["PYTHONPATH"]
-    """)
+    """,
+    )
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("PYTHONPATH", "/nowhere/else")
     before = _spool_folders()

@@ -13,9 +13,8 @@ from types import FrameType, SimpleNamespace
 
 import pytest
 
-from rngtrace import rng_trace
+from rngtrace import _hotpath, rng_trace
 from rngtrace._catchall import PinningCatchAll
-from rngtrace import _hotpath
 from rngtrace._threads import MAX_PINNED, Sweeper
 
 
@@ -229,7 +228,7 @@ def test_a_finalizer_in_a_let_go_frame_that_draws_is_an_event_of_its_own(monkeyp
         for _ in range(100):
             fetch_holding_a_drawing_local()
         freed = _DrawsWhenFreed.freed
-    events = trace.events[PinningCatchAll.PIN_AFTER + 1:]
+    events = trace.events[PinningCatchAll.PIN_AFTER + 1 :]
     from_finalizers = [e for e in events if e.stack[0].function.endswith("__del__")]
     assert freed >= 95, f"only {freed} of 100 locals freed during the block"
     assert len(from_finalizers) == freed and len(events) == 100 + freed

@@ -33,8 +33,17 @@ SRC = ROOT / "src"
 PACKAGE = Path(__file__).resolve().parent / "toy_stream_pkg"
 
 #: what a log that only the toy streams appear in must never say: another library's generator or advice
-OTHERS = ("np.random", "numpy", "default_rng", "torch", "random.Random", "random.seed", "random_state",
-          "scikit-learn", "scipy")
+OTHERS = (
+    "np.random",
+    "numpy",
+    "default_rng",
+    "torch",
+    "random.Random",
+    "random.seed",
+    "random_state",
+    "scikit-learn",
+    "scipy",
+)
 
 #: a library of the test's own (installed: it lives in a site-packages folder) that uses the toy streams
 DEVLIB = """\
@@ -75,7 +84,8 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: toystream\nVersion: 0.1\n", encoding="utf-8")
     (info / "entry_points.txt").write_text(
-        "[rngtrace.sources]\n" + "".join(f"{p.replace(chr(34), '')}\n" for p in points), encoding="utf-8")
+        "[rngtrace.sources]\n" + "".join(f"{p.replace(chr(34), '')}\n" for p in points), encoding="utf-8"
+    )
     (target / "devlib.py").write_text(DEVLIB, encoding="utf-8")
     return target
 
@@ -88,8 +98,16 @@ def environment(site: Path) -> dict[str, str]:
 
 def python(site: Path, *args: object, cwd: Path) -> subprocess.CompletedProcess:
     """Run ``python ARGS`` in ``cwd`` with toystream and devlib importable."""
-    return subprocess.run([sys.executable, *map(str, args)], cwd=cwd, env=environment(site),
-                          capture_output=True, text=True, encoding="utf-8", timeout=120, check=False)
+    return subprocess.run(
+        [sys.executable, *map(str, args)],
+        cwd=cwd,
+        env=environment(site),
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        timeout=120,
+        check=False,
+    )
 
 
 def rngtrace(site: Path, *args: object, cwd: Path) -> subprocess.CompletedProcess:
@@ -105,8 +123,11 @@ def write(path: Path, text: str) -> Path:
 
 def line(path: Path, marker: str) -> int:
     """The number of the line of ``path`` that carries the comment ``# marker``."""
-    (number,) = [i for i, text in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
-                 if text.rstrip().endswith(f"# {marker}")]
+    (number,) = [
+        i
+        for i, text in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if text.rstrip().endswith(f"# {marker}")
+    ]
     return number
 
 
@@ -158,9 +179,14 @@ json.dump({{
 
 def saved_findings(site: Path, log: Path) -> list[list]:
     """The findings of the saved log ``log``, read back where the toy streams are declared."""
-    done = python(site, "-c", "import json, sys; from rngtrace import Trace; print(json.dumps("
-                  "[[f.kind, f.stream, list(f.pids), f.message, f.fix] for f in Trace.load(sys.argv[1]).findings]))",
-                  log, cwd=log.parent)
+    done = python(
+        site,
+        "-c",
+        "import json, sys; from rngtrace import Trace; print(json.dumps("
+        "[[f.kind, f.stream, list(f.pids), f.message, f.fix] for f in Trace.load(sys.argv[1]).findings]))",
+        log,
+        cwd=log.parent,
+    )
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
 
@@ -177,12 +203,15 @@ def traced(site: Path, folder: Path, body: str) -> tuple[dict, Path]:
 
 
 def test_the_packages_entry_points_add_its_streams_to_those_rngtrace_lists(site, tmp_path):
-    write(tmp_path / "streams.py", """\
+    write(
+        tmp_path / "streams.py",
+        """\
         import json
         from rngtrace.sources import PROBLEMS, declared, stream
 
         print(json.dumps([list(declared()), PROBLEMS, stream("toy").seed_call, stream("bare").seed_call]))
-    """)
+    """,
+    )
     done = python(site, "streams.py", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     names, problems, toy_seed, bare_seed = json.loads(done.stdout)
@@ -201,30 +230,45 @@ def test_streams_takes_the_toy_stream_and_traces_only_it(site, tmp_path):
 
 
 def test_a_toy_draw_is_an_event_on_the_toy_stream_at_the_line_that_called_it(site, tmp_path):
-    data, script = traced(site, tmp_path, """\
+    data, script = traced(
+        site,
+        tmp_path,
+        """\
         toystream.draw()  # @draw
-    """)
-    assert data["events"] == [["toy", "draw", "toystream.draw", 1, None, data["pid"],
-                               [str(script), line(script, "@draw"), "<module>"]]]
+    """,
+    )
+    assert data["events"] == [
+        ["toy", "draw", "toystream.draw", 1, None, data["pid"], [str(script), line(script, "@draw"), "<module>"]]
+    ]
     assert data["findings"] == []
 
 
 def test_a_toy_seed_is_an_event_with_its_value_as_its_detail(site, tmp_path):
-    data, script = traced(site, tmp_path, """\
+    data, script = traced(
+        site,
+        tmp_path,
+        """\
         toystream.seed(7)  # @seed
         toystream.draw()
-    """)
-    assert [e[:5] for e in data["events"]] == [["toy", "seed", "toystream.seed", None, "7"],
-                                               ["toy", "draw", "toystream.draw", 1, None]]
+    """,
+    )
+    assert [e[:5] for e in data["events"]] == [
+        ["toy", "seed", "toystream.seed", None, "7"],
+        ["toy", "draw", "toystream.draw", 1, None],
+    ]
     assert data["events"][0][6] == [str(script), line(script, "@seed"), "<module>"]
     assert "toystream.seed(7)  prog.py:" in data["text"]
 
 
 def test_a_toy_seed_given_no_value_is_seeded_from_os_entropy_with_the_toys_seed_call_as_the_fix(site, tmp_path):
-    data, script = traced(site, tmp_path, """\
+    data, script = traced(
+        site,
+        tmp_path,
+        """\
         toystream.seed()  # @seed
         toystream.draw()
-    """)
+    """,
+    )
     ((kind, stream, _pids, message, fix),) = data["findings"]
     assert (kind, stream) == ("unseeded", "toy") and "from OS entropy" in message
     assert fix == f"give it a value: toystream.seed(0) at prog.py:{line(script, '@seed')}"
@@ -233,25 +277,34 @@ def test_a_toy_seed_given_no_value_is_seeded_from_os_entropy_with_the_toys_seed_
 def test_a_toy_library_call_that_draws_through_its_own_functions_is_one_event(site, tmp_path):
     # toystream.draws(3) calls toystream.draw() three times: its library's own calls are part of it,
     # as random.py's randint calling getrandbits is one random.randint event.
-    data, script = traced(site, tmp_path, """\
+    data, script = traced(
+        site,
+        tmp_path,
+        """\
         toystream.seed(0)
         toystream.draws(3)  # @draws
-    """)
-    assert [e[:4] for e in data["events"]] == [["toy", "seed", "toystream.seed", None],
-                                               ["toy", "draw", "toystream.draws", 3]]
+    """,
+    )
+    assert [e[:4] for e in data["events"]] == [
+        ["toy", "seed", "toystream.seed", None],
+        ["toy", "draw", "toystream.draws", 3],
+    ]
     assert data["events"][1][6] == [str(script), line(script, "@draws"), "<module>"]
     assert data["findings"] == []
 
 
 def test_a_toy_restore_is_recorded_only_where_it_changes_the_state(site, tmp_path):
-    data, _ = traced(site, tmp_path, """\
+    data, _ = traced(
+        site,
+        tmp_path,
+        """\
         state = toystream.getstate()
         toystream.setstate(state)  # the state it holds: moves nothing
         toystream.draw()
         toystream.setstate(state)  # puts back the state before the draw
-    """)
-    assert [e[:3] for e in data["events"]] == [["toy", "draw", "toystream.draw"],
-                                               ["toy", "seed", "toystream.setstate"]]
+    """,
+    )
+    assert [e[:3] for e in data["events"]] == [["toy", "draw", "toystream.draw"], ["toy", "seed", "toystream.setstate"]]
 
 
 # -- findings, each with the toy's own fix ---------------------------------------------------
@@ -260,11 +313,15 @@ def test_a_toy_restore_is_recorded_only_where_it_changes_the_state(site, tmp_pat
 @pytest.fixture(scope="module")
 def interleaved(site, tmp_path_factory) -> tuple[dict, Path]:
     """The story with the toy stream: the user seeds it, a library draws from it, the user draws."""
-    return traced(site, tmp_path_factory.mktemp("interleaved"), """\
+    return traced(
+        site,
+        tmp_path_factory.mktemp("interleaved"),
+        """\
         toystream.seed(0)  # @seed
         devlib.warm_up()  # @call
         x = toystream.draw()  # @draw
-    """)
+    """,
+    )
 
 
 def test_a_library_drawing_between_the_users_toy_seed_and_draw_is_interleaved_with_the_toys_fix(site, interleaved):
@@ -272,26 +329,39 @@ def test_a_library_drawing_between_the_users_toy_seed_and_draw_is_interleaved_wi
     ((kind, stream, pids, message, fix),) = data["findings"]
     assert (kind, stream, pids) == ("interleaved", "toy", [data["pid"]])
     # An installed package's draw is named by the call the user made into it, as train_test_split's is.
-    assert message == (f"1 toy draw inside warm_up (prog.py:{line(script, '@call')}) comes between your seed at "
-                       f"prog.py:{line(script, '@seed')} and your draw at prog.py:{line(script, '@draw')}: "
-                       "your numbers depend on it")
-    assert fix == (f"wrap warm_up() at prog.py:{line(script, '@call')} in `with rngtrace.rng_isolate():`, "
-                   f"or draw your own at prog.py:{line(script, '@draw')}: gen = toystream.Generator(0); gen.draw(...)")
+    assert message == (
+        f"1 toy draw inside warm_up (prog.py:{line(script, '@call')}) comes between your seed at "
+        f"prog.py:{line(script, '@seed')} and your draw at prog.py:{line(script, '@draw')}: "
+        "your numbers depend on it"
+    )
+    assert fix == (
+        f"wrap warm_up() at prog.py:{line(script, '@call')} in `with rngtrace.rng_isolate():`, "
+        f"or draw your own at prog.py:{line(script, '@draw')}: gen = toystream.Generator(0); gen.draw(...)"
+    )
 
 
 def test_a_library_seeding_the_toy_stream_after_the_user_is_reseeded_with_the_toys_words(site, tmp_path):
-    data, script = traced(site, tmp_path, """\
+    data, script = traced(
+        site,
+        tmp_path,
+        """\
         toystream.seed(0)  # @seed
         devlib.setup()  # @call
         toystream.draw()
-    """)
+    """,
+    )
     ((kind, stream, _pids, message, fix),) = data["findings"]
     assert (kind, stream) == ("reseeded", "toy")
     call = line(script, "@call")
-    assert message == (f"toystream.seed(1234) inside devlib.py:{line(site / 'devlib.py', '@lib-seed')} (setup, "
-                       f"called at prog.py:{call}) reseeds toy after your seed at prog.py:{line(script, '@seed')}: "
-                       "your seed no longer governs the draws after it")
-    assert fix == f"move your seed below prog.py:{call}, or wrap setup() at prog.py:{call} in `with rngtrace.rng_isolate():`"
+    assert message == (
+        f"toystream.seed(1234) inside devlib.py:{line(site / 'devlib.py', '@lib-seed')} (setup, "
+        f"called at prog.py:{call}) reseeds toy after your seed at prog.py:{line(script, '@seed')}: "
+        "your seed no longer governs the draws after it"
+    )
+    assert (
+        fix
+        == f"move your seed below prog.py:{call}, or wrap setup() at prog.py:{call} in `with rngtrace.rng_isolate():`"
+    )
     assert not no_other_library(fix)
 
 
@@ -299,11 +369,15 @@ def test_rngtrace_run_reports_a_toy_draw_before_any_seed_as_unseeded_with_the_to
     write(tmp_path / "prog.py", "import toystream\n\nx = toystream.draw()\n")
     done = rngtrace(site, "run", "--json", "log.json", "prog.py", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
-    assert ("! unseeded: toy is drawn from at prog.py:3 before it is ever seeded, so every run draws differently"
-            in flat(done.stderr))
+    assert (
+        "! unseeded: toy is drawn from at prog.py:3 before it is ever seeded, so every run draws differently"
+        in flat(done.stderr)
+    )
     ((kind, stream, _pids, message, fix),) = saved_findings(site, tmp_path / "log.json")
     assert (kind, stream) == ("unseeded", "toy") and "before it is ever seeded" in message
-    assert fix == "toystream.seed(0) at the program's start, or gen = toystream.Generator(0); gen.draw(...) at prog.py:3"
+    assert (
+        fix == "toystream.seed(0) at the program's start, or gen = toystream.Generator(0); gen.draw(...) at prog.py:3"
+    )
     assert no_other_library(done.stderr) == []
 
 
@@ -324,8 +398,11 @@ def test_the_text_log_counts_lists_and_hints_the_toy_stream(site, tmp_path):
 
 def test_a_log_the_toy_stream_alone_appears_in_names_no_other_librarys_generator_or_advice(interleaved):
     data, _ = interleaved
-    said = {"text log": data["text"], "html report": page_text(data["html"]),
-            "fixes": " ".join(f[4] for f in data["findings"])}
+    said = {
+        "text log": data["text"],
+        "html report": page_text(data["html"]),
+        "fixes": " ".join(f[4] for f in data["findings"]),
+    }
     assert {where: no_other_library(text) for where, text in said.items()} == {where: [] for where in said}
 
 
@@ -383,8 +460,10 @@ def test_rngtrace_diff_of_two_runs_that_differ_in_a_toy_draw_names_the_toy_strea
     assert done.returncode == 1, done.stdout + done.stderr
     b = tmp_path / "b" / "prog.py"
     # The user's line that called into the installed package, then the package's own frame in the table.
-    assert (f"First divergence: B has 1 extra toy draw at b/prog.py:{line(b, '@draw') - 1} in <module>, "
-            f"before the draw both runs make at b/prog.py:{line(b, '@draw')} in <module>") in flat(done.stdout)
+    assert (
+        f"First divergence: B has 1 extra toy draw at b/prog.py:{line(b, '@draw') - 1} in <module>, "
+        f"before the draw both runs make at b/prog.py:{line(b, '@draw')} in <module>"
+    ) in flat(done.stdout)
     assert f"devlib.py:{line(site / 'devlib.py', '@lib-draw')} in warm_up" in done.stdout
     assert "toystream.draw" in done.stdout and no_other_library(done.stdout) == []
 
@@ -411,7 +490,9 @@ def test_on_draw_raise_stops_a_toy_draw_and_names_the_toys_own_generator(site, t
 
 
 def test_rng_isolate_puts_the_toy_stream_back(site, tmp_path):
-    write(tmp_path / "prog.py", """\
+    write(
+        tmp_path / "prog.py",
+        """\
         import rngtrace
         import toystream
 
@@ -422,7 +503,8 @@ def test_rng_isolate_puts_the_toy_stream_back(site, tmp_path):
         with rngtrace.rng_isolate(streams="toy"):
             toystream.draws(5)
         print(toystream.getstate() == before)
-    """)
+    """,
+    )
     done = python(site, "prog.py", cwd=tmp_path)
     assert (done.returncode, done.stdout) == (0, "True\n"), done.stderr
 
@@ -435,7 +517,10 @@ def forked(site, tmp_path_factory) -> tuple[dict, Path]:
     """A forked child and its parent each draw twice from the toy stream they share."""
     if not hasattr(os, "fork"):
         pytest.skip("needs os.fork")
-    return traced(site, tmp_path_factory.mktemp("forked"), """\
+    return traced(
+        site,
+        tmp_path_factory.mktemp("forked"),
+        """\
         toystream.seed(0)
         pid = os.fork()
         if pid == 0:
@@ -446,15 +531,22 @@ def forked(site, tmp_path_factory) -> tuple[dict, Path]:
         toystream.draw()  # @parent
         toystream.draw()
         EXTRA["child"] = pid
-    """)
+    """,
+    )
 
 
 def test_a_forked_childs_toy_draws_reach_the_trace_with_the_childs_pid(forked):
     data, script = forked
     child = data["extra"]["child"]
     drawn = [(e[5], e[6][1]) for e in data["events"] if e[1] == "draw"]
-    assert sorted(drawn) == sorted([(child, line(script, "@child")), (child, line(script, "@child") + 1),
-                                    (data["pid"], line(script, "@parent")), (data["pid"], line(script, "@parent") + 1)])
+    assert sorted(drawn) == sorted(
+        [
+            (child, line(script, "@child")),
+            (child, line(script, "@child") + 1),
+            (data["pid"], line(script, "@parent")),
+            (data["pid"], line(script, "@parent") + 1),
+        ]
+    )
 
 
 def test_a_child_that_draws_what_its_parent_draws_from_the_toy_stream_is_a_duplicate_with_the_toys_fix(forked):
@@ -489,16 +581,20 @@ def test_clean():
 
 def _pytest(site: Path, folder: Path, *args: str) -> subprocess.CompletedProcess:
     write(folder / "test_toy.py", SUITE)
-    return python(site, "-m", "pytest", "-p", "no:randomly", "-p", "no:cacheprovider", "-q", *args, "test_toy.py",
-                  cwd=folder)
+    return python(
+        site, "-m", "pytest", "-p", "no:randomly", "-p", "no:cacheprovider", "-q", *args, "test_toy.py", cwd=folder
+    )
 
 
 def _entries(output: str) -> dict[str, str]:
     """The report's entries: first line (test id) -> the entry's whole text."""
     section = output.split("rngtrace: global random streams", 1)[1]
     blocks = re.split(r"\n\s*\n", section.split("\n", 2)[2].strip("\n"))
-    return {block.split("\n", 1)[0].split("  [", 1)[0]: block for block in blocks
-            if block.strip() and not block.startswith(" ") and not re.match(r"=+ ", block)}
+    return {
+        block.split("\n", 1)[0].split("  [", 1)[0]: block
+        for block in blocks
+        if block.strip() and not block.startswith(" ") and not re.match(r"=+ ", block)
+    }
 
 
 def test_the_pytest_report_names_the_toy_stream_the_tests_line_and_its_leak(site, tmp_path):
@@ -526,11 +622,15 @@ def test_strict_mode_tells_a_test_drawing_from_the_toy_stream_to_use_the_toys_ge
 
 
 def test_a_stream_that_declares_no_advice_gets_none_never_another_librarys(site, tmp_path):
-    data, script = traced(site, tmp_path, """\
+    data, script = traced(
+        site,
+        tmp_path,
+        """\
         toystream.bare.seed(0)
         devlib.bare_warm_up()  # @call
         toystream.bare.draw()
-    """)
+    """,
+    )
     ((kind, stream, _pids, _message, fix),) = data["findings"]
     assert (kind, stream) == ("interleaved", "bare")
     assert fix == f"wrap bare_warm_up() at prog.py:{line(script, '@call')} in `with rngtrace.rng_isolate():`"

@@ -11,17 +11,19 @@ import threading
 import pytest
 
 torch = pytest.importorskip("torch")
-import torch._dynamo  # noqa: E402,F401  (its import wraps torch.manual_seed: done here, before any test)
+import torch._dynamo  # noqa: E402,F401,F811  (its import wraps torch.manual_seed: done here, before any test)
 import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
-
-from rngtrace.render.text import render  # noqa: E402
 from torch import randn as prebound_randn  # noqa: E402  (bound before any trace starts)
 from torch.utils.data import DataLoader, TensorDataset, random_split  # noqa: E402
-
-from rngtrace import GlobalRNGError, rng_isolate, rng_trace  # noqa: E402
-from rngtrace import _hotpath  # noqa: E402
 from torch_traces import next_line, summary, torch_trace  # noqa: E402
+
+from rngtrace import (  # noqa: E402
+    GlobalRNGError,
+    _hotpath,  # noqa: E402
+    rng_isolate,
+)
+from rngtrace.render.text import render  # noqa: E402
 
 HERE = os.path.abspath(__file__)
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
@@ -216,29 +218,45 @@ def test_call_is_recorded_exactly_when_it_moves_the_stream(name):
 def test_every_tagged_public_function_is_wrapped_while_tracing():
     left_to_state_check = {"lstm", "gru", "rnn_tanh", "rnn_relu"}
     names = sorted(
-        n for n in tagged_names() - left_to_state_check
+        n
+        for n in tagged_names() - left_to_state_check
         if not n.startswith("_") and type(getattr(torch, n)) is type(torch.rand)
     )
-    tensor_methods = ["uniform_", "normal_", "random_", "bernoulli_", "bernoulli", "exponential_",
-                      "geometric_", "log_normal_", "cauchy_", "multinomial"]
+    tensor_methods = [
+        "uniform_",
+        "normal_",
+        "random_",
+        "bernoulli_",
+        "bernoulli",
+        "exponential_",
+        "geometric_",
+        "log_normal_",
+        "cauchy_",
+        "multinomial",
+    ]
     # nn.functional's dropout family is left as it is: its ops (torch.dropout through torch._VF) record.
-    functional = ["dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout",
-                  "feature_alpha_dropout", "rrelu"]
+    functional = ["dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout", "feature_alpha_dropout", "rrelu"]
     left_alone = [getattr(F, n) for n in functional]
-    init = ["uniform_", "normal_", "trunc_normal_", "kaiming_uniform_", "kaiming_normal_",
-            "xavier_uniform_", "xavier_normal_", "orthogonal_", "sparse_"]
-    expected = (
-        [(torch, n) for n in names]
-        + [(torch.Tensor, n) for n in tensor_methods]
-        + [(nn.init, n) for n in init]
-    )
+    init = [
+        "uniform_",
+        "normal_",
+        "trunc_normal_",
+        "kaiming_uniform_",
+        "kaiming_normal_",
+        "xavier_uniform_",
+        "xavier_normal_",
+        "orthogonal_",
+        "sparse_",
+    ]
+    expected = [(torch, n) for n in names] + [(torch.Tensor, n) for n in tensor_methods] + [(nn.init, n) for n in init]
     assert {"rand", "randn", "randint", "randperm", "normal", "bernoulli", "dropout"} <= set(names)
     originals = [getattr(parent, n) for parent, n in expected]
     with torch_trace():
         # A builtin records in place (the C accelerator): the same object, its calls reaching a wrapper.
         hooked = _hotpath.SPEEDUPS.hooked_builtins() if _hotpath.SPEEDUPS is not None else []
         unwrapped = [
-            f"{getattr(p, '__name__', p)}.{n}" for (p, n), o in zip(expected, originals)
+            f"{getattr(p, '__name__', p)}.{n}"
+            for (p, n), o in zip(expected, originals)
             if getattr(p, n) is o and not any(o is h for h in hooked)
         ]
         assert [getattr(F, n) for n in functional] == left_alone
@@ -335,7 +353,9 @@ def test_every_namespace_holding_a_seed_function_gets_the_same_wrapper():
         torch.set_rng_state(saved)
         torch.seed()
     assert [(e.kind, e.api) for e in trace.events] == [
-        ("seed", "torch.manual_seed"), ("seed", "torch.set_rng_state"), ("seed", "torch.seed")
+        ("seed", "torch.manual_seed"),
+        ("seed", "torch.set_rng_state"),
+        ("seed", "torch.seed"),
     ]
 
 

@@ -1,4 +1,4 @@
-"""torch.compile under a trace: the same values before, during and after it, no recompile, and the compiled draws at the user's line.
+"""torch.compile under a trace: the same values before, during and after it, no recompile, compiled draws at your line.
 
 torch.compile guards what it compiled on the identity of each builtin it read, and
 reads its functions' tables by hash: rngtrace's torch builtins (and the aten ops compiled
@@ -18,21 +18,23 @@ import textwrap
 import pytest
 
 torch = pytest.importorskip("torch")
-import torch._dynamo  # noqa: E402
+import torch._dynamo  # noqa: E402,F811
 import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 from torch._dynamo.utils import counters  # noqa: E402
 
-from rngtrace import rng_trace  # noqa: E402
+from rngtrace import (
+    _hotpath,  # noqa: E402
+    rng_trace,  # noqa: E402
+)
 from rngtrace.render.text import render  # noqa: E402
-from rngtrace import _hotpath  # noqa: E402
 
 HERE = os.path.abspath(__file__)
 SRC = os.path.join(os.path.dirname(os.path.dirname(HERE)), "src")
 
 pytestmark = pytest.mark.skipif(
     _hotpath.SPEEDUPS is None,
-    reason="without the C accelerator torch's builtins are replaced, not hooked in place: compiled code recompiles (README)",
+    reason="without the C accelerator torch's builtins are replaced, not hooked in place: compiled code recompiles",
 )
 
 
@@ -145,7 +147,9 @@ def test_torchs_builtins_keep_their_identity_and_hash_while_they_record():
         rand(2)  # a reference taken before the trace: the same object, recording from its first call
         op(torch.ones(3), 0.5, True)
     assert [(ev.api, ev.count) for ev in trace.events] == [
-        ("torch.rand", 2), ("torch.ops.aten.native_dropout.default", 3)]
+        ("torch.rand", 2),
+        ("torch.ops.aten.native_dropout.default", 3),
+    ]
     assert _hotpath.SPEEDUPS.hooked_builtins() == []
 
 
@@ -160,8 +164,11 @@ def test_a_restore_of_the_state_a_stream_holds_is_no_event_and_one_that_changes_
         random.setstate(saved_random)
         torch.set_rng_state(saved_torch)
     assert [(ev.kind, ev.api) for ev in trace.events] == [
-        ("draw", "random.random"), ("draw", "torch.rand"),
-        ("seed", "random.setstate"), ("seed", "torch.set_rng_state")]
+        ("draw", "random.random"),
+        ("draw", "torch.rand"),
+        ("seed", "random.setstate"),
+        ("seed", "torch.set_rng_state"),
+    ]
 
 
 def test_a_move_nobody_recorded_is_still_reported_across_a_restore_that_changes_nothing():
@@ -200,8 +207,9 @@ def test_a_compiled_training_loop_under_rngtrace_run_trains_the_same_and_logs_th
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [SRC, os.environ.get("PYTHONPATH")]))}
 
     def run(*prefix: str) -> subprocess.CompletedProcess:
-        done = subprocess.run([sys.executable, *prefix, str(script)], cwd=tmp_path, env=env, capture_output=True,
-                              text=True, timeout=300)
+        done = subprocess.run(
+            [sys.executable, *prefix, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
+        )
         assert done.returncode == 0, done.stderr[-3000:]
         return done
 

@@ -1,4 +1,4 @@
-"""Recurrent modules: dropout between layers, drawn inside torch's C++ (torch._VF.lstm ...), is a draw at the module's call."""
+"""Recurrent modules: dropout between layers, drawn inside torch's C++ (torch._VF.lstm ...), is a draw at their call."""
 
 from __future__ import annotations
 
@@ -7,12 +7,12 @@ import os
 import pytest
 
 torch = pytest.importorskip("torch")
-import torch._dynamo  # noqa: E402,F401  (its import wraps torch.manual_seed: done here, before any test)
+import torch._dynamo  # noqa: E402,F401,F811  (its import wraps torch.manual_seed: done here, before any test)
 import torch.nn as nn  # noqa: E402
 from torch.nn.utils.rnn import pack_padded_sequence  # noqa: E402
+from torch_traces import next_line, summary, torch_trace  # noqa: E402
 
 from rngtrace import GlobalRNGError, rng_trace  # noqa: E402
-from torch_traces import next_line, summary, torch_trace  # noqa: E402
 
 HERE = os.path.abspath(__file__)
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
@@ -90,7 +90,9 @@ _CASES = {
     "lstm unbatched": (lambda: _rnn("lstm", num_layers=2, dropout=0.3), True, torch.ones(5, 4)),
     "lstm projections": (lambda: _rnn("lstm", num_layers=2, dropout=0.3, proj_size=2), True, _SEQ),
     "gru batch first bidirectional": (
-        lambda: _rnn("gru", num_layers=2, dropout=0.3, batch_first=True, bidirectional=True), True, _SEQ,
+        lambda: _rnn("gru", num_layers=2, dropout=0.3, batch_first=True, bidirectional=True),
+        True,
+        _SEQ,
     ),
 }
 
@@ -179,9 +181,9 @@ def test_cuda_lstm_dropout_is_a_draw_exactly_when_the_device_generator_moves(cud
             lstm(x)
             moved.append(generator.get_offset() != offset)
     draws = [e for e in trace.events if e.kind != "seed"]
-    assert [(e.stream, e.kind, e.api) for e in draws] == [
-        ("torch.cuda:0", "draw", "torch.nn.LSTM (dropout)")
-    ] * sum(moved)
+    assert [(e.stream, e.kind, e.api) for e in draws] == [("torch.cuda:0", "draw", "torch.nn.LSTM (dropout)")] * sum(
+        moved
+    )
     assert moved == ([True, False, True, False] if cudnn and torch.backends.cudnn.is_available() else [True] * 4)
 
 

@@ -40,8 +40,15 @@ def test_events_are_frozen_values_built_from_the_raw_tuples():
     trace = literal_trace()
     first = trace.events[1]
     assert first == Event(
-        1, "numpy", "draw", "numpy.random.uniform", 1,
-        (Frame("lib/dev.py", 4, "init"), Frame("story.py", 8, "<module>")), "MainThread", 42, None,
+        1,
+        "numpy",
+        "draw",
+        "numpy.random.uniform",
+        1,
+        (Frame("lib/dev.py", 4, "init"), Frame("story.py", 8, "<module>")),
+        "MainThread",
+        42,
+        None,
     )
     with pytest.raises(AttributeError):
         first.count = 2  # type: ignore[misc]
@@ -110,7 +117,8 @@ def test_a_move_recorded_with_the_noticing_stack_as_its_own_reads_as_one_with_a_
     assert moved.stack == ()
     assert (moved.window.after, moved.window.noticed_by, moved.window.noticed) == (0, 2, stacks[1])
     assert moved.detail == (
-        "between #0 (story.py:9 in <module>) and #2 (story.py:10 in <module>): moved; noticed before this call")
+        "between #0 (story.py:9 in <module>) and #2 (story.py:10 in <module>): moved; noticed before this call"
+    )
 
 
 def test_statistics_reject_unknown_keys():

@@ -36,18 +36,35 @@ def moved_between_two_draws() -> Trace:
 
 def literal(*events: tuple, stacks: list | None = None) -> Trace:
     """A finished Trace from saved-form rows (stream, kind, api, count, stack, thread, detail)."""
-    return Trace.from_dict({
-        "format": "rngtrace", "version": 1, "pid": 1, "streams": ["numpy", "random", "torch"], "depth": 16,
-        "max_events": 100_000, "dropped": 0, "notes": [],
-        "stacks": stacks if stacks is not None else [[[STORY, 9, "<module>"]], [[STORY, 10, "<module>"]]],
-        "threads": {"1": "MainThread", "2": "loader-0"}, "events": [list(e) for e in events], "overflow": [],
-    })
+    return Trace.from_dict(
+        {
+            "format": "rngtrace",
+            "version": 1,
+            "pid": 1,
+            "streams": ["numpy", "random", "torch"],
+            "depth": 16,
+            "max_events": 100_000,
+            "dropped": 0,
+            "notes": [],
+            "stacks": stacks if stacks is not None else [[[STORY, 9, "<module>"]], [[STORY, 10, "<module>"]]],
+            "threads": {"1": "MainThread", "2": "loader-0"},
+            "events": [list(e) for e in events],
+            "overflow": [],
+        }
+    )
 
 
 RAND_9 = ("numpy", "draw", "numpy.random.rand", 1, 0, 1, None)
 RAND_10 = ("numpy", "draw", "numpy.random.rand", 1, 1, 1, None)
-MOVED_BEFORE_10 = ("numpy", "unattributed", "numpy state", None, 1, 1,
-                   "moved since the previous recorded event; noticed before this numpy.random.rand call")
+MOVED_BEFORE_10 = (
+    "numpy",
+    "unattributed",
+    "numpy state",
+    None,
+    1,
+    1,
+    "moved since the previous recorded event; noticed before this numpy.random.rand call",
+)
 
 
 # -- the event -------------------------------------------------------------------------
@@ -86,10 +103,19 @@ def test_a_move_before_any_event_opens_its_window_at_the_start_of_the_trace():
 
 
 def test_a_move_of_a_cuda_stream_opens_at_the_torch_seed_that_reseeded_it():
-    trace = literal(("torch", "seed", "torch.manual_seed", None, 0, 1, "3"),
-                    ("torch", "draw", "torch.rand", 1, 0, 1, None),
-                    ("torch.cuda:0", "unattributed", "torch.cuda:0 state", None, 1, 1,
-                     "moved during the block with no recorded call; noticed when the block ended"))
+    trace = literal(
+        ("torch", "seed", "torch.manual_seed", None, 0, 1, "3"),
+        ("torch", "draw", "torch.rand", 1, 0, 1, None),
+        (
+            "torch.cuda:0",
+            "unattributed",
+            "torch.cuda:0 state",
+            None,
+            1,
+            1,
+            "moved during the block with no recorded call; noticed when the block ended",
+        ),
+    )
     assert trace.events[2].window.after == 0
 
 
@@ -110,7 +136,8 @@ def test_the_log_prints_the_window_never_the_line_that_noticed_the_move(monkeypa
     assert lines[row].split() == ["!", "1", "numpy", "unattributed", "numpy", "state", "—"]
     here = f"{__file__}:"
     assert lines[row + 1].strip() == (
-        f"moved between #0 {here}{first.frame.lineno} and #2 {here}{noticing.frame.lineno}")
+        f"moved between #0 {here}{first.frame.lineno} and #2 {here}{noticing.frame.lineno}"
+    )
 
 
 def test_a_move_noticed_when_the_block_ended_closes_at_the_block_end(here):
@@ -121,12 +148,15 @@ def test_a_move_noticed_when_the_block_ended_closes_at_the_block_end(here):
     end = moved.window.noticed[0]
     assert moved.window.at_end and end.function == first.frame.function
     here = f"{__file__}:"
-    assert f"moved between #0 {here}{first.frame.lineno} and the end of the block at {here}{end.lineno}" in render(trace)
+    assert f"moved between #0 {here}{first.frame.lineno} and the end of the block at {here}{end.lineno}" in render(
+        trace
+    )
 
 
 def test_a_reference_bound_before_the_block_is_noted_as_one_rngtrace_run_attributes(tmp_path, capsys):
     model = tmp_path / "prebound_model.py"
-    model.write_text(textwrap.dedent("""\
+    model.write_text(
+        textwrap.dedent("""\
         import numpy as np
         from numpy.random import random_sample as pre
 
@@ -134,7 +164,8 @@ def test_a_reference_bound_before_the_block_is_noted_as_one_rngtrace_run_attribu
             np.random.rand(1)
             list(map(pre, [2]))
             np.random.rand(1)
-        """))
+        """)
+    )
     script = tmp_path / "main.py"
     script.write_text("import prebound_model\nprebound_model.work()\n")
     sys.path.insert(0, str(tmp_path))
@@ -158,7 +189,10 @@ def test_a_reference_bound_before_the_block_is_noted_as_one_rngtrace_run_attribu
     # What the note promises: run from the start, the same import binds rngtrace's recorder.
     ran = Trace.load(log)
     assert [(e.kind, e.api, e.frame.lineno) for e in ran.events] == [
-        ("draw", "numpy.random.rand", 5), ("draw", "numpy.random.random_sample", 6), ("draw", "numpy.random.rand", 7)]
+        ("draw", "numpy.random.rand", 5),
+        ("draw", "numpy.random.random_sample", 6),
+        ("draw", "numpy.random.rand", 7),
+    ]
     assert not any("`pre`" in note for note in ran.notes)
     capsys.readouterr()
 
@@ -167,7 +201,7 @@ def test_the_html_report_lists_a_move_by_its_window(here):
     trace = literal(RAND_9, MOVED_BEFORE_10, RAND_10)
     page = render_html(trace)
     assert "moved between #0 /p/story.py:9 and #2 /p/story.py:10" in page
-    row = page[page.index('data-index="1"'):].split("</tr>", 1)[0]
+    row = page[page.index('data-index="1"') :].split("</tr>", 1)[0]
     assert "story.py:10 in" not in row
 
 
@@ -181,7 +215,8 @@ def test_the_diffs_headline_places_an_extra_move_by_its_window():
     headline = next(line for line in text.splitlines() if line.startswith("First divergence"))
     assert headline == (
         "First divergence: A has 1 numpy unattributed move between #0 /p/story.py:9 and #2 /p/story.py:10 "
-        "that B lacks, before the draw both runs make at /p/story.py:10 in <module>")
+        "that B lacks, before the draw both runs make at /p/story.py:10 in <module>"
+    )
     sites = text.split("Call sites whose counts differ:", 1)[1]
     assert "story.py:10" not in sites
 

@@ -15,9 +15,15 @@ if TYPE_CHECKING:
 # part of rngtrace (a traced subprocess starting up, pytest loading an inert plugin) pays
 # for that part, not for wrapt and every module behind the public API.
 _PUBLIC = {
-    "Event": ".trace", "Frame": ".trace", "Statistic": ".trace", "Trace": ".trace",
-    "GlobalRNGError": "._errors", "LogError": "._errors", "RNGDrawWarning": "._errors",
-    "RngTrace": ".tracer", "rng_trace": ".tracer",
+    "Event": ".trace",
+    "Frame": ".trace",
+    "Statistic": ".trace",
+    "Trace": ".trace",
+    "GlobalRNGError": "._errors",
+    "LogError": "._errors",
+    "RNGDrawWarning": "._errors",
+    "RngTrace": ".tracer",
+    "rng_trace": ".tracer",
     "rng_isolate": ".isolate",
     # Not imported here: pytest loading the plugin imports this package under its assert
     # rewriting, before the plugin can turn that off for rngtrace's modules.

@@ -27,8 +27,9 @@ import functools
 import sys
 import threading
 import weakref
+from collections.abc import Callable
 from types import FrameType
-from typing import Any, Callable, Optional
+from typing import Any
 
 
 class Binding:
@@ -39,8 +40,8 @@ class Binding:
     def __init__(self) -> None:
         #: what ``__enter__`` put here for the exit (None: no ``__enter__`` claimed this binding)
         self.payload: Any = None
-        self._watch: Optional[weakref.ref] = None
-        self._lost: Optional[Callable[[], Any]] = None
+        self._watch: weakref.ref | None = None
+        self._lost: Callable[[], Any] | None = None
 
     def on_lost(self, callback: Callable[[], Any]) -> None:
         """Call ``callback()`` if the statement is over before ``done()``: its exit never finished."""
@@ -76,7 +77,7 @@ class ExitSlot:
         self.unbound = unbound
         self.__doc__ = unbound.__doc__
 
-    def __get__(self, manager: Any, owner: Optional[type] = None) -> Any:
+    def __get__(self, manager: Any, owner: type | None = None) -> Any:
         if manager is None:
             return self.unbound
         binding = Binding()
@@ -87,7 +88,7 @@ class ExitSlot:
         return exit
 
 
-def claim(manager: Any, frame: FrameType) -> Optional[Binding]:
+def claim(manager: Any, frame: FrameType) -> Binding | None:
     """The binding of the ``with`` statement running in ``frame`` that is entering ``manager``, or None.
 
     Called by ``__enter__`` with the frame that called it: a ``with`` statement binds

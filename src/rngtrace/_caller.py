@@ -16,13 +16,16 @@ table of them is bounded.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from types import CodeType, FrameType, FunctionType
-from typing import Any, Callable, Optional
+from typing import Any
 
 # All its instructions sit on its first line, so moving co_firstlineno moves every one of them.
 _TEMPLATE: CodeType = next(
     const
-    for const in compile("def call(original, args, kwargs): return original(*args, **kwargs)", "<rngtrace>", "exec").co_consts
+    for const in compile(
+        "def call(original, args, kwargs): return original(*args, **kwargs)", "<rngtrace>", "exec"
+    ).co_consts
     if isinstance(const, CodeType)
 )
 #: (id of the caller's code, line) -> (that code, a trampoline made for that line). Keyed by
@@ -33,7 +36,7 @@ _MADE: dict[tuple[int, int], tuple[CodeType, FunctionType]] = {}
 LIMIT = 4096
 
 
-def call_as(frame: Optional[FrameType], original: Callable, args: tuple, kwargs: dict) -> Any:
+def call_as(frame: FrameType | None, original: Callable, args: tuple, kwargs: dict) -> Any:
     """``original(*args, **kwargs)``, made so that a warning it raises points at ``frame``'s line."""
     if frame is None:  # called by C code with no Python frame above it: nobody to stand in for
         return original(*args, **kwargs)
@@ -62,7 +65,7 @@ def is_stand_in(code: CodeType) -> bool:
     return code.co_varnames == _TEMPLATE.co_varnames and code.co_code == _TEMPLATE.co_code
 
 
-def _make(code: CodeType, line: Optional[int], globals_: dict) -> FunctionType:
+def _make(code: CodeType, line: int | None, globals_: dict) -> FunctionType:
     changes: dict[str, Any] = {"co_filename": code.co_filename, "co_name": code.co_name}
     if line is not None and line > 0:
         changes["co_firstlineno"] = line

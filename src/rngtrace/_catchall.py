@@ -18,28 +18,28 @@ cache exact.
 from __future__ import annotations
 
 import functools
-import os
 import sys
 import threading
 import weakref
 from _thread import get_ident
+from collections.abc import Callable
 from types import CodeType, FrameType
-from typing import Any, Callable, Optional
+from typing import Any
 
 from ._caller import is_stand_in
+from ._hotpath import SPEEDUPS as _speedups
 from ._hotpath import FrameMode
 from ._paths import PACKAGE_DIR as _PACKAGE_DIR
 from ._threads import Sweeper
-from ._hotpath import SPEEDUPS as _speedups
 from .sources._base import INTERNAL
 
 _TOOL_NAME = "rngtrace"
 OURS = object()  # lookup marker: one of rngtrace's own recording wrappers
 # (key, (by_id, keep types, refs)) of the last table built: most traces reuse it
-_LAST: Optional[tuple] = None
+_LAST: tuple | None = None
 
 
-def _shielded(callback: Callable, main_thread: Optional[int]) -> Callable:
+def _shielded(callback: Callable, main_thread: int | None) -> Callable:
     """``callback``, made never to raise into the call it reports (``_speedups.Shielded``).
 
     A Ctrl-C landing in a monitoring callback would otherwise skip the program's next call,
@@ -69,7 +69,7 @@ def _own_failure(error: Exception) -> bool:
 class CatchAll:
     """Common part: classify a callee and record it through the hub."""
 
-    note: Optional[str] = None
+    note: str | None = None
     #: whether a hook sees calls, and so needs the table ``lookup`` reads
     SEES_CALLS = True
 
@@ -176,7 +176,7 @@ class MonitoringCatchAll(CatchAll):
         super().__init__(hub)
         self.tool = tool
         self._freed = False
-        mon = sys.monitoring
+        mon = sys.monitoring  # type: ignore[attr-defined]
         disable = mon.DISABLE
         lookup, handle, keep = self.lookup, self.handle, self
 
@@ -214,8 +214,10 @@ class MonitoringCatchAll(CatchAll):
                     # be freed, and its id reused by the user's code.
                     return disable
                 source = lookup(callee, arg0)
-                if source is None and keep._keep and (
-                    isinstance(arg0, keep._keep) or isinstance(getattr(callee, "__self__", None), keep._keep)
+                if (
+                    source is None
+                    and keep._keep
+                    and (isinstance(arg0, keep._keep) or isinstance(getattr(callee, "__self__", None), keep._keep))
                 ):
                     return None
                 # None: calls something else; OURS: a patched wrapper, which records the call itself.
@@ -270,7 +272,7 @@ class MonitoringCatchAll(CatchAll):
 
     def _watch_exits(self, code: CodeType) -> None:
         """Ask for the returns and yields of a code object whose frames the stack cache holds."""
-        mon = sys.monitoring
+        mon = sys.monitoring  # type: ignore[attr-defined]
         self._exit_codes.append(code)
         mon.set_local_events(self.tool, code, mon.events.PY_RETURN | mon.events.PY_YIELD)
 
@@ -280,7 +282,7 @@ class MonitoringCatchAll(CatchAll):
     def uninstall(self) -> None:
         if self._freed:
             return  # a retry after an interrupted uninstall: the tool id is already given back
-        mon = sys.monitoring
+        mon = sys.monitoring  # type: ignore[attr-defined]
         hub = self.hub
         hub.rec.stacks.watch_code = None
         hub.rec.set_mode(FrameMode.WALK)
@@ -296,7 +298,7 @@ class MonitoringCatchAll(CatchAll):
             # Copied in one C step: another thread's call may still add a code meanwhile, and
             # iterating the dict itself would then fail.
             for ref in list(self._disabled.values()):
-                code = ref()
+                code = ref()  # type: ignore[assignment]
                 if code is None:
                     continue
                 mon.set_local_events(self.tool, code, call)
@@ -368,7 +370,7 @@ class ProfileCatchAll(CatchAll):
         finally:
             # Only if it is still ours: a hook the user set inside the block stays theirs.
             if threading.getprofile() is self._thread_hook:
-                threading.setprofile(self._previous_threading)  # type: ignore[arg-type]
+                threading.setprofile(self._previous_threading)
 
 
 def _chained(user: Callable, profile: Callable, hub: Any) -> Callable:
@@ -397,7 +399,7 @@ class PinningCatchAll(CatchAll):
 
     def __init__(self, hub: Any) -> None:
         super().__init__(hub)
-        self._sweeper: Optional[Sweeper] = None
+        self._sweeper: Sweeper | None = None
         hub.rec.offer_pinning(self)
 
     def start_pinning(self) -> None:
@@ -490,12 +492,17 @@ def install(hub: Any, hook: bool = False) -> CatchAll:
                         made._freed = True  # what it registered goes with the tool id
                         hub.catchall = None
                     raise
-        return NoCatchAll(hub, "every sys.monitoring tool id is taken; calls through references "
-                               "bound before tracing show as unattributed")
+        return NoCatchAll(
+            hub,
+            "every sys.monitoring tool id is taken; calls through references bound before tracing show as unattributed",
+        )
     if sys.getprofile() is not None:
-        return NoCatchAll(hub, "another profiler is active, so rngtrace did not install its "
-                               "profile hook; calls through references bound before tracing "
-                               "show as unattributed")
+        return NoCatchAll(
+            hub,
+            "another profiler is active, so rngtrace did not install its "
+            "profile hook; calls through references bound before tracing "
+            "show as unattributed",
+        )
     if hook:
         catchall = ProfileCatchAll(hub)
         catchall.note = EARLY_NOTE

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import bisect
 import os
-from typing import Any, Optional
+from typing import Any
 
 from ._model import DRAW, Finding, Process
 from ._store import RawStore
 from .sources import stream as stream_info
+
+
 def duplicates(trace: RawStore) -> list[Finding]:
     """Streams that two or more processes drew from starting at the same state.
 
@@ -55,13 +57,14 @@ def duplicates(trace: RawStore) -> list[Finding]:
             f"{len(order)} processes drew from the {stream} stream starting from the same state, so they drew "
             f"the same numbers: {who}; first draw{'s' if len(sites) > 1 else ''} at {_and(sites)}"
         )
-        found.append(Finding("duplicate", stream, tuple(pid for pid, _ in order), message,
-                             tuple(i for _, i in order), fix))
+        found.append(
+            Finding("duplicate", stream, tuple(pid for pid, _ in order), message, tuple(i for _, i in order), fix)
+        )
     found.sort(key=lambda f: f.events)
     return found
 
 
-def _who(pid: int, process: Optional[Process], traced: int) -> str:
+def _who(pid: int, process: Process | None, traced: int) -> str:
     if pid == traced:
         return f"pid {pid} (the traced process)"
     if process is not None and process.role:

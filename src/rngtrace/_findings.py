@@ -17,9 +17,11 @@ the order a log lists them (``duplicate``'s lives in ``_duplicates``):
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
+from ._duplicates import duplicates
 from ._fixes import (
     ARGUMENT,
     TORCH_DATA,
@@ -31,11 +33,10 @@ from ._fixes import (
     own_generator,
     place_of,
 )
-from ._paths import cell_label
 from ._model import DRAW, SEED, Event, Finding, Frame
-from ._duplicates import duplicates
-from ._yours import call_of, is_yours
+from ._paths import cell_label
 from ._store import RawStore
+from ._yours import call_of, is_yours, line_to_name
 from .sources import stream as stream_info
 
 #: PyTorch seeds random, NumPy and torch in each DataLoader worker from its base seed: no finding
@@ -58,26 +59,46 @@ class Kind:
 
 def _named_lines(events: list[Event], found: list[Finding]) -> set[tuple[str, int]]:
     """The user's lines the findings so far named: a later kind does not name them again."""
-    return {(call.line.filename, call.line.lineno) for f in found for i in f.events
-            if (call := call_of(events[i].stack)) is not None}
+    return {
+        (call.line.filename, call.line.lineno)
+        for f in found
+        for i in f.events
+        if (call := call_of(events[i].stack)) is not None
+    }
 
 
 #: Every kind a trace's findings can be, in the order a log lists them: most telling first. This
 #: order is the ranking. (``divergent`` compares the logs of a job's ranks: ``ranks.findings``.)
 KINDS: tuple[Kind, ...] = (
-    Kind("interleaved", "after your seed, other code draws from the stream before your next draw",
-         lambda trace, events, found: _interleaved(events)),
-    Kind("reseeded", "other code seeds the stream again after your seed",
-         lambda trace, events, found: _reseeded(events)),
-    Kind("unseeded", "a stream drawn from before any seed (seen from the program's start), or seeded from OS entropy",
-         lambda trace, events, found: _unseeded(trace, events)),
+    Kind(
+        "interleaved",
+        "after your seed, other code draws from the stream before your next draw",
+        lambda trace, events, found: _interleaved(events),
+    ),
+    Kind(
+        "reseeded", "other code seeds the stream again after your seed", lambda trace, events, found: _reseeded(events)
+    ),
+    Kind(
+        "unseeded",
+        "a stream drawn from before any seed (seen from the program's start), or seeded from OS entropy",
+        lambda trace, events, found: _unseeded(trace, events),
+    ),
     # A line another finding named already (a DataLoader between a seed and a draw) is not named again.
-    Kind("global-generator", "a call that takes a generator (generator=, random_state=) drew from the global stream",
-         lambda trace, events, found: _global_generator(events, _named_lines(events, found))),
-    Kind("settings", "library flags that make results differ run to run (torch's cudnn.benchmark)",
-         lambda trace, events, found: _settings(trace, events)),
-    Kind("duplicate", "two processes drew from one stream starting at the same state: the same numbers",
-         lambda trace, events, found: duplicates(trace)),
+    Kind(
+        "global-generator",
+        "a call that takes a generator (generator=, random_state=) drew from the global stream",
+        lambda trace, events, found: _global_generator(events, _named_lines(events, found)),
+    ),
+    Kind(
+        "settings",
+        "library flags that make results differ run to run (torch's cudnn.benchmark)",
+        lambda trace, events, found: _settings(trace, events),
+    ),
+    Kind(
+        "duplicate",
+        "two processes drew from one stream starting at the same state: the same numbers",
+        lambda trace, events, found: duplicates(trace),
+    ),
 )
 
 
@@ -137,7 +158,8 @@ def _interleaved(events: list[Event]) -> list[Finding]:
         home = _seed_file(seed)
         built = model_built(e)
         mine = (is_yours(e.frame) and _same_file(e.frame.filename, home)) or (
-            built is not None and _same_file(built.filename, home))
+            built is not None and _same_file(built.filename, home)
+        )
         if not mine:
             others.setdefault(key, []).append(e)
         elif others.get(key):
@@ -164,8 +186,10 @@ def _interleaved_finding(seed: Event, others: list[Event], draw: Event) -> Findi
     seed_line = line_of(call_of(seed.stack).line)  # type: ignore[union-attr]
     built = model_built(draw)
     yours = f"the model you build at {line_of(built)}" if built else f"your draw at {line_of(draw.frame)}"  # type: ignore[arg-type]
-    message = (f"{n} {draw.stream} draw{'s' * (n > 1)} inside {where} come{'s' * (n == 1)} between your seed at "
-               f"{seed_line} and {yours}: your numbers depend on {'them' if n > 1 else 'it'}")
+    message = (
+        f"{n} {draw.stream} draw{'s' * (n > 1)} inside {where} come{'s' * (n == 1)} between your seed at "
+        f"{seed_line} and {yours}: your numbers depend on {'them' if n > 1 else 'it'}"
+    )
     home = _seed_file(seed)
     fixes = list(dict.fromkeys(library_fix(e) or isolate(e, home) for e in others))
     first = and_list(fixes[:3]) + (f" (and {len(fixes) - 3} more)" if len(fixes) > 3 else "")
@@ -175,8 +199,9 @@ def _interleaved_finding(seed: Event, others: list[Event], draw: Event) -> Findi
     else:
         own = own_generator(draw, seed.detail)
         fix = f"{first}, or draw your own at {line_of(draw.frame)}: {own}" if own else first  # type: ignore[arg-type]
-    return Finding("interleaved", draw.stream, (draw.pid,), message, (seed.index, *(e.index for e in others),
-                                                                      draw.index), fix)
+    return Finding(
+        "interleaved", draw.stream, (draw.pid,), message, (seed.index, *(e.index for e in others), draw.index), fix
+    )
 
 
 # -- reseeded and seeded from OS entropy --------------------------------------------------
@@ -205,11 +230,19 @@ def _reseeded(events: list[Event]) -> list[Finding]:
     return found
 
 
+def _at(event: Event) -> str:
+    """``train.py:4``: the user's line of an event, else its innermost recorded one."""
+    frame = line_to_name(event)
+    return line_of(frame) if frame is not None else "an unrecorded line"
+
+
 def _reseeded_finding(mine: Event, theirs: Event) -> Finding:
     library = _base(theirs.stream)
     call = call_of(theirs.stack)
-    message = (f"{theirs.api}({theirs.detail}) {_where_seed(theirs, call)} reseeds {library} after your seed at "
-               f"{line_of(call_of(mine.stack).line)}: your seed no longer governs the draws after it")  # type: ignore[union-attr]
+    message = (
+        f"{theirs.api}({theirs.detail}) {_where_seed(theirs, call)} reseeds {library} after your seed at "
+        f"{_at(mine)}: your seed no longer governs the draws after it"
+    )
     after = f"below {line_of(call.line)}" if call is not None else "after it"
     fix = f"move your seed {after}, or {isolate(theirs)}"
     return Finding("reseeded", library, (theirs.pid,), message, (mine.index, theirs.index), fix)
@@ -228,12 +261,16 @@ def _entropy_finding(event: Event) -> Finding:
     library = _base(event.stream)
     call = call_of(event.stack)
     if call is not None and call.callee is None:
-        message = (f"{event.api}() at {line_of(call.line)} seeds {library} from OS entropy, so every run draws "
-                   "differently after it")
+        message = (
+            f"{event.api}() at {line_of(call.line)} seeds {library} from OS entropy, so every run draws "
+            "differently after it"
+        )
         fix = f"give it a value: {_seed_call(library) or event.api + '(0)'} at {line_of(call.line)}"
     else:
-        message = (f"{event.api}() {_where_seed(event, call)} seeds {library} from OS entropy, so every run draws "
-                   "differently after it")
+        message = (
+            f"{event.api}() {_where_seed(event, call)} seeds {library} from OS entropy, so every run draws "
+            "differently after it"
+        )
         fix = f"seed {library} again after it with a value, or {isolate(event)}"
     return Finding("unseeded", library, (event.pid,), message, (event.index,), fix)
 
@@ -271,8 +308,10 @@ def _unseeded(trace: RawStore, events: list[Event]) -> list[Finding]:
 def _unseeded_fix(event: Event, seed_call: str) -> str:
     """Seed the stream where the program starts, or draw from a generator of one's own at the line."""
     own = own_generator(event, "0") if event.frame else ""
-    ways = [f"{seed_call} at the program's start" if seed_call else "",
-            f"{own} at {line_of(event.frame)}" if own else ""]  # type: ignore[arg-type]
+    ways = [
+        f"{seed_call} at the program's start" if seed_call else "",
+        f"{own} at {line_of(event.frame)}" if own and event.frame else "",
+    ]
     return " or ".join(way for way in ways if way).replace(" start or ", " start, or ")
 
 
@@ -329,15 +368,19 @@ def _generator_finding(what: str, lines: dict[Frame, list[Event]]) -> Finding:
     more = len(lines) - len(shown)
     at = and_list(shown + ([f"{more} more line{'s' * (more > 1)}"] if more else []))
     if what == "loader":
-        message = (f"the DataLoader iterated at {at} shuffles with torch's global generator (no "
-                   "generator=): its order depends on every torch draw before it")
+        message = (
+            f"the DataLoader iterated at {at} shuffles with torch's global generator (no "
+            "generator=): its order depends on every torch draw before it"
+        )
         fix = "DataLoader(..., generator=torch.Generator().manual_seed(0))"
     elif what.startswith("torch."):
         message = f"{what} at {at} draws from torch's global generator (no generator=)"
         fix = f"g = torch.Generator().manual_seed(0); {what}(..., generator=g)"
     else:
-        message = (f"{what} at {at} draws from {'NumPy' if stream == 'numpy' else stream}'s global "
-                   f"stream (no random_state=): its result changes with every draw before it")
+        message = (
+            f"{what} at {at} draws from {'NumPy' if stream == 'numpy' else stream}'s global "
+            f"stream (no random_state=): its result changes with every draw before it"
+        )
         fix = library_fix(group[0]) or f"{what}(..., random_state=0)"
         if len(lines) > 1:
             fix = fix.rsplit(" at ", 1)[0] + " at each"
@@ -348,14 +391,18 @@ def _generator_finding(what: str, lines: dict[Frame, list[Event]]) -> Finding:
 
 #: what each torch flag does to a run, and the line that sets it right
 _SETTINGS = {
-    "cudnn.benchmark": ("torch.backends.cudnn.benchmark is True: cuDNN picks convolution algorithms by timing "
-                        "them, so results can differ run to run even with every seed set",
-                        "torch.backends.cudnn.benchmark = False"),
-    "nondeterministic": ("CUDA was used with torch.backends.cudnn.deterministic False and "
-                         "torch.use_deterministic_algorithms off: convolutions and some reductions differ run "
-                         "to run even with every seed set",
-                         "torch.use_deterministic_algorithms(True) (with CUBLAS_WORKSPACE_CONFIG=:4096:8), or "
-                         "torch.backends.cudnn.deterministic = True"),
+    "cudnn.benchmark": (
+        "torch.backends.cudnn.benchmark is True: cuDNN picks convolution algorithms by timing "
+        "them, so results can differ run to run even with every seed set",
+        "torch.backends.cudnn.benchmark = False",
+    ),
+    "nondeterministic": (
+        "CUDA was used with torch.backends.cudnn.deterministic False and "
+        "torch.use_deterministic_algorithms off: convolutions and some reductions differ run "
+        "to run even with every seed set",
+        "torch.use_deterministic_algorithms(True) (with CUBLAS_WORKSPACE_CONFIG=:4096:8), or "
+        "torch.backends.cudnn.deterministic = True",
+    ),
 }
 
 
@@ -375,5 +422,4 @@ def _settings(trace: RawStore, events: list[Event]) -> list[Finding]:
 
 
 def _torch_used(trace: RawStore, events: list[Event]) -> bool:
-    return any(_base(e.stream) == "torch" for e in events) or any(
-        _base(key[0]) == "torch" for key in trace.overflow)
+    return any(_base(e.stream) == "torch" for e in events) or any(_base(key[0]) == "torch" for key in trace.overflow)

@@ -9,8 +9,6 @@ findings (``_findings``) are written with these; which file is the user's is
 
 from __future__ import annotations
 
-from typing import Sequence
-
 from ._model import Event, Frame
 from ._paths import short_path
 from ._yours import call_at, call_of
@@ -20,8 +18,21 @@ from .sources import stream as stream_info
 ARGUMENT = {"sklearn": "random_state", "scipy": "random_state"}
 TORCH_DATA = "torch/utils/data/"
 #: estimator methods: on Python 3.10 a frame names the method without its class
-_METHODS = frozenset({"fit", "fit_predict", "fit_transform", "partial_fit", "predict", "transform", "score",
-                      "split", "sample", "fit_resample"})
+_METHODS = frozenset(
+    {
+        "fit",
+        "fit_predict",
+        "fit_transform",
+        "partial_fit",
+        "predict",
+        "transform",
+        "score",
+        "split",
+        "sample",
+        "fit_resample",
+    }
+)
+
 
 def and_list(items: list[str]) -> str:
     return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]

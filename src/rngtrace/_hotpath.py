@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import enum
 import os
+from collections.abc import Callable
 from types import ModuleType
-from typing import Any, Callable, Optional
+from typing import Any
 
 from ._threads import Fingerprint, ThreadState
 
@@ -56,9 +57,9 @@ class Snapshot:
     def __init__(
         self,
         active: tuple,
-        sink: Optional[tuple],
+        sink: tuple | None,
         strict: bool,
-        profile_hook: Optional[Callable],
+        profile_hook: Callable | None,
         cache: Cache,
     ) -> None:
         #: the active sessions (empty: every wrapper passes calls straight through)
@@ -95,7 +96,7 @@ def configure(speedups: Any) -> None:
     speedups.configure(HotPath, Snapshot, Cache, ThreadState, Fingerprint)
 
 
-def _load() -> Optional[ModuleType]:
+def _load() -> ModuleType | None:
     """The C accelerator, configured; None when it is not built or ``RNGTRACE_PURE`` turns it off."""
     if os.environ.get("RNGTRACE_PURE"):
         return None
@@ -109,4 +110,4 @@ def _load() -> Optional[ModuleType]:
 
 #: The one place the C accelerator is loaded: every other module asks here, so one switch
 #: (``RNGTRACE_PURE=1``) turns every C path off together.
-SPEEDUPS: Optional[ModuleType] = _load()
+SPEEDUPS: ModuleType | None = _load()

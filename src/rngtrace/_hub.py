@@ -18,18 +18,19 @@ import itertools
 import os
 import sys
 import threading
+from collections.abc import Callable, Sequence
 from types import FrameType
-from typing import Any, Callable, Optional, Sequence
+from typing import Any
 
 from . import _catchall, _lone, _processes
+from ._hotpath import SPEEDUPS as _speedups
+from ._model import SEED
 from ._patches import ImportWatch, Patches
 from ._record import Recording
+from ._store import RawStore
 from .sources import declared, load_source, source_class
 from .sources import stream as stream_info
-from ._hotpath import SPEEDUPS as _speedups
 from .sources._base import same_state, unmoved
-from ._model import SEED
-from ._store import RawStore
 
 ON_DRAW = ("log", "warn", "raise")
 #: module namespaces remembered as searched (each held, so the table is bounded)
@@ -100,8 +101,7 @@ def install_order(streams: frozenset) -> tuple[str, ...]:
 class _Session:
     """One active trace and what the hub needs to know about it."""
 
-    __slots__ = ("trace", "streams", "order", "on_draw", "start_states", "token", "tags", "origins", "compared",
-                 "gone")
+    __slots__ = ("trace", "streams", "order", "on_draw", "start_states", "token", "tags", "origins", "compared", "gone")
 
     def __init__(self, trace: RawStore, streams: frozenset, on_draw: str, tags: tuple = ()) -> None:
         self.trace = trace
@@ -122,7 +122,7 @@ class _Session:
         #: each stream starts from is noted, and after each seed (see ``compare_states``)
         self.compared = False
         #: None, or whether the code that would end it is gone without having done so (see ``end_gone``)
-        self.gone: Optional[Callable[[], bool]] = None
+        self.gone: Callable[[], bool] | None = None
 
 
 class Hub:
@@ -136,12 +136,12 @@ class Hub:
         self.patches = Patches()
         self.imports = ImportWatch()
         self._lock = threading.RLock()
-        self.catchall: Optional[_catchall.CatchAll] = None
+        self.catchall: _catchall.CatchAll | None = None
         self._fork_registered = False
         #: the folder forked children spool their events to, while any trace records
         self.spool = _processes.Spool()
         #: in a forked child that records: what writes its events out
-        self._child: Optional[_processes.ChildWriter] = None
+        self._child: _processes.ChildWriter | None = None
         #: multiprocessing's Process.start wrapped while a trace records (spawn, forkserver)
         self.spawns = _processes.SpawnWatch()
         #: streams whose library finished importing while another thread held the lock
@@ -158,7 +158,7 @@ class Hub:
         #: a move no patch saw, in the current or last trace: the next installs the profile hook at once
         self._hook_wanted = False
         #: the last lone trace's install, repeated in one step by the next lone trace that wants it
-        self.plan: Optional[_lone.Plan] = None
+        self.plan: _lone.Plan | None = None
 
     @property
     def active(self) -> tuple:
@@ -229,7 +229,7 @@ class Hub:
                 self.rec.new_table()
             raise
 
-    def stop(self, session: _Session, frame: Optional[FrameType]) -> RawStore:
+    def stop(self, session: _Session, frame: FrameType | None) -> RawStore:
         """End recording into the session's trace; restore what no other trace needs."""
         self._locked(self._stop, session, frame)
         return session.trace
@@ -275,7 +275,7 @@ class Hub:
         if session in self.active:  # asked again under the lock: another thread may have ended it
             self._stop(session, None)
 
-    def _stop(self, session: _Session, frame: Optional[FrameType]) -> None:
+    def _stop(self, session: _Session, frame: FrameType | None) -> None:
         session.gone = None
         self._end_gone()
         try:
@@ -323,7 +323,7 @@ class Hub:
         An interruption (Ctrl-C, SystemExit) is raised once the job is done; an error
         only if every retry failed: a user's block must not fail for one that passed.
         """
-        interruption: Optional[BaseException] = None
+        interruption: BaseException | None = None
         for attempt in range(4):
             try:
                 self._reconcile(sessions)
@@ -403,7 +403,8 @@ class Hub:
         self._hook_wanted = False  # this trace says again whether the next one needs it
 
     def take_catchall(self) -> None:
-        self.catchall.uninstall()  # type: ignore[union-attr]  (idempotent: an interrupted one is completed by the retry)
+        if self.catchall is not None:  # idempotent: an interrupted one is completed by the retry
+            self.catchall.uninstall()
         self.catchall = None
 
     # -- sources -------------------------------------------------------------
@@ -449,8 +450,12 @@ class Hub:
                 states = source.snapshot()
                 if imported is not None and not unmoved(source, imported, states):
                     # Drawn from between the import and now, while the lock was taken: no wrapper saw it.
-                    self.rec.unattributed(name, None, f"moved after {declared()[name].module} was imported, "
-                                                      "before rngtrace could put its wrappers in place")
+                    self.rec.unattributed(
+                        name,
+                        None,
+                        f"moved after {declared()[name].module} was imported, "
+                        "before rngtrace could put its wrappers in place",
+                    )
                 for s in wanting:
                     s.start_states[name] = states
                     if s.compared:
@@ -486,7 +491,7 @@ class Hub:
         """Every replacement currently patched in."""
         return self.patches.wrappers()
 
-    def learn(self, stream: str, frame: Optional[FrameType]) -> None:
+    def learn(self, stream: str, frame: FrameType | None) -> None:
         """The catch-all saw ``frame`` reach ``stream`` around the patches: patch its module's references.
 
         Once per module and stream; only when the hub's lock is free, since the
@@ -496,7 +501,10 @@ class Hub:
             return
         namespace = frame.f_globals
         key = (stream, id(namespace))
-        if key in self._learned_from or _call_when_free(self._lock, self._learn, stream, key, namespace) is NotImplemented:
+        if (
+            key in self._learned_from
+            or _call_when_free(self._lock, self._learn, stream, key, namespace) is NotImplemented
+        ):
             return
         self._after_unlock()
 
@@ -512,7 +520,7 @@ class Hub:
     def _start_pinning_locked(self, pinnable: Any) -> None:
         # Any thread may get here: only the catch-all still installed may start its sweeper.
         if pinnable is self.catchall:
-            pinnable.start_pinning()
+            pinnable.start_pinning()  # type: ignore[union-attr]  # the profile hook's, which pins
 
     # -- the profile hook, armed by the first move it could have seen ---------
     def _unattributed(self, stream: str) -> None:
@@ -545,10 +553,10 @@ class Hub:
                 session.trace.notes.append(_catchall.ARMED_NOTE)
 
     # -- the never-silent check ----------------------------------------------
-    def _check_moved(self, session: _Session, frame: Optional[FrameType]) -> None:
+    def _check_moved(self, session: _Session, frame: FrameType | None) -> None:
         """Record an unattributed event for each stream that moved with no recorded cause."""
         rec = self.rec
-        explained: Optional[set] = None
+        explained: set | None = None
         sources, fingerprints = rec.sources, rec.fingerprints
         for name, before in session.start_states.items():
             source = sources.get(name)
@@ -573,7 +581,7 @@ class Hub:
             _call_if_free(rec.stream_lock(name), self._check_stream, session, name, before, source, frame, explained)
 
     def _check_stream(
-        self, session: _Session, name: str, before: dict, source: Any, frame: Optional[FrameType], explained: set
+        self, session: _Session, name: str, before: dict, source: Any, frame: FrameType | None, explained: set
     ) -> None:
         """The end-of-block check for one stream (its lock held).
 
@@ -678,7 +686,7 @@ class Hub:
             except Exception:  # noqa: BLE001 (a child the tracer cannot follow runs untraced)
                 child = None
                 try:
-                    os.remove(self.spool.reserved)  # type: ignore[arg-type]  (the parent need not wait for it)
+                    os.remove(self.spool.reserved)  # the parent need not wait for it
                 except OSError:
                     pass
         if child is None:
@@ -724,8 +732,9 @@ class Hub:
         if method not in ("spawn", "forkserver"):
             return start(process)  # fork: os.register_at_fork does it; no target: run() overridden
         try:
-            wrapped = _processes.SpawnedTarget(target, self.spool.reserve(), _processes.child_spec(sessions), method,
-                                               _start_spawned)
+            wrapped = _processes.SpawnedTarget(
+                target, self.spool.reserve(), _processes.child_spec(sessions), method, _start_spawned
+            )
         except Exception:  # noqa: BLE001 (a process must start whatever the tracer cannot do)
             return start(process)
         process._target = wrapped  # pickled into the child now, by start()
@@ -802,8 +811,6 @@ def _moved_since_recorded(fingerprint: Any) -> bool:
         and fingerprint.last is not None
         and fingerprint.last != fingerprint.view.value
     )
-
-
 
 
 def _all_in(states: dict, streams: set) -> bool:

@@ -17,7 +17,7 @@ import os
 import re
 import sys
 from types import FrameType, TracebackType
-from typing import Any, Optional
+from typing import Any
 
 import IPython
 from IPython.core.error import UsageError
@@ -55,18 +55,23 @@ def split_options(line: str) -> tuple[list[str], str]:
     while True:
         end = _END_OF_OPTIONS.match(rest)
         if end:
-            return tokens, rest[end.end():]
+            return tokens, rest[end.end() :]
         name = _NAME.match(rest)
         value = _VALUE.match(rest, name.end()) if name and name.group(1) not in _FLAGS else None
         if name is None or (value is None and name.group(1) not in _FLAGS):
             return tokens, rest.strip()
         tokens += [name.group(1)] + ([value.group(1)] if value else [])
-        rest = rest[(value or name).end():]
+        rest = rest[(value or name).end() :]
 
 
 @magics_class
 class RngTraceMagics(Magics):
     """``%rng_trace`` and ``%%rng_trace``."""
+
+    @property
+    def _shell(self) -> Any:
+        """The shell running the magic (IPython types it optional; a registered magic always has one)."""
+        return self.shell
 
     @line_cell_magic
     @program_entry  # IPython's frames and the cell's call of the magic are not the cell's code
@@ -93,19 +98,23 @@ class RngTraceMagics(Magics):
         tokens, statement = split_options(line)
         options = _parser().parse_args(tokens)
         if cell is not None and statement:
-            raise UsageError(f"%%rng_trace takes options only on its line, not {statement!r}; "
-                             "put the code in the cell")
+            raise UsageError(f"%%rng_trace takes options only on its line, not {statement!r}; put the code in the cell")
         source = cell if cell is not None else statement
         if not source.strip():
             raise UsageError("nothing to run: %rng_trace statement, or %%rng_trace above a cell")
         streams = options.streams.split(",") if options.streams else None
         try:
-            tracer = RngTrace(streams=streams, depth=options.depth, on_draw=options.on_draw,
-                              print=not options.quiet, max_events=options.max_events)
+            tracer = RngTrace(
+                streams=streams,
+                depth=options.depth,
+                on_draw=options.on_draw,
+                print=not options.quiet,
+                max_events=options.max_events,
+            )
         except ValueError as error:
             raise UsageError(str(error)) from None
         run, last = self._compile(source, cell is not None, sys._getframe())
-        namespace = self.shell.user_ns
+        namespace = self._shell.user_ns
         with tracer as trace:
             if options.trace:
                 namespace[options.trace] = trace
@@ -113,12 +122,12 @@ class RngTraceMagics(Magics):
                 exec(run, namespace)
                 return eval(last, namespace) if last is not None else None
             except BaseException as error:
-                _show_from_cell(self.shell, error)
+                _show_from_cell(self._shell, error)
                 raise
 
     def _compile(self, source: str, cell_magic: bool, magic: FrameType) -> tuple[Any, Any]:
         """Code objects for the body and for a last expression (or None), placed in their cell."""
-        shell = self.shell
+        shell = self._shell
         code = shell.transform_cell(source)
         name, first = self._place(source, code, cell_magic, magic)
         # Blank lines before the code put it at its line in the cell, SyntaxErrors included.
@@ -138,7 +147,7 @@ class RngTraceMagics(Magics):
         Where no cell called the magic (``run_cell_magic`` from a file), the code
         is cached as a cell of its own.
         """
-        shell = self.shell
+        shell = self._shell
         caller = magic.f_back
         while caller is not None and caller.f_code.co_filename.startswith(_IPYTHON_DIR):
             caller = caller.f_back
@@ -147,7 +156,7 @@ class RngTraceMagics(Magics):
             if not cell_magic:
                 return name, caller.f_lineno  # a line magic: the statement is on the magic's line
             entry = linecache.cache.get(name)
-            lines = entry[2] if entry is not None else []
+            lines = entry[2] if entry is not None else []  # type: ignore[misc]
             if len(lines) == 1 and lines[0].rstrip().endswith(repr(source) + ")"):
                 # transform_cell dropped the body's leading blank lines; count them back in.
                 skipped = next((i for i, text in enumerate(source.splitlines()) if text.strip()), 0)
@@ -161,7 +170,7 @@ class RngTraceMagics(Magics):
 
     def _is_cell(self, filename: str) -> bool:
         """Tell whether IPython compiled ``filename`` as a cell."""
-        label = getattr(self.shell.compile, "format_code_name", None)
+        label = getattr(self._shell.compile, "format_code_name", None)
         return label(filename) is not None if label is not None else filename.startswith("<ipython-input-")
 
 
@@ -186,7 +195,8 @@ def _show_from_cell(shell: Any, error: BaseException) -> None:
             tb = tb.tb_next
         inner = _without_own(head.tb_next) if tb is head else None
         return shell.InteractiveTB.structured_traceback(
-            type(error), error, inner or error.__traceback__, tb_offset=0 if inner else None)
+            type(error), error, inner or error.__traceback__, tb_offset=0 if inner else None
+        )
 
     render.rngtrace = True  # type: ignore[attr-defined]
     try:
@@ -195,7 +205,7 @@ def _show_from_cell(shell: Any, error: BaseException) -> None:
         pass
 
 
-def _without_own(tb: Optional[TracebackType]) -> Optional[TracebackType]:
+def _without_own(tb: TracebackType | None) -> TracebackType | None:
     """A copy of the traceback chain ``tb`` without rngtrace's frames (a draw wrapper's, on_draw="raise")."""
     kept = []
     while tb is not None:

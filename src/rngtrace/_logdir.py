@@ -15,7 +15,6 @@ import os
 import re
 import sys
 import threading
-from typing import Optional
 
 from ._say import PROG, say
 from .trace import Trace
@@ -48,7 +47,7 @@ if hasattr(os, "register_at_fork"):  # not on Windows, which has no fork to guar
     os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
-def current_rank() -> Optional[int]:
+def current_rank() -> int | None:
     """This process's rank in a distributed job, or None: from its process group, else from ``RANK``.
 
     torch is never imported here: a process group exists only where the program imported torch.
@@ -67,7 +66,7 @@ def current_rank() -> Optional[int]:
     return int(text) if re.fullmatch(r"[0-9]{1,9}", text) else None
 
 
-def _group_rank() -> Optional[int]:
+def _group_rank() -> int | None:
     dist = sys.modules.get("torch.distributed")
     try:
         if dist is not None and dist.is_available() and dist.is_initialized():
@@ -103,7 +102,7 @@ def process_name() -> str:
 # -- writing ---------------------------------------------------------------------------
 
 
-def save_block(trace: Trace, folder: str) -> Optional[str]:
+def save_block(trace: Trace, folder: str) -> str | None:
     """Save a finished block's trace in ``folder`` under this process's name; return its path.
 
     Never raises: a log that cannot be written is one line on stderr and None,
@@ -123,8 +122,10 @@ def save_block(trace: Trace, folder: str) -> Optional[str]:
             raise
         return path
     except Exception as error:  # noqa: BLE001
-        say(f"{PROG}: cannot save the draw log in {folder!r} ({_why(error)}); "
-             "give rng_trace a log_dir this process can write to")
+        say(
+            f"{PROG}: cannot save the draw log in {folder!r} ({_why(error)}); "
+            "give rng_trace a log_dir this process can write to"
+        )
         return None
 
 

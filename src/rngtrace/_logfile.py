@@ -148,13 +148,19 @@ def _read_at_most(src: Any, limit: int, expected: int) -> bytes:
 
 def _too_big(name: str, what: str, limit: int, size: int) -> str:
     need = f"{-(-size // 2**20)}M"  # the size rounded up to a whole MiB: a limit that reads this file
-    return (f"{name} {what}, more than the {size_words(limit)} a log may have; to read it, raise the limit: "
-            f"rngtrace show/diff --max-log-size {need}, or Trace.load(path, max_size=...)")
+    return (
+        f"{name} {what}, more than the {size_words(limit)} a log may have; to read it, raise the limit: "
+        f"rngtrace show/diff --max-log-size {need}, or Trace.load(path, max_size=...)"
+    )
 
 
 def _file_kind(mode: int) -> str:
-    kinds = ((stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
-             (stat.S_ISFIFO, "a named pipe"), (stat.S_ISSOCK, "a socket"))
+    kinds = (
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISFIFO, "a named pipe"),
+        (stat.S_ISSOCK, "a socket"),
+    )
     return next((words for test, words in kinds if test(mode)), "not a file")
 
 
@@ -175,31 +181,31 @@ def _bounded_int(digits: str) -> int:
 
 def _parse(text: str) -> Any:
     """``json.loads(text)``, with the rows of a top-level object's ``events`` and ``overflow`` as tuples."""
-    scan = _decoder().scan_once
+    scan = _decoder().scan_once  # type: ignore[attr-defined]
     pos = _skip(text, 0)
-    if text[pos:pos + 1] != "{":
+    if text[pos : pos + 1] != "{":
         value, pos = _value(text, pos, scan, "the file")
         return _end(text, value, pos)
     data: dict[str, Any] = {}
     pos = _skip(text, pos + 1)
-    if text[pos:pos + 1] == "}":
+    if text[pos : pos + 1] == "}":
         return _end(text, data, pos + 1)
     while True:
-        if text[pos:pos + 1] != '"':
+        if text[pos : pos + 1] != '"':
             raise json.JSONDecodeError("Expecting property name enclosed in double quotes", text, pos)
-        key, pos = json.decoder.scanstring(text, pos + 1)
+        key, pos = json.decoder.scanstring(text, pos + 1)  # type: ignore[attr-defined]
         pos = _skip(text, pos)
-        if text[pos:pos + 1] != ":":
+        if text[pos : pos + 1] != ":":
             raise json.JSONDecodeError("Expecting ':' delimiter", text, pos)
         pos = _skip(text, pos + 1)
-        if key in _ROWS and text[pos:pos + 1] == "[":
+        if key in _ROWS and text[pos : pos + 1] == "[":
             data[key], pos = _rows(text, pos, scan, key)
         else:
             data[key], pos = _value(text, pos, scan, key if key in _REQUIRED or key == "notes" else _shown(key))
         pos = _skip(text, pos)
-        if text[pos:pos + 1] == "}":
+        if text[pos : pos + 1] == "}":
             return _end(text, data, pos + 1)
-        if text[pos:pos + 1] != ",":
+        if text[pos : pos + 1] != ",":
             raise json.JSONDecodeError("Expecting ',' delimiter", text, pos)
         pos = _skip(text, pos + 1)
 
@@ -217,7 +223,7 @@ def _rows(text: str, pos: int, scan: Any, key: str) -> tuple[list[Any], int]:
     share = shared.setdefault
     skip = _WHITESPACE.match
     pos = skip(text, pos + 1).end()  # type: ignore[union-attr]
-    if text[pos:pos + 1] == "]":
+    if text[pos : pos + 1] == "]":
         return rows, pos + 1
     try:
         while True:
@@ -226,18 +232,23 @@ def _rows(text: str, pos: int, scan: Any, key: str) -> tuple[list[Any], int]:
                 if len(row) == 7:
                     s, k, a, c, sid, t, d = row
                     # Only a str or an int is shared: True == 1 == 1.0, and a bool must stay a bool to be refused.
-                    if s.__class__ is str and k.__class__ is str and a.__class__ is str \
-                            and sid.__class__ is int and t.__class__ is int:
+                    if (
+                        s.__class__ is str
+                        and k.__class__ is str
+                        and a.__class__ is str
+                        and sid.__class__ is int
+                        and t.__class__ is int
+                    ):
                         row = (share(s, s), share(k, k), share(a, a), c, share(sid, sid), share(t, t), d)
                     else:
                         row = tuple(row)
                 else:
                     row = tuple(row)
             append(row)
-            after = text[pos:pos + 1]
+            after = text[pos : pos + 1]
             if after != "," and after != "]":
                 pos = skip(text, pos).end()  # type: ignore[union-attr]
-                after = text[pos:pos + 1]
+                after = text[pos : pos + 1]
             if after == ",":
                 pos = skip(text, pos + 1).end()  # type: ignore[union-attr]
             elif after == "]":
@@ -277,8 +288,7 @@ def _end(text: str, value: Any, pos: int) -> Any:
 
 # -- checking: every field, in the documented order; the first bad one is named ----
 
-_REQUIRED = ("version", "pid", "streams", "depth", "max_events", "dropped", "stacks", "threads", "events",
-             "overflow")
+_REQUIRED = ("version", "pid", "streams", "depth", "max_events", "dropped", "stacks", "threads", "events", "overflow")
 
 
 def check(data: dict[str, Any]) -> Fields:
@@ -306,10 +316,29 @@ def check(data: dict[str, Any]) -> Fields:
     origins = _origins(data.get("origins", []), len(raw))
     from_start = _flag(data.get("from_start", False), "from_start")
     settings = _settings(data.get("settings", {}))
-    untraced = [_whole(pid, f"untraced[{i}]") for i, pid in enumerate(_list(data.get("untraced", []), "untraced",
-                                                                            "a list of pids"))]
-    return Fields(pid, streams, depth, max_events, dropped, notes, stacks, threads, raw, overflow,
-                  ppid, children, pids, origins, from_start, settings, untraced)
+    untraced = [
+        _whole(pid, f"untraced[{i}]")
+        for i, pid in enumerate(_list(data.get("untraced", []), "untraced", "a list of pids"))
+    ]
+    return Fields(
+        pid,
+        streams,
+        depth,
+        max_events,
+        dropped,
+        notes,
+        stacks,
+        threads,
+        raw,
+        overflow,
+        ppid,
+        children,
+        pids,
+        origins,
+        from_start,
+        settings,
+        untraced,
+    )
 
 
 def _flag(value: Any, where: str) -> bool:
@@ -337,9 +366,16 @@ def _processes(value: Any) -> list:
             got = f"{len(row)} values" if row.__class__ in (list, tuple) else _shown(row)
             raise LogDamage(f"processes[{i}]: expected [pid, ppid, start, role, exit, events], got {got}")
         pid, ppid, start, role, exit, events = row
-        children.append(Process(_whole(pid, f"processes[{i}] pid"), _whole(ppid, f"processes[{i}] ppid"),
-                                _text(start, f"processes[{i}] start"), _maybe_text(role, f"processes[{i}] role"),
-                                _maybe_text(exit, f"processes[{i}] exit"), _whole(events, f"processes[{i}] events")))
+        children.append(
+            Process(
+                _whole(pid, f"processes[{i}] pid"),
+                _whole(ppid, f"processes[{i}] ppid"),
+                _text(start, f"processes[{i}] start"),
+                _maybe_text(role, f"processes[{i}] role"),
+                _maybe_text(exit, f"processes[{i}] exit"),
+                _whole(events, f"processes[{i}] events"),
+            )
+        )
     return children
 
 
@@ -349,7 +385,11 @@ def _pids(value: Any, threads: dict[int, str]) -> dict[int, int]:
         raise LogDamage(f"pids: expected an object of thread id -> pid, got {_shown(value)}")
     pids = {}
     for key, pid in value.items():
-        if key.__class__ is not str or not (key.isascii() and key.isdigit() and len(key) < 20) or int(key) not in threads:
+        if (
+            key.__class__ is not str
+            or not (key.isascii() and key.isdigit() and len(key) < 20)
+            or int(key) not in threads
+        ):
             raise LogDamage(f"pids: expected thread ids listed in threads, got the key {_shown(key)}")
         pids[int(key)] = _whole(pid, f"pids[{key!r}]")
     return pids
@@ -366,8 +406,15 @@ def _origins(value: Any, events: int) -> list:
         at = _whole(at, f"origins[{i}] event index")
         if at > events:
             raise LogDamage(f"origins[{i}] event index: expected at most {events} (the events), got {at}")
-        origins.append((_whole(pid, f"origins[{i}] pid"), _text(stream, f"origins[{i}] stream"),
-                        _text(digest, f"origins[{i}] digest"), _text(why, f"origins[{i}] why"), at))
+        origins.append(
+            (
+                _whole(pid, f"origins[{i}] pid"),
+                _text(stream, f"origins[{i}] stream"),
+                _text(digest, f"origins[{i}] digest"),
+                _text(why, f"origins[{i}] why"),
+                at,
+            )
+        )
     return origins
 
 
@@ -420,8 +467,13 @@ def _stacks(value: Any) -> dict[int, tuple[Frame, ...]]:
             if len(_list(frame, where, "a frame [filename, line, function]")) != 3:
                 raise LogDamage(f"{where}: expected a frame [filename, line, function], got {len(frame)} values")
             filename, lineno, function = frame
-            frames.append(Frame(_text(filename, f"{where} filename"), _whole(lineno, f"{where} line"),
-                                _text(function, f"{where} function")))
+            frames.append(
+                Frame(
+                    _text(filename, f"{where} filename"),
+                    _whole(lineno, f"{where} line"),
+                    _text(function, f"{where} function"),
+                )
+            )
         stacks[i] = tuple(frames)
     return stacks
 
@@ -457,8 +509,7 @@ def _events(value: Any, stacks: int, threads: dict[int, str]) -> list[tuple]:
         if count is not None and (count.__class__ is not int or not 0 <= count < _MAX_INT):
             raise LogDamage(f"events[{i}] count: expected a whole number >= 0 or null, got {_shown(count)}")
         if sid.__class__ is not int or not NO_STACK <= sid < stacks:
-            raise LogDamage(f"events[{i}] stack: expected -1 or an index into the {stacks} stacks, "
-                            f"got {_shown(sid)}")
+            raise LogDamage(f"events[{i}] stack: expected -1 or an index into the {stacks} stacks, got {_shown(sid)}")
         if thread.__class__ is not int or thread not in threads:
             raise LogDamage(f"events[{i}] thread: expected a thread id listed in threads, got {_shown(thread)}")
         if detail is not None and (detail.__class__ is not str or not detail.isascii()):
@@ -482,8 +533,7 @@ def _overflow(value: Any, stacks: int) -> dict[tuple, list[int]]:
         if kind not in KINDS:
             raise LogDamage(f"overflow[{i}] kind: expected one of {', '.join(KINDS)}, got {_shown(kind)}")
         if sid.__class__ is not int or not NO_STACK <= sid < stacks:
-            raise LogDamage(f"overflow[{i}] stack: expected -1 or an index into the {stacks} stacks, "
-                            f"got {_shown(sid)}")
+            raise LogDamage(f"overflow[{i}] stack: expected -1 or an index into the {stacks} stacks, got {_shown(sid)}")
         key = (_text(stream, f"overflow[{i}] stream"), kind, _text(api, f"overflow[{i}] api"), sid)
         overflow[key] = [_whole(calls, f"overflow[{i}] calls"), _whole(values, f"overflow[{i}] values")]
     return overflow

@@ -12,7 +12,7 @@ what the general way does for the same sessions; anything else goes that way.
 from __future__ import annotations
 
 import sys
-from typing import Any, Optional
+from typing import Any
 
 from ._patches import PatchSet
 from .sources import declared
@@ -39,7 +39,7 @@ class Plan:
         self.modules = tuple(declared()[name].module for name, _source in sources)
 
 
-def make_plan(hub: Any, session: Any) -> Optional[Plan]:
+def make_plan(hub: Any, session: Any) -> Plan | None:
     """The install just made for ``session`` alone, if the next lone trace can repeat it as it is."""
     rec, patches = hub.rec, hub.patches
     installed = rec.sources
@@ -68,8 +68,15 @@ def install_alone(hub: Any, session: Any) -> bool:
     sessions, less the questions the plan answered already.
     """
     plan, rec, patches = hub.plan, hub.rec, hub.patches
-    if (plan is None or plan.streams != session.streams or plan.version != patches.version or rec.sources
-            or hub.catchall is not None or patches.strays or hub.imports.hooks):
+    if (
+        plan is None
+        or plan.streams != session.streams
+        or plan.version != patches.version
+        or rec.sources
+        or hub.catchall is not None
+        or patches.strays
+        or hub.imports.hooks
+    ):
         return False
     modules = sys.modules
     for module in plan.modules:

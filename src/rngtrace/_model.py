@@ -6,8 +6,9 @@ and makes these from them when someone reads.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
 
 FORMAT = "rngtrace"
 FORMAT_VERSION = 2  # 2: the processes a trace saw (1 still loads)
@@ -124,8 +125,7 @@ class Event:
         Only the ``seed`` functions do: a restore (``set_state``, ``setstate``) or
         ``manual_seed`` the catch-all recorded without its argument is no entropy seed.
         """
-        return (self.kind == SEED and self.detail in (None, "None")
-                and self.api.rsplit(".", 1)[-1] in ENTROPY_SEEDERS)
+        return self.kind == SEED and self.detail in (None, "None") and self.api.rsplit(".", 1)[-1] in ENTROPY_SEEDERS
 
 
 @dataclass(frozen=True)
@@ -199,8 +199,13 @@ def used_stacks(raws: Iterable[RawEvent]) -> set[int]:
     return used
 
 
-def build_events(raws: list[RawEvent], stacks: dict[int, tuple[Frame, ...]], threads: dict[int, str],
-                  pid: int, pids: dict[int, int] | None = None) -> list[Event]:
+def build_events(
+    raws: list[RawEvent],
+    stacks: dict[int, tuple[Frame, ...]],
+    threads: dict[int, str],
+    pid: int,
+    pids: dict[int, int] | None = None,
+) -> list[Event]:
     """Events from raw tuples; each unattributed move gets its window, from the order around it.
 
     ``pids``: thread key -> pid for the threads of merged child processes (the rest are ``pid``'s).
@@ -218,8 +223,9 @@ def build_events(raws: list[RawEvent], stacks: dict[int, tuple[Frame, ...]], thr
     return events
 
 
-def _windows(raws: list[RawEvent], stacks: dict[int, tuple[Frame, ...]],
-             pids: dict[int, int] | None = None) -> dict[int, Window]:
+def _windows(
+    raws: list[RawEvent], stacks: dict[int, tuple[Frame, ...]], pids: dict[int, int] | None = None
+) -> dict[int, Window]:
     """raw index -> Window, for every unattributed move in ``raws``.
 
     A window opens at the last event of the move's stream before it (a seed of its
@@ -252,7 +258,7 @@ def _windows(raws: list[RawEvent], stacks: dict[int, tuple[Frame, ...]],
                 if frames and found[j][2] == frames:
                     found[j][4] = i
             if kind == SEED:
-                last_seed[stream] = i  # type: ignore[index]
+                last_seed[stream] = i
         lines.append(frames[0] if frames else None)
         last[stream] = i
     return {
@@ -266,6 +272,3 @@ def _base_of(stream: Any) -> Any:
     if stream.__class__ is tuple:
         return (stream[0], stream[1].split(".", 1)[0])
     return stream.split(".", 1)[0]
-
-
-

@@ -30,7 +30,8 @@ from __future__ import annotations
 
 import ctypes
 import gc
-from typing import Any, Callable, Iterable, Optional
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from ._hotpath import SPEEDUPS as _speedups
 from .sources._base import IN_PLACE
@@ -41,7 +42,7 @@ INHERITED = object()  # the attribute lived on a base class: undo by deleting ou
 Entry = tuple
 
 
-def namespace_of(parent: Any) -> tuple[dict, Optional[type]]:
+def namespace_of(parent: Any) -> tuple[dict, type | None]:
     """The dict that really holds ``parent``'s attributes, and ``parent`` if it is a type."""
     if isinstance(parent, type):
         # A type's namespace is an ordinary dict behind a read-only proxy; writing it
@@ -56,7 +57,7 @@ def _type_modified(types: Iterable[type]) -> None:
         ctypes.pythonapi.PyType_Modified(ctypes.py_object(t))
 
 
-def _swap_python(entries: list[Entry], forward: bool, inherited: object, stamps: Optional[dict] = None) -> Any:
+def _swap_python(entries: list[Entry], forward: bool, inherited: object, stamps: dict | None = None) -> Any:
     """Pure-Python twin of ``_speedups.swap`` (same results; interruptible between entries)."""
     if forward:
         for namespace, attr, original, _wrapper, _type in entries:
@@ -81,7 +82,7 @@ def _swap_python(entries: list[Entry], forward: bool, inherited: object, stamps:
     return strays
 
 
-def _hook(parts: Iterable["PatchSet"], forward: bool) -> None:
+def _hook(parts: Iterable[PatchSet], forward: bool) -> None:
     """Hook (or unhook) the in-place builtins of ``parts``: each set's, in one C call per set."""
     for patch_set in parts:
         if patch_set.hooks:  # only built where the accelerator is
@@ -192,7 +193,7 @@ class Patches:
             self._undo(patch_set)
 
     # -- several streams in one pass -----------------------------------------------
-    def apply_many(self, names: list[str]) -> Optional[list[PatchSet]]:
+    def apply_many(self, names: list[str]) -> list[PatchSet] | None:
         """Put the wrappers of ``names`` in place in one swap, where each set was made before and still fits.
 
         None where it cannot (a set to build, or someone patched over one): ``apply`` each
@@ -225,7 +226,7 @@ class Patches:
             self.swap_out(parts, *self.joined_list(parts))
 
     def swap_in(self, parts: list[PatchSet], entries: list[Entry], stamps: dict) -> bool:
-        """Apply ``parts``, whose entries ``entries`` joins, in one swap; False (nothing changed) where one no longer fits."""
+        """Apply ``parts`` (joined by ``entries``) in one swap; False, nothing changed, where one no longer fits."""
         for patch_set in parts:
             patch_set.applied = True  # first: a pure-Python pass cut short is undone by the next call
         if self._swap(entries, True, INHERITED, stamps):
@@ -352,7 +353,7 @@ class Patches:
         return out
 
 
-def _owner_name(namespace: dict, kind: Optional[type]) -> str:
+def _owner_name(namespace: dict, kind: type | None) -> str:
     if kind is not None:
         return f"{kind.__module__}.{kind.__qualname__}"
     return str(namespace.get("__name__", "?"))

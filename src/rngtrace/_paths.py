@@ -71,7 +71,7 @@ def in_inductor_cache(filename: str) -> bool:
     if any(part.startswith("torchinductor_") for part in parts[:-1]):
         return True
     cache = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
-    return bool(cache) and os.path.isabs(filename) and _under(_norm(filename), _norm(cache))
+    return bool(cache) and os.path.isabs(filename) and _under(_norm(filename), _norm(cache or ""))
 
 
 def label_cells(labeller: Callable[[str], str | None] | None) -> None:
@@ -172,7 +172,7 @@ def _short_path(filename: str, cwd: str) -> str:
     return filename
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _library_dirs() -> tuple[tuple[str, ...], tuple[str, ...]]:
     """Return (stdlib dirs, installed-package dirs), normalised, longest first."""
     # Imported here: the stack capture imports this module with rngtrace, and only rendering needs these.

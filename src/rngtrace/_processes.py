@@ -38,18 +38,20 @@ import sys
 import tempfile
 import threading
 import time
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any, cast
 
 from ._hotpath import SPEEDUPS as _speedups
-from .sources._base import unmoved
 from ._model import UNATTRIBUTED
-from ._spool import BUSY_FLUSH_INTERVAL, FLUSH_INTERVAL, SPOOL_FORMAT, record, records
+from ._spool import BUSY_FLUSH_INTERVAL, FLUSH_INTERVAL, record, records
+from .sources._base import unmoved
 
 #: how long the end of a block waits, at most, for running children to write what they hold
 SETTLE_WAIT = 0.1
 #: how long it waits, at most, for a child forked an instant before to start writing
 START_WAIT = 1.0
 SUFFIX = ".spool"  # a spool file's name ends so
+
 
 # -- digests: which state a stream drew from ------------------------------------------
 def state_digests(source: Any) -> dict[str, str]:
@@ -119,8 +121,12 @@ class ForkDigests:
             except Exception:  # noqa: BLE001
                 snapshot = None
             kept = last.get(name)
-            if (kept is not None and snapshot is not None and not source.stream.reseeded_at_fork
-                    and unmoved(source, kept[0], snapshot)):
+            if (
+                kept is not None
+                and snapshot is not None
+                and not source.stream.reseeded_at_fork
+                and unmoved(source, kept[0], snapshot)
+            ):
                 digests = kept[1]
             else:
                 try:
@@ -138,10 +144,10 @@ class ForkDigests:
 
 
 #: a Python child started by ``subprocess``: its command line (``_subprocess.begin`` sets it)
-COMMAND: Optional[str] = None
+COMMAND: str | None = None
 
 
-def role() -> Optional[str]:
+def role() -> str | None:
     """What this process is, where a library says so: a DataLoader worker, a pool worker, a command."""
     data = sys.modules.get("torch.utils.data")
     if data is not None:
@@ -213,9 +219,11 @@ def _name_children(children: dict[int, Any]) -> list[str]:
     notes = []
     for kind, pids in grouped.items():
         many = len(pids) > 1
-        notes.append(f"{len(pids) if many else 'a'} {kind}{'s' if many else ''} (pid{'s' if many else ''} "
-                     f"{', '.join(map(str, pids))}) started before this trace {'are' if many else 'is'} not traced: "
-                     f"{_ADVICE[kind]}")
+        notes.append(
+            f"{len(pids) if many else 'a'} {kind}{'s' if many else ''} (pid{'s' if many else ''} "
+            f"{', '.join(map(str, pids))}) started before this trace {'are' if many else 'is'} not traced: "
+            f"{_ADVICE[kind]}"
+        )
     return notes
 
 
@@ -236,7 +244,7 @@ def _owned_workers() -> dict[int, str]:
     out: dict[int, str] = {}
     for obj in gc.get_objects():
         for cls, kind in owners:
-            if issubclass(type(obj), cls):  # type(), not isinstance: a lazy proxy warns on __class__
+            if issubclass(type(obj), cls):  # type: ignore[arg-type]  # type(), not isinstance: a lazy proxy warns on __class__
                 workers = getattr(obj, "_workers", None) or list((getattr(obj, "_processes", None) or {}).values())
                 for worker in workers:
                     pid = getattr(worker, "pid", None)
@@ -271,10 +279,10 @@ class Spool:
     """
 
     def __init__(self) -> None:
-        self.path: Optional[str] = None
-        self.owner: Optional[int] = None
+        self.path: str | None = None
+        self.owner: int | None = None
         #: the file the child of the fork under way will write (made by the parent before it forks)
-        self.reserved: Optional[str] = None
+        self.reserved: str | None = None
         self._forks = 0
         #: where the streams stood at the last fork (a forked child inherits it, and starts from there)
         self.digests = ForkDigests()
@@ -290,10 +298,10 @@ class Spool:
     def reserve(self) -> str:
         """Before a fork: make the folder if need be, and the empty file the child will write to."""
         self.reserved = None
-        self.ensure()
+        folder = self.ensure()
         self._forks += 1
         # Named by the forking process and its count: a grandchild's name never meets a child's.
-        path = os.path.join(self.path, f"{os.getpid()}-{self._forks}{SUFFIX}")
+        path = os.path.join(folder, f"{os.getpid()}-{self._forks}{SUFFIX}")
         os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
         self.reserved = path
         return path
@@ -303,7 +311,7 @@ class Spool:
         self.path = self.owner = self.reserved = None
         self.digests.forget()
 
-    def collect(self, token: int) -> list["ChildLog"]:
+    def collect(self, token: int) -> list[ChildLog]:
         """Every child's log spooled for the session ``token``, after letting running children write."""
         if self.path is None or self.owner != os.getpid():
             return []
@@ -320,12 +328,12 @@ class Spool:
             logs, _ = self._read(token)
         return logs
 
-    def _read(self, token: int) -> tuple[list["ChildLog"], bool]:
+    def _read(self, token: int) -> tuple[list[ChildLog], bool]:
         """The logs spooled for ``token``, and whether a reserved file is still without its header."""
         logs = []
         unstarted = False
         try:
-            names = sorted(os.listdir(self.path))  # type: ignore[arg-type]
+            names = sorted(os.listdir(cast(str, self.path)))
         except OSError:
             return [], False  # the folder is gone (removed by hand): nothing to merge
         for name in names:
@@ -359,8 +367,8 @@ class ChildLog:
         self.ppid = 0
         self.start = "fork"
         self.started = 0.0
-        self.role: Optional[str] = None
-        self.exit: Optional[str] = None
+        self.role: str | None = None
+        self.exit: str | None = None
         #: it ended without writing its exit (SIGKILL, a crash): its last events may be lost
         self.abrupt = False
         #: its last record said it waits for its parent with everything written (a pool worker between tasks)
@@ -384,13 +392,13 @@ class ChildLog:
         return self.exit is None and _ended(self.pid) is None
 
     @classmethod
-    def read(cls, path: str) -> Optional["ChildLog"]:
+    def read(cls, path: str) -> ChildLog | None:
         try:
             with open(path, "rb") as src:
                 data = src.read()
         except OSError:
             return None
-        log: Optional[ChildLog] = None
+        log: ChildLog | None = None
         for entry in records(data):
             if entry[0] == "process":
                 log = cls(entry[1])
@@ -419,12 +427,13 @@ class ChildLog:
         return log
 
 
-def _ended(pid: int) -> Optional[str]:
+def _ended(pid: int) -> str | None:
     """How process ``pid`` ended, or None while it runs.
 
     A child of ours that has ended but not been reaped is looked at without reaping
     it (the program's own wait still gets its status); any other is asked with signal 0.
     """
+    info: Any
     try:
         info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
     except ChildProcessError:
@@ -468,15 +477,15 @@ class ChildWriter:
         self._origins = 0  # origins already written
         self._stacks: set[int] = set()  # stack ids whose frames are written
         self._threads: set[int] = set()  # thread keys whose names are written
-        self._role: Optional[str] = None
+        self._role: str | None = None
         self._lock = threading.Lock()
         self._done = False
         self._finishing = False
         self._terminating = False
         self._said_waiting = False  # the last record written says the child waits, all written
-        self._real_exit = os._exit
+        self._real_exit: Callable[[int], Any] = os._exit
         #: what lets go of pinned frames, run between writes (the catch-all sets it: ``after_fork``)
-        self.sweep: Optional[Any] = None
+        self.sweep: Any | None = None
         header = ("process", os.getpid(), os.getppid(), start, time.time(), tuple(tags))
         # The parent made the file; a folder already gone (its block ended) means: do not record.
         self._fd = os.open(self.file, os.O_WRONLY | os.O_APPEND)
@@ -495,19 +504,19 @@ class ChildWriter:
         atexit.register(self._at_exit)
 
         def _exit(code: int, _self: ChildWriter = self) -> None:
-            if isinstance(code, int) and -2**31 <= code < 2**31:  # else the real one raises: the child goes on
+            if isinstance(code, int) and -(2**31) <= code < 2**31:  # else the real one raises: the child goes on
                 _self.finish(f"exit code {code}" if code else "normal", leaving=True)
             _self._real_exit(code)
 
         self._exit = _exit
-        os._exit = _exit  # multiprocessing and DataLoader workers leave through it, skipping atexit
+        os._exit = _exit  # type: ignore[assignment]  # multiprocessing and DataLoader workers leave through it, skipping atexit
         global _WRITER
         _WRITER = self
         _flush_before_sends()
         # SIGTERM (Pool.terminate(), a DataLoader shut down mid-epoch) wakes the writer thread,
         # which writes the rest and lets the child die of it (_speedups.on_sigterm: a Python handler
         # would hang a worker asleep in a lock). Without the accelerator, the last writes' worth is lost.
-        self._wake: Optional[tuple[int, int]] = None
+        self._wake: tuple[int, int] | None = None
         if _speedups is not None:
             wake = os.pipe()
             try:
@@ -522,7 +531,7 @@ class ChildWriter:
         global _WRITER
         atexit.unregister(self._at_exit)
         if os._exit is self._exit:  # never over what someone put there since
-            os._exit = self._real_exit
+            os._exit = self._real_exit  # type: ignore[assignment]
         if _WRITER is self:
             _WRITER = None
         _restore_sends()
@@ -533,7 +542,7 @@ class ChildWriter:
         (closing it under a select() wakes that as if a SIGTERM came), and a number freed here could
         be another file's by the time anyone looks; the writer closes it on its way out (``_run``)."""
         if self._wake is not None:
-            _speedups.on_sigterm(-1)
+            _speedups.on_sigterm(-1)  # type: ignore[union-attr]
             self._wake = None
 
     def before_send(self) -> None:
@@ -570,7 +579,7 @@ class ChildWriter:
             self.flush(final=f"killed by signal {int(signal.SIGTERM)}")
         except Exception:  # noqa: BLE001
             pass
-        _speedups.die_of_sigterm()
+        _speedups.die_of_sigterm()  # type: ignore[union-attr]
 
     def _at_exit(self) -> None:
         self.finish("normal")
@@ -627,7 +636,7 @@ class ChildWriter:
                 return
             written_at = now
 
-    def flush(self, final: Optional[str] = None, waiting: bool = False) -> None:
+    def flush(self, final: str | None = None, waiting: bool = False) -> None:
         """Write the events recorded since the last write; ``final``: how the child ended, written last.
 
         ``waiting``: the child is about to wait for its parent (a pool worker for its next task),
@@ -650,12 +659,12 @@ class ChildWriter:
         finally:
             self._lock.release()
 
-    def _next(self, final: Optional[str]) -> Optional[bytes]:
+    def _next(self, final: str | None) -> bytes | None:
         """The record of what was recorded since the last write, or None if there is nothing new."""
         trace = self.session.trace
-        events = trace.raw[self._written:]  # one copy, in C: the wrappers append meanwhile
+        events = trace.raw[self._written :]  # one copy, in C: the wrappers append meanwhile
         self._written += len(events)
-        origins = self.session.origins[self._origins:]
+        origins = self.session.origins[self._origins :]
         self._origins += len(origins)
         now = role()
         changed = now is not None and now != self._role
@@ -686,8 +695,7 @@ class ChildWriter:
         try:
             return record(payload)
         except ValueError:  # a detail marshal cannot write (an object some source passed): its text
-            return record(("flush", stacks, threads, [_plain(raw) for raw in events], tuple(origins),
-                            payload[5], end))
+            return record(("flush", stacks, threads, [_plain(raw) for raw in events], tuple(origins), payload[5], end))
 
     def _write(self, data: bytes) -> None:
         while data:
@@ -731,7 +739,7 @@ class ChildWriter:
         if not self._terminating:  # else the writer thread is ending it already
             self._stop_waking()
             if came:
-                _speedups.die_of_sigterm()
+                _speedups.die_of_sigterm()  # type: ignore[union-attr]
 
     def stop_recording(self) -> None:
         """The parent's trace ended before this child: stop recording, leave nothing behind."""
@@ -751,9 +759,9 @@ class ChildWriter:
 
 # -- what a traced child's way out and its messages to its parent pass through ----------------
 #: the recording child's writer, read by the hooks below (a forked grandchild's replaces its parent's)
-_WRITER: Optional[ChildWriter] = None
+_WRITER: ChildWriter | None = None
 #: (class, method name, its own method) for each multiprocessing queue method that writes first
-_SENDS: list[tuple[type, Any]] = []
+_SENDS: list[tuple[type, str, Any]] = []
 
 
 def _flush_before_sends() -> None:
@@ -780,7 +788,11 @@ def _flush_before_sends() -> None:
                     _before(writer)
                 return _original(queue, *args, **kwargs)
 
-            hooked.__name__, hooked.__qualname__, hooked.__doc__ = original.__name__, original.__qualname__, original.__doc__
+            hooked.__name__, hooked.__qualname__, hooked.__doc__ = (
+                original.__name__,
+                original.__qualname__,
+                original.__doc__,
+            )
             _SENDS.append((cls, name, original))
             setattr(cls, name, hooked)
 
@@ -807,9 +819,13 @@ def _start_without_sigterm(run: Any) -> None:
 def _plain(raw: tuple) -> tuple:
     """A raw event marshal can write: text where a source passed some other object."""
     stream, kind, api, count, sid, thread, detail = raw
-    if not (detail is None or detail.__class__ is str
-            or (detail.__class__ is tuple and len(detail) == 2 and detail[0].__class__ is str
-                and detail[1].__class__ is int)):
+    if not (
+        detail is None
+        or detail.__class__ is str
+        or (
+            detail.__class__ is tuple and len(detail) == 2 and detail[0].__class__ is str and detail[1].__class__ is int
+        )
+    ):
         detail = str(detail)
     if not (count is None or count.__class__ is int):
         try:
@@ -851,11 +867,15 @@ class SpawnedTarget:
 def child_spec(sessions: tuple) -> tuple[tuple[str, ...], int, int, tuple[int, ...]]:
     """(streams, depth, max_events, tags) of a child's trace: what every one of ``sessions`` records."""
     streams = frozenset().union(*(s.streams for s in sessions))
-    return (tuple(sorted(streams)), max(s.trace.depth for s in sessions),
-            max(s.trace.max_events for s in sessions), tuple(sorted({t for s in sessions for t in s.tags})))
+    return (
+        tuple(sorted(streams)),
+        max(s.trace.depth for s in sessions),
+        max(s.trace.max_events for s in sessions),
+        tuple(sorted({t for s in sessions for t in s.tags})),
+    )
 
 
-def start_method(process: Any) -> Optional[str]:
+def start_method(process: Any) -> str | None:
     """How ``process`` (a multiprocessing BaseProcess) will start: fork, spawn or forkserver."""
     method = getattr(process, "_start_method", None)
     if method:
@@ -864,7 +884,7 @@ def start_method(process: Any) -> Optional[str]:
         import multiprocessing.context as context
 
         default = context._default_context
-        return str((default._actual_context or default._default_context)._name)
+        return str((default._actual_context or default._default_context)._name)  # type: ignore[attr-defined]
     except Exception:  # noqa: BLE001
         return None
 
@@ -883,9 +903,9 @@ class SpawnWatch:
     _MODULE = "multiprocessing.process"
 
     def __init__(self) -> None:
-        self.installed: Optional[tuple[type, Any]] = None
-        self._made: Optional[tuple[Any, Any]] = None  # (original, its wrapper), made once
-        self._hook: Optional[Any] = None  # the post-import hook waiting for multiprocessing
+        self.installed: tuple[type, Any] | None = None
+        self._made: tuple[Any, Any] | None = None  # (original, its wrapper), made once
+        self._hook: Any | None = None  # the post-import hook waiting for multiprocessing
         self._wanted = False
 
     def set(self, wanted: bool, hub: Any) -> None:
@@ -904,7 +924,7 @@ class SpawnWatch:
         if self.installed is not None:
             cls, original = self.installed
             if getattr(cls.__dict__.get("start"), "__wrapped__", None) is original:
-                cls.start = original  # never someone else's patch over ours
+                cls.start = original  # type: ignore[attr-defined]  # never someone else's patch over ours
             self.installed = None
 
     def _install(self, module: Any, hub: Any) -> None:
@@ -945,7 +965,8 @@ class SpawnWatch:
     def _unwatch(self) -> None:
         from ._patches import unregister_post_import_hook
 
-        unregister_post_import_hook(self._MODULE, self._hook)
+        if self._hook is not None:
+            unregister_post_import_hook(self._MODULE, self._hook)
         self._hook = None  # only now: an unwatch cut short by a Ctrl-C is finished by the hub's retry
 
     def describe(self) -> list[str]:

@@ -9,7 +9,8 @@ pytest-xdist carries it from a worker to the controller inside the test's report
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Optional
+from collections.abc import Iterable
+from typing import Any
 
 from ._model import NO_STACK, UNATTRIBUTED, moved_parts
 
@@ -20,7 +21,7 @@ _RANDOMLY = "pytest_randomly"
 _HYPOTHESIS = "hypothesis"
 
 
-def _package_dir(filename: str) -> Optional[str]:
+def _package_dir(filename: str) -> str | None:
     """The top folder under site-packages of ``filename``, or None (a user file)."""
     parts = filename.replace("\\", "/").split("/")
     for i in range(len(parts) - 2, -1, -1):
@@ -51,7 +52,7 @@ class Window:
     def __init__(self, thread: int) -> None:
         self.thread = thread
         #: (event index, dropped count, the phase that ended there; None at the start), in order
-        self.marks: list[tuple[int, int, Optional[str]]] = []
+        self.marks: list[tuple[int, int, str | None]] = []
         #: (start, end, fixture key) for each wider-scoped fixture set up in this test
         self.fixtures: list[tuple[int, int, str]] = []
         #: how many phases have been given to records already
@@ -60,17 +61,27 @@ class Window:
     def phases(self) -> Iterable[tuple[str, int, int, int]]:
         """(phase, first event, end event, events dropped in it) for each phase."""
         for (start, dropped, _), (end, dropped_end, phase) in zip(self.marks, self.marks[1:]):
-            yield phase, start, end, dropped_end - dropped
+            yield phase or "", start, end, dropped_end - dropped
 
 
 def new_record(key: str, label: str, kind: str) -> dict[str, Any]:
     """An empty record: ``kind`` is "test", "fixture" (wider scope) or "outside" (not in any test)."""
-    return {"key": key, "label": label, "kind": kind, "exempt": None, "events": [], "counts": {},
-            "more": 0, "leaks": [], "failed_by": None}
+    return {
+        "key": key,
+        "label": label,
+        "kind": kind,
+        "exempt": None,
+        "events": [],
+        "counts": {},
+        "more": 0,
+        "leaks": [],
+        "failed_by": None,
+    }
 
 
-def add_event(record: dict[str, Any], raw: tuple, stack: tuple, noticed: tuple, phase: str,
-              listed: Optional[list] = None) -> None:
+def add_event(
+    record: dict[str, Any], raw: tuple, stack: tuple, noticed: tuple, phase: str, listed: list | None = None
+) -> None:
     """Add one raw event; ``stack`` its frames, ``noticed`` the noticing call's for an unattributed move.
 
     ``listed``: those frames as the record lists them (``listed_frames``), made once per stack by
@@ -117,7 +128,7 @@ def merge(into: dict[str, Any], other: dict[str, Any]) -> None:
     for slot, n in other["counts"].items():
         into["counts"][slot] = into["counts"].get(slot, 0) + n
     room = MAX_RECORD_EVENTS - len(into["events"])
-    into["events"].extend(other["events"][:max(room, 0)])
+    into["events"].extend(other["events"][: max(room, 0)])
     into["more"] += other["more"] + max(len(other["events"]) - max(room, 0), 0)
     into["leaks"].extend(leak for leak in other["leaks"] if leak not in into["leaks"])
 

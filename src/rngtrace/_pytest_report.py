@@ -10,7 +10,8 @@ its thread column says which test made each event.
 from __future__ import annotations
 
 import os
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from ._paths import is_user_file, short_path
 from .sources import declared, rank
@@ -20,9 +21,12 @@ from .trace import FORMAT, FORMAT_VERSION, Trace
 #: call sites shown per record in the summary
 TOP_SITES = 3
 _PHASES = ("outside", "setup", "call", "teardown")
-_KIND_WORDS = {"seed": ("seed", "seeds"), "draw": ("draw", "draws"),
-               "unattributed": ("move with no recorded call", "moves with no recorded call"),
-               "dropped": ("event past max_events", "events past max_events")}
+_KIND_WORDS = {
+    "seed": ("seed", "seeds"),
+    "draw": ("draw", "draws"),
+    "unattributed": ("move with no recorded call", "moves with no recorded call"),
+    "dropped": ("event past max_events", "events past max_events"),
+}
 
 
 def _plural(n: int, kind: str) -> str:
@@ -102,8 +106,10 @@ def summary(records: list[dict[str, Any]], tests: int, rootdir: str, strict: boo
     traced = f"{tests:,} test{'' if tests == 1 else 's'} traced"
     if not records:
         return [f"no test drew from, reseeded or leaked a global random stream ({traced})"]
-    head = (f"{traced}: {len(touched)} drew from or reseeded a global random stream, "
-            f"{len(leaking)} left one in another state than they found it (a leak: every later test sees it)")
+    head = (
+        f"{traced}: {len(touched)} drew from or reseeded a global random stream, "
+        f"{len(leaking)} left one in another state than they found it (a leak: every later test sees it)"
+    )
     if fixtures:
         head += f"; {len(fixtures)} wider-scoped fixture{'s' if len(fixtures) != 1 else ''} drew"
     lines = [head]
@@ -114,8 +120,10 @@ def summary(records: list[dict[str, Any]], tests: int, rootdir: str, strict: boo
         lines.extend("    " + line for line in counts_line(record))
         lines.extend("      " + line for line in sites(record, rootdir))
         if record["leaks"]:
-            lines.append(f"    leaks {', '.join(sorted(set(record['leaks'])))}: left in another state than "
-                         "the test found it" + ("" if record["counts"] else " (moved with no recorded call)"))
+            lines.append(
+                f"    leaks {', '.join(sorted(set(record['leaks'])))}: left in another state than "
+                "the test found it" + ("" if record["counts"] else " (moved with no recorded call)")
+            )
     return lines
 
 
@@ -134,23 +142,33 @@ def _own_generators(record: dict[str, Any]) -> str:
     """`` (np.random.default_rng(seed), random.Random(seed))``: what each stream the test touched declares."""
     touched = {slot.split("|", 1)[0].split(".", 1)[0] for slot in record["counts"]}
     touched.update(leak.split(".", 1)[0] for leak in record["leaks"])
-    said = [info.own_generator for name in sorted(touched, key=rank)
-            if (info := stream_info(name)) is not None and info.own_generator]
+    said = [
+        info.own_generator
+        for name in sorted(touched, key=rank)
+        if (info := stream_info(name)) is not None and info.own_generator
+    ]
     return f" ({', '.join(said)})" if said else ""
 
 
 def strict_message(record: dict[str, Any], rootdir: str) -> str:
     """The failure strict mode gives a test that touched a global stream."""
-    what = "leaked state into later tests" if record["leaks"] and not record["counts"] else \
-        "drew from or reseeded a global random stream"
+    what = (
+        "leaked state into later tests"
+        if record["leaks"] and not record["counts"]
+        else "drew from or reseeded a global random stream"
+    )
     lines = [f"rngtrace strict mode: this test {what}:"]
     lines += ["  " + line for line in counts_line(record)]
     lines += ["    " + line for line in sites(record, rootdir)]
     if record["leaks"]:
-        lines.append(f"  leaks {', '.join(sorted(set(record['leaks'])))}: every later test starts from the changed state")
-    lines.append(f"Draw from a generator you own{_own_generators(record)}, "
-                 "or mark the test @pytest.mark.rng_global(reason=...) or give it the rng_trace fixture if it "
-                 "draws on purpose.")
+        lines.append(
+            f"  leaks {', '.join(sorted(set(record['leaks'])))}: every later test starts from the changed state"
+        )
+    lines.append(
+        f"Draw from a generator you own{_own_generators(record)}, "
+        "or mark the test @pytest.mark.rng_global(reason=...) or give it the rng_trace fixture if it "
+        "draws on purpose."
+    )
     return "\n".join(lines)
 
 
@@ -169,12 +187,24 @@ def saved_log(records: Iterable[dict[str, Any]]) -> dict[str, Any]:
             events.append([stream, kind, api, count, sid, n, detail])
     notes = [f"{more:,} events past the first 1,000 of a test were counted, not kept"] if more else []
     return {
-        "format": FORMAT, "version": FORMAT_VERSION, "pid": os.getpid(),
-        "streams": sorted(declared()), "depth": 24, "max_events": max(len(events), 1),
-        "dropped": 0, "notes": notes,
+        "format": FORMAT,
+        "version": FORMAT_VERSION,
+        "pid": os.getpid(),
+        "streams": sorted(declared()),
+        "depth": 24,
+        "max_events": max(len(events), 1),
+        "dropped": 0,
+        "notes": notes,
         "stacks": [[list(f) for f in key] for key in stacks],
-        "threads": threads, "events": events, "overflow": [],
-        "ppid": os.getppid(), "processes": [], "pids": {}, "origins": [], "from_start": False, "settings": {},
+        "threads": threads,
+        "events": events,
+        "overflow": [],
+        "ppid": os.getppid(),
+        "processes": [],
+        "pids": {},
+        "origins": [],
+        "from_start": False,
+        "settings": {},
     }
 
 

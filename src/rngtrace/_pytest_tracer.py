@@ -12,7 +12,8 @@ import operator
 import os
 import sys
 from collections import Counter
-from typing import Any, Iterator, Optional
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -49,7 +50,7 @@ class Tracer:
     def __init__(self, config: pytest.Config, mode: str) -> None:
         self.config = config
         self.strict = mode == "strict"
-        self.json_path: Optional[str] = config.getoption("rng_trace_json")
+        self.json_path: str | None = config.getoption("rng_trace_json")
         #: key -> record, from every test report seen here (the controller's, under xdist)
         self.records: dict[str, dict[str, Any]] = {}
         self.tests = 0
@@ -58,7 +59,7 @@ class Tracer:
         self._trace: Any = None
         self._rec: Any = None
         self._seen = 0  # the first event of the session trace not yet given to a record
-        self._window: Optional[records.Window] = None
+        self._window: records.Window | None = None
         self._before: dict[str, dict[str, Any]] = {}
         self._made: dict[str, dict[str, Any]] = {}  # key -> record, for the running test
         self._foreign: set[str] = set()  # streams pytest-randomly or Hypothesis reseeded in the running test
@@ -123,7 +124,7 @@ class Tracer:
 
     # -- one test ------------------------------------------------------------------
     @pytest.hookimpl(hookwrapper=True, tryfirst=True)
-    def pytest_runtest_protocol(self, item: pytest.Item, nextitem: Optional[pytest.Item]) -> Iterator[None]:
+    def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
         if self._trace is not None:
             try:
                 self._open(item)
@@ -177,7 +178,7 @@ class Tracer:
         outcome = yield
         if self._window is None or self._trace is None:
             return
-        report = outcome.get_result()
+        report = outcome.get_result()  # type: ignore[attr-defined]
         try:
             self._judge(item, report, call.when)
         except Exception as error:  # noqa: BLE001 (the tracer must never break the run it watches)
@@ -194,7 +195,7 @@ class Tracer:
                 self._seen = end
             return
         phases = list(window.phases())  # type: ignore[union-attr]
-        phases, window.assigned = phases[window.assigned:], len(phases)  # type: ignore[union-attr]
+        phases, window.assigned = phases[window.assigned :], len(phases)  # type: ignore[union-attr]
         test = self._made.get(item.nodeid)
         if test is None:
             test = self._made[item.nodeid] = records.new_record(item.nodeid, _test_id(item), "test")
@@ -238,7 +239,7 @@ class Tracer:
         return True
 
     def _only_foreign(self, window: records.Window) -> bool:
-        """Whether the test's events were all plugins' reseeds (pytest-randomly's, three per test) and it leaked nothing.
+        """Whether the test's events were all plugins' reseeds (pytest-randomly's, three a test) and it leaked nothing.
 
         The common case with pytest-randomly installed, judged in a few µs: each event's
         stack was seen before (the same reseeding line every test), no other stream moved,
@@ -282,8 +283,9 @@ class Tracer:
             if cut < end:
                 self._tally(window, test, raws, cut, end, phase)
 
-    def _tally(self, window: records.Window, test: dict[str, Any], raws: list, start: int, end: int,
-               phase: str) -> None:
+    def _tally(
+        self, window: records.Window, test: dict[str, Any], raws: list, start: int, end: int, phase: str
+    ) -> None:
         """Count events ``start:end`` of a phase by stream, kind, stack and thread, in C.
 
         Events whose record still has room (another thread's draw in a test that drew a million
@@ -321,15 +323,25 @@ class Tracer:
 
     def _listed(self, raw: tuple, listed: dict[Any, list]) -> list:
         """The frames an event's record lists (the noticing call's for an unattributed move), made once per stack."""
-        shown = records._moved_parts(raw)[1] if raw[1] == records.UNATTRIBUTED else raw[4]
+        shown = records.moved_parts(raw)[1] if raw[1] == records.UNATTRIBUTED else raw[4]
         frames = listed.get(shown)
         if frames is None:
             stack = self._resolve(shown, DEPTH) if shown is not None and shown >= 0 else ()
             frames = listed[shown] = records.listed_frames(stack)
         return frames
 
-    def _target(self, window: records.Window, test: dict[str, Any], stream: str, kind: str, sid: Any, thread: int,
-                stack: tuple, phase: str, index: int) -> Optional[dict[str, Any]]:
+    def _target(
+        self,
+        window: records.Window,
+        test: dict[str, Any],
+        stream: str,
+        kind: str,
+        sid: Any,
+        thread: int,
+        stack: tuple,
+        phase: str,
+        index: int,
+    ) -> dict[str, Any] | None:
         """The record an event goes to; None for a plugin's reseed (noted, never blamed)."""
         base = stream.split(".", 1)[0]
         self._touched.add(base)
@@ -348,7 +360,7 @@ class Tracer:
             return self._record("outside:threads", "other threads (not blamed on the test they ran beside)", "outside")
         return self._fixture_for(window, index, stack, phase) or test
 
-    def _fixture_for(self, window: records.Window, index: int, stack: tuple, phase: str) -> Optional[dict]:
+    def _fixture_for(self, window: records.Window, index: int, stack: tuple, phase: str) -> dict | None:
         """The record of the wider-scoped fixture (or package setup_module) that made event ``index``, if one did."""
         if phase != "call":
             package = self._package_record(stack)
@@ -364,15 +376,18 @@ class Tracer:
             return None
         return self._record(key, self._fixture_code[key][0], "fixture")
 
-    def _package_record(self, stack: tuple) -> Optional[dict]:
+    def _package_record(self, stack: tuple) -> dict | None:
         """The record of the package whose setup_module or teardown_module pytest was running, if it was.
 
         pytest calls these itself, in the first test's setup and the last one's teardown, with
         no fixture around them: only the stack tells them from the test's own draws.
         """
         for frame, caller in zip(stack, stack[1:]):
-            if (frame.function in MODULE_SETUP + MODULE_TEARDOWN and caller.filename.startswith(_PYTEST_DIR)
-                    and os.path.basename(frame.filename) == "__init__.py"):
+            if (
+                frame.function in MODULE_SETUP + MODULE_TEARDOWN
+                and caller.filename.startswith(_PYTEST_DIR)
+                and os.path.basename(frame.filename) == "__init__.py"
+            ):
                 label = self._package_labels.get(frame.filename)
                 if label is None:
                     label = self._package_labels[frame.filename] = _package_label(frame.filename, self.config)
@@ -480,9 +495,10 @@ class Tracer:
             stack = stacks.get(raw[4], ())
             if records.foreign_seed(raw[1], stack):
                 continue
-            noticed = stacks.get(records._moved_parts(raw)[1], ()) if raw[1] == records.UNATTRIBUTED else ()
-            target = self._record("outside:collection", "outside any test (collection, imports, between tests)",
-                                  "outside")
+            noticed = stacks.get(records.moved_parts(raw)[1], ()) if raw[1] == records.UNATTRIBUTED else ()
+            target = self._record(
+                "outside:collection", "outside any test (collection, imports, between tests)", "outside"
+            )
             records.add_event(target, raw, stack, noticed, "outside")
 
     # -- reports, summary, log ---------------------------------------------------------
@@ -521,7 +537,7 @@ class Tracer:
             self.problems.append(f"--rng-trace-json: cannot write {self.json_path!r} ({error}); give a writable path")
 
 
-def _exempt(item: pytest.Item) -> Optional[str]:
+def _exempt(item: pytest.Item) -> str | None:
     marker = item.get_closest_marker("rng_global")
     if marker is not None:
         reason = marker.kwargs.get("reason") or (marker.args[0] if marker.args else "")
@@ -563,8 +579,10 @@ def _package_label(init_file: str, config: pytest.Config) -> str:
 
 
 #: pytest's fixtures for xunit functions: their name's prefix -> (where the functions are, their names)
-_XUNIT = {"_xunit_setup_module_fixture_": ("module", MODULE_SETUP, MODULE_TEARDOWN),
-          "_xunit_setup_class_fixture_": ("cls", ("setup_class",), ("teardown_class",))}
+_XUNIT = {
+    "_xunit_setup_module_fixture_": ("module", MODULE_SETUP, MODULE_TEARDOWN),
+    "_xunit_setup_class_fixture_": ("cls", ("setup_class",), ("teardown_class",)),
+}
 
 
 def _code_of(fixturedef: Any, request: Any) -> tuple[str, str, int, int]:

@@ -15,17 +15,17 @@ import threading
 import warnings
 import weakref
 from _thread import get_ident
+from collections.abc import Callable
 from types import BuiltinMethodType, FrameType, MethodType
-from typing import Any, Callable, Optional
+from typing import Any
 
 from ._errors import GlobalRNGError, RNGDrawWarning
 from ._hotpath import SPEEDUPS as _speedups
 from ._hotpath import Cache, FrameMode, HotPath, Snapshot
+from ._model import DRAW, NO_STACK, UNATTRIBUTED
 from ._paths import is_user_file
 from ._stack import StackTable
 from ._threads import Fingerprint, ThreadGuard, ThreadState
-from ._model import DRAW, NO_STACK, UNATTRIBUTED
-
 
 # Read once: on 3.11 each FrameMode.X goes through the enum type's Python __getattr__ (~150 ns),
 # and record() reads several per event.
@@ -58,14 +58,14 @@ class Recording:
         #: the installed sources, by stream name (the hub keeps it current)
         self.sources: dict[str, Any] = {}
         #: a catch-all that can start pinning frames once a trace has drawn often enough
-        self.pinnable: Optional[Any] = None
+        self.pinnable: Any | None = None
         self._walks = 0
         #: called with a stream that moved with no recorded call (the hub may arm the profile hook)
-        self.on_unattributed: Optional[Callable[[str], None]] = None
+        self.on_unattributed: Callable[[str], None] | None = None
         #: called with ``pinnable`` once a trace has drawn often enough to start pinning
-        self.on_pin: Optional[Callable[[Any], None]] = None
+        self.on_pin: Callable[[Any], None] | None = None
         #: called with a stream after a recorded seed (the hub notes where processes start anew)
-        self.on_seed: Optional[Callable[[str], None]] = None
+        self.on_seed: Callable[[str], None] | None = None
         #: id of a trace -> (a weak reference to it, the (stream, id of a module namespace) already searched
         #: for references bound before it); not a WeakKeyDictionary, whose callback is Python (_searched_by)
         self._searched: dict[int, tuple[weakref.ref, set]] = {}
@@ -95,7 +95,7 @@ class Recording:
         now = self.hot.now
         self.hot.now = Snapshot(sessions, sink, strict, now.profile_hook, now.cache)
 
-    def set_mode(self, mode: FrameMode, profile_hook: Optional[Callable] = None) -> None:
+    def set_mode(self, mode: FrameMode, profile_hook: Callable | None = None) -> None:
         """Change how frame caches stay exact; every thread's cache (and every pin) is dropped."""
         self.mode = mode
         self._walks = 0
@@ -164,7 +164,9 @@ class Recording:
         """
         lock = self._locks.get(stream)
         if lock is None:
-            lock = self._locks.setdefault(stream, _speedups.StreamLock() if _speedups is not None else threading.RLock())
+            lock = self._locks.setdefault(
+                stream, _speedups.StreamLock() if _speedups is not None else threading.RLock()
+            )
         return lock
 
     def fingerprint(self, stream: str) -> Fingerprint:
@@ -196,7 +198,7 @@ class Recording:
             fingerprint.take()
 
     def raised(
-        self, stream: str, kind: str, api: str, frame: Optional[FrameType], st: Optional[ThreadState], error: Any
+        self, stream: str, kind: str, api: str, frame: FrameType | None, st: ThreadState | None, error: Any
     ) -> None:
         """A recorded call raised: record it where it moved the stream first (it drew, then failed).
 
@@ -223,7 +225,7 @@ class Recording:
         return base
 
     # -- events ----------------------------------------------------------------------
-    def unattributed(self, stream: str, frame: Optional[FrameType], note: str) -> None:
+    def unattributed(self, stream: str, frame: FrameType | None, note: str) -> None:
         """Record that ``stream`` moved with no recorded call, noticed at ``frame``."""
         now = self.hot.now
         if now.active:
@@ -237,7 +239,7 @@ class Recording:
         if self.on_unattributed is not None:
             self.on_unattributed(self.base_of(stream))
 
-    def moved_event(self, stream: str, frame: Optional[FrameType], note: str, depth: int) -> tuple:
+    def moved_event(self, stream: str, frame: FrameType | None, note: str, depth: int) -> tuple:
         """The raw event of a move no recorded call made, noticed at ``frame``.
 
         The call at ``frame`` found the stream moved; it did not move it. So the event
@@ -251,7 +253,7 @@ class Recording:
         noticed = cache.table.capture(frame, depth, known, cache.mode is _PINNED)
         return (stream, UNATTRIBUTED, f"{stream} state", None, NO_STACK, st.key, (note, noticed))
 
-    def note_prebound(self, base: str, frame: Optional[FrameType], traces: list) -> None:
+    def note_prebound(self, base: str, frame: FrameType | None, traces: list) -> None:
         """Note in ``traces`` each module on the stack that holds one of the stream's originals.
 
         ``from numpy.random import rand`` run before the trace began binds the original,
@@ -279,7 +281,6 @@ class Recording:
                 if note not in trace.notes:
                     trace.notes.append(note)
 
-
     def _searched_by(self, trace: Any) -> set:
         """What was searched already for ``trace``: forgotten by a C callback when the trace goes.
 
@@ -292,7 +293,8 @@ class Recording:
             entry = (weakref.ref(trace, functools.partial(self._searched.pop, key)), set())
             self._searched[key] = entry
         return entry[1]
-    def check(self, stream: str, api: str, frame: Optional[FrameType]) -> None:
+
+    def check(self, stream: str, api: str, frame: FrameType | None) -> None:
         """Raise GlobalRNGError before a draw when a trace asked for on_draw="raise"."""
         if self._policy.get(self.base_of(stream)) == "raise":
             table = self.hot.now.cache.table
@@ -311,10 +313,10 @@ class Recording:
         stream: str,
         kind: str,
         api: str,
-        count: Optional[int],
-        frame: Optional[FrameType],
-        detail: Optional[str] = None,
-        st: Optional[ThreadState] = None,
+        count: int | None,
+        frame: FrameType | None,
+        detail: str | None = None,
+        st: ThreadState | None = None,
     ) -> None:
         """Append one event to every active trace that watches ``stream``."""
         now = self.hot.now  # read once: sessions, sink and stack table belong together
@@ -329,7 +331,7 @@ class Recording:
             if known is not None and st.epoch is cache:
                 parent = frame.f_back
                 hit = known.get(id(parent))
-                if hit is not None and hit[0] == parent.f_lasti:
+                if hit is not None and hit[0] == parent.f_lasti:  # type: ignore[union-attr]
                     sid = cache.ids.get((hit[1], id(frame.f_code), frame.f_lasti))
             elif cache.mode is _WALK:
                 # A short trace's draw (no frames pinned yet): walked whole, the same as below.
@@ -369,7 +371,7 @@ class Recording:
                 self.pinnable = None
                 self.on_pin(pinnable)
 
-    def known_frames(self, st: ThreadState, cache: Cache) -> Optional[dict]:
+    def known_frames(self, st: ThreadState, cache: Cache) -> dict | None:
         """The thread's cache of live frames under ``cache``, or None where their exits are not seen."""
         mode = cache.mode
         if mode is _WALK:
@@ -380,7 +382,7 @@ class Recording:
         frames = st.frames
         if frames is None or st.epoch is not cache:
             frames = st.frames = {}
-            st.epoch = cache
+            st.epoch = cache  # type: ignore[assignment]  # the cache object stands for its epoch
         return frames
 
     def _warn(self, stream: str, api: str, sid: int, table: StackTable) -> None:
@@ -400,16 +402,14 @@ class Recording:
             self._warn_registry.clear()
 
 
-def _prebound(
-    source: Any, base: str, frame: FrameType, depth: int, searched: list[set]
-) -> list[tuple[str, str, str]]:
+def _prebound(source: Any, base: str, frame: FrameType, depth: int, searched: list[set]) -> list[tuple[str, str, str]]:
     """(filename, global name, api) for each original of ``source`` a user module on the stack holds.
 
     A module namespace already in every set of ``searched`` is skipped; one searched
     now is added to them all.
     """
     namespaces = []
-    f: Optional[FrameType] = frame
+    f: FrameType | None = frame
     for _ in range(max(depth, 1)):
         if f is None:
             break

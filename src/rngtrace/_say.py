@@ -41,6 +41,10 @@ def size(text: str) -> int:
 
 def add_max_log_size(command: Any) -> None:
     """The ``--max-log-size`` option every command that reads a log takes."""
-    command.add_argument("--max-log-size", type=size, default=MAX_LOG_SIZE, metavar="SIZE",
-                         help=f"refuse a log larger than this (default {size_words(MAX_LOG_SIZE)}; "
-                              "e.g. 1G to read a bigger one)")
+    command.add_argument(
+        "--max-log-size",
+        type=size,
+        default=MAX_LOG_SIZE,
+        metavar="SIZE",
+        help=f"refuse a log larger than this (default {size_words(MAX_LOG_SIZE)}; e.g. 1G to read a bigger one)",
+    )

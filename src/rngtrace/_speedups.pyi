@@ -8,18 +8,17 @@ fast path. Every name the module exports is declared here, and every method of
 its types: ``tests/test_speedups_contract.py`` fails where the two differ.
 """
 
-from typing import Any, Callable, Optional, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
-def configure(
-    hot_path: type, snapshot: type, cache: type, thread_state: type, fingerprint: type, /
-) -> None:
+def configure(hot_path: type, snapshot: type, cache: type, thread_state: type, fingerprint: type, /) -> None:
     """Name the types whose slots the fast path reads (HotPath, Snapshot, Cache, ThreadState, Fingerprint)."""
 
 def swap(
-    entries: list[tuple[dict[str, Any], str, Any, Any, Optional[type]]],
+    entries: list[tuple[dict[str, Any], str, Any, Any, type | None]],
     forward: bool,
     inherited: object,
-    stamps: Optional[dict[Any, Any]] = None,
+    stamps: dict[Any, Any] | None = None,
     /,
 ) -> Any:
     """Apply (True if applied, False if some attribute no longer holds its original) or undo (stray indices).
@@ -29,7 +28,7 @@ def swap(
     wrappers in and 0 after one that put the originals back; only a pass the other way trusts them.
     """
 
-def lineno_at(code: Any, lasti: int, /) -> Optional[int]:
+def lineno_at(code: Any, lasti: int, /) -> int | None:
     """The line of the instruction at byte offset ``lasti``; None where it has no line of its own or lies outside."""
 
 def flat_key(frame: Any, depth: int, /) -> bytes:
@@ -39,7 +38,7 @@ def call_locked(lock: Any, fn: Callable[..., Any], /, *args: Any) -> Any:
     """``fn(*args)`` with ``lock`` taken (waiting for it) and released in C, whatever ``fn`` does."""
 
 def capture(
-    frame: Any, depth: int, known: dict[int, tuple], pin: bool, state: tuple, watch: Optional[Callable[[Any], None]], /
+    frame: Any, depth: int, known: dict[int, tuple], pin: bool, state: tuple, watch: Callable[[Any], None] | None, /
 ) -> Any:
     """``StackTable.capture`` with a frame cache, walked in C: the node, or NotImplemented to use Python's walk.
 
@@ -55,7 +54,10 @@ def call_if_free(lock: Any, fn: Callable[..., Any], /, *args: Any) -> Any:
     """``fn(*args)`` with ``lock`` taken, or NotImplemented (not called) when another thread holds it."""
 
 def on_sigterm(fd: int, /) -> bool:
-    """SIGTERM writes a byte to ``fd`` (a recording child's writer wakes to it) where SIGTERM is the default; -1 puts the default back."""
+    """SIGTERM writes a byte to ``fd`` (a recording child's writer wakes to it) where SIGTERM is the default.
+
+    -1 puts the default back.
+    """
 
 def die_of_sigterm() -> None:
     """Put SIGTERM's default back and send it to this process, which dies of it."""
@@ -121,15 +123,15 @@ class Recorder:
         kind: str,
         api: str,
         moved: str,
-        count_of: Optional[Callable[[Any, tuple, dict], Optional[int]]],
+        count_of: Callable[[Any, tuple, dict], int | None] | None,
         tensor_type: Any = None,
-        place: Optional[Callable[[Any], tuple[Optional[str], Optional[int]]]] = None,
-        slow_keyword: Optional[str] = None,
-        takes: Optional[Callable[[tuple, dict], bool]] = None,
-        condition: Optional[tuple[str, tuple[tuple[int, str, Any], ...]]] = None,
-        after: Optional[Callable[..., None]] = None,
-        inside: Optional[tuple[str, ...]] = None,
-        through: Optional[tuple[str, ...]] = None,
+        place: Callable[[Any], tuple[str | None, int | None]] | None = None,
+        slow_keyword: str | None = None,
+        takes: Callable[[tuple, dict], bool] | None = None,
+        condition: tuple[str, tuple[tuple[int, str, Any], ...]] | None = None,
+        after: Callable[..., None] | None = None,
+        inside: tuple[str, ...] | None = None,
+        through: tuple[str, ...] | None = None,
     ) -> None:
         """``condition``: a ``_base.Condition.spec``, the test ``takes`` would make, evaluated in C.
 

@@ -41,7 +41,7 @@ def records(data: bytes) -> list[tuple]:
         if at + length > size:
             break
         try:
-            item = marshal.loads(view[at:at + length])
+            item = marshal.loads(view[at : at + length])
         except (EOFError, ValueError, TypeError):
             break  # what came before it stands
         if not isinstance(item, tuple) or not item:

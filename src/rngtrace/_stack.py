@@ -26,14 +26,15 @@ import functools
 import inspect
 import itertools
 import sys
+from collections.abc import Callable
 from types import CodeType, FrameType
-from typing import Any, Callable, Optional, TypeVar
+from typing import Any, TypeVar
 
 from ._caller import is_stand_in
 from ._hotpath import SPEEDUPS
+from ._model import Frame
 from ._paths import is_hidden
 from ._threads import MAX_PINNED
-from ._model import Frame
 
 ROOT = -1  # the parent of an outermost (or depth-truncated) frame
 _SUSPENDABLE = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
@@ -80,20 +81,18 @@ class StackTable:
         self._flat: dict[Any, int] = {}  # a tuple of ints, or the same packed in bytes (C)
         #: called once per code object whose frames enter a ``known`` cache (3.12+: so
         #: the catch-all can ask for that code's exit events)
-        self.watch_code: Optional[Callable[[CodeType], None]] = None
+        self.watch_code: Callable[[CodeType], None] | None = None
         self._watched: set[int] = set()
         # What the C walk reads and writes: these objects, never replaced while the table lives.
         # The last is the C walk's own memo of ``ids`` and of ``_codes``' kinds, one per table, so
         # that walking frames already interned allocates nothing (it holds copies of entries
         # these dicts never drop or change; ``_codes`` keeps each code, and so its id, alive).
-        memo = _c_walk_memo() if _c_capture is not None else None
+        memo = _c_walk_memo() if _c_capture is not None else None  # type: ignore[misc]
         self.walk_state = (self.ids, self._nodes, self._codes, self._next, self._watched, _kind, MAX_PINNED, memo)
         #: the C walk, or None for this module's (tests compare the two)
         self.accelerated = _c_capture
 
-    def capture(
-        self, frame: Optional[FrameType], depth: int, known: Optional[dict] = None, pin: bool = False
-    ) -> int:
+    def capture(self, frame: FrameType | None, depth: int, known: dict | None = None, pin: bool = False) -> int:
         """Intern the stack from ``frame`` (innermost) outward; hidden frames left out, ended at a program's entry.
 
         ``known`` is the calling thread's cache of live frames (id -> (f_lasti, node)),
@@ -115,14 +114,14 @@ class StackTable:
                 return node
         return self._capture_known(frame, depth, known, pin)
 
-    def _capture_known(self, frame: Optional[FrameType], depth: int, known: dict, pin: bool) -> int:
+    def _capture_known(self, frame: FrameType | None, depth: int, known: dict, pin: bool) -> int:
         """The reference walk with a ``known`` cache: ``_speedups.capture`` does exactly this."""
         # The common case, a draw from a loop: the caller is new or moved, its caller
         # is known. One tuple lookup, no walk.
         if frame is not None:
             parent = frame.f_back
             hit = known.get(id(parent)) if parent is not None else None
-            if hit is not None and hit[0] == parent.f_lasti and hit[1] >= 0:
+            if hit is not None and hit[0] == parent.f_lasti and hit[1] >= 0:  # type: ignore[union-attr]
                 info = self._nodes[hit[1]]
                 if info[4] or info[3] + 1 >= depth:
                     node = self.ids.get((hit[1], id(frame.f_code), frame.f_lasti))
@@ -182,7 +181,7 @@ class StackTable:
             cached = True
         return node
 
-    def _capture_flat(self, frame: Optional[FrameType], depth: int) -> int:
+    def _capture_flat(self, frame: FrameType | None, depth: int) -> int:
         """Walk ``depth`` frames into a flat key; build tree nodes only for a new key."""
         # Twice as many frames as are kept: hidden ones (torch.compile's dozen between a compiled
         # call and its op) must not push the user's line out; resolve() keeps ``depth``.
@@ -205,7 +204,7 @@ class StackTable:
             node = self._flat.setdefault(flat, self._build(frame, depth))
         return node
 
-    def _build(self, frame: Optional[FrameType], depth: int) -> int:
+    def _build(self, frame: FrameType | None, depth: int) -> int:
         codes = self._codes
         walked: list[FrameType] = []
         f = frame
@@ -251,7 +250,7 @@ class StackTable:
 
     def lines(self, sid: int, depth: int) -> list[tuple[str, int, str]]:
         """``resolve`` as plain (filename, lineno, function) tuples (a child's spool writes these)."""
-        frames = []
+        frames: list[tuple[str, int, str]] = []
         node = sid
         while node >= 0 and len(frames) < depth:
             parent, code_id, lasti, _length, _reached = self._nodes[node]

@@ -11,7 +11,8 @@ from __future__ import annotations
 import itertools
 import operator
 import os
-from typing import Any, Iterable, Iterator
+from collections.abc import Iterable, Iterator
+from typing import Any
 
 from ._model import DRAW, NO_STACK, UNATTRIBUTED, Event, Frame, Process, RawEvent, build_events, used_stacks
 from ._spool import FLUSH_MS
@@ -123,7 +124,8 @@ class RawStore:
     def touched(self, library: str) -> bool:
         """Whether any event (kept or counted) is of ``library``'s streams."""
         return any(r[0].split(".", 1)[0] == library for r in self.raw) or any(
-            k[0].split(".", 1)[0] == library for k in self.overflow)
+            k[0].split(".", 1)[0] == library for k in self.overflow
+        )
 
     def streams_with_events(self) -> set[str]:
         """The (sub-)streams this store has an event of."""
@@ -250,9 +252,12 @@ class RawStore:
         sid_of = stacks.get
         merged = [(s, k, a, c, sid_of(sid, NO_STACK), threads[t], d) for s, k, a, c, sid, t, d in log.events]
         if UNATTRIBUTED in {raw[1] for raw in merged}:  # the noticing call's stack travels in the detail
-            merged = [raw if raw[6].__class__ is not tuple
-                      else (*raw[:4], NO_STACK, raw[5], (raw[6][0], sid_of(raw[6][1], NO_STACK)))
-                      for raw in merged]
+            merged = [
+                raw
+                if raw[6].__class__ is not tuple
+                else (*raw[:4], NO_STACK, raw[5], (raw[6][0], sid_of(raw[6][1], NO_STACK)))
+                for raw in merged
+            ]
         base = len(self.raw)
         kept = max(0, min(len(merged), self.max_events - base))
         self.raw += merged[:kept]

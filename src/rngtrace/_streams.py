@@ -9,8 +9,8 @@ declares no advice gets none, never another library's.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Mapping
 
 #: the entry-point group through which other packages add a stream
 ENTRY_POINT_GROUP = "rngtrace.sources"

@@ -23,7 +23,8 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-from typing import Any, Iterator, Optional
+from collections.abc import Iterator
+from typing import Any
 
 #: the folder inside the spool folder that holds the children's ``sitecustomize``
 BOOT = "boot"
@@ -73,7 +74,7 @@ def follow(hub: Any) -> Iterator[None]:
                 os.environ["PYTHONPATH"] = saved
 
 
-def _write_boot(hub: Any) -> Optional[str]:
+def _write_boot(hub: Any) -> str | None:
     """Write the children's ``sitecustomize`` into the spool folder; its folder, or None if it cannot."""
     from ._processes import child_spec
 
@@ -83,8 +84,7 @@ def _write_boot(hub: Any) -> Optional[str]:
     try:
         folder = os.path.join(hub.spool.ensure(), BOOT)
         os.mkdir(folder, 0o700)
-        text = _SITECUSTOMIZE % {"spool": os.path.dirname(folder), "spec": child_spec(sessions),
-                                 "version": _version()}
+        text = _SITECUSTOMIZE % {"spool": os.path.dirname(folder), "spec": child_spec(sessions), "version": _version()}
         with open(os.path.join(folder, "sitecustomize.py"), "w", encoding="utf-8") as out:
             out.write(text)
     except OSError:

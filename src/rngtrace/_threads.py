@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import gc
 import threading
-from typing import Any, Optional
+from typing import Any
 
 from ._store import new_thread_key
-
 
 #: The most frames a thread's stack cache pins: past it the cache lets them all go,
 #: so memory stays bounded even where the Sweeper is stalled or gone.
@@ -38,9 +37,9 @@ class ThreadState:
         # Inside a recorded call: the caller's frame (True where there is none), False otherwise.
         # Calls made from that frame (by C code) or by the library are part of the call.
         self.busy: Any = False
-        self.pending: Optional[tuple] = None  # (id(frame), f_lasti) the catch-all recorded just before the call
+        self.pending: tuple | None = None  # (id(frame), f_lasti) the catch-all recorded just before the call
         self.hooked = False  # 3.10/3.11: the catch-all's profile hook runs on this thread
-        self.frames: Optional[dict] = None  # live frame id -> (f_lasti, stack node); see _stack
+        self.frames: dict | None = None  # live frame id -> (f_lasti, stack node); see _stack
         self.epoch = -1  # the hub epoch ``frames`` belongs to
 
 
@@ -104,7 +103,7 @@ class Sweeper:
         # A forked child's writer calls ``sweep``: no thread waits on the flag, so no Event
         # (a Condition and its locks, hundreds of microseconds in a child just forked).
         self._stop: Any = threading.Event() if thread else _Flag()
-        self._thread: Optional[threading.Thread] = None
+        self._thread: threading.Thread | None = None
         if thread:
             self._thread = threading.Thread(target=self._run, name="rngtrace-sweeper", daemon=True)
             self._thread.start()

@@ -10,15 +10,26 @@ innermost frame (``line_to_name``): the call that drew.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from ._model import Event, Frame
 from ._paths import is_user_file, package_of, short_path
 
 #: how a library's generic call wrappers are named: the user-facing call is the frame below them
-_WRAPPERS = frozenset({"wrapper", "inner", "wrapped", "decorator", "_wrapper", "decorate_context",
-                       "_call_impl", "_wrapped_call_impl", "__call__"})
+_WRAPPERS = frozenset(
+    {
+        "wrapper",
+        "inner",
+        "wrapped",
+        "decorator",
+        "_wrapper",
+        "decorate_context",
+        "_call_impl",
+        "_wrapped_call_impl",
+        "__call__",
+    }
+)
 #: the import system's own frames: a package drawing as it is imported is named by its import
 _IMPORT_MACHINERY = ("<frozen importlib._bootstrap", "<frozen importlib._bootstrap_external")
 
@@ -87,13 +98,22 @@ def _callee(inside: Sequence[Frame]) -> Frame:
     """The user-facing call among the frames a user's line called into (innermost first, not empty)."""
     # Outermost first: the first frame that is not a generic wrapper; where that is a private base
     # class's method (_BaseKMeans.fit_predict), the public class's method it calls names the call better.
-    frames = [f for f in reversed(inside) if f.function.rsplit(".", 1)[-1] not in _WRAPPERS
-              and not f.filename.startswith(_IMPORT_MACHINERY)] or [inside[-1]]
+    frames = [
+        f
+        for f in reversed(inside)
+        if f.function.rsplit(".", 1)[-1] not in _WRAPPERS and not f.filename.startswith(_IMPORT_MACHINERY)
+    ] or [inside[-1]]
     callee = frames[0]
     if _private_owner(callee):
         package = package_of(callee.filename)
-        callee = next((f for f in frames[1:] if "." in f.function and not _private_owner(f)
-                       and package_of(f.filename) == package), callee)
+        callee = next(
+            (
+                f
+                for f in frames[1:]
+                if "." in f.function and not _private_owner(f) and package_of(f.filename) == package
+            ),
+            callee,
+        )
     return callee
 
 

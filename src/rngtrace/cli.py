@@ -22,13 +22,13 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any, NoReturn
 
 from . import _subprocess, ranks
-from ._version import __version__
 from ._errors import GlobalRNGError, LogError
 from ._hub import HUB, validate_on_draw, validate_streams
 from ._logfile import escape_surrogates
 from ._paths import current_dir, is_hidden, is_own
 from ._say import add_max_log_size, wants_color
 from ._stack import program_entry
+from ._version import __version__
 from .diff import compare
 from .render import RENDERERS, render, render_diff
 from .trace import Trace
@@ -76,8 +76,14 @@ def run_command(args: argparse.Namespace) -> int:
     if args.html:
         _check_renderer("html")
     try:
-        tracer = RngTrace(streams=args.streams, depth=args.depth, on_draw=args.on_draw, print=False,
-                          max_events=args.max_events, log_dir=args.log_dir)
+        tracer = RngTrace(
+            streams=args.streams,
+            depth=args.depth,
+            on_draw=args.on_draw,
+            print=False,
+            max_events=args.max_events,
+            log_dir=args.log_dir,
+        )
     except (TypeError, ValueError) as error:  # a --log-dir that is a file, or relative to a deleted cwd
         raise UsageError(str(error)) from None
     started_in = os.getpid()
@@ -87,9 +93,9 @@ def run_command(args: argparse.Namespace) -> int:
         # saw the program start, so a draw before any seed is an unseeded stream.
         trace.from_start = True
         HUB.compare_states(trace)  # two runs' logs are diffed: note the state each stream starts from
-        status, error = _execute(run)
-    if error is not None:
-        _print_program_error(error)
+        status, failure = _execute(run)
+    if failure is not None:
+        _print_program_error(failure)
     if os.getpid() == started_in:  # not in a forked child: its copy of the trace is partial
         try:
             _report(trace, args, json_at, html_at)
@@ -206,8 +212,10 @@ def _report(trace: Trace, args: argparse.Namespace, json_at: str | None, html_at
             sys.stderr.flush()
         except (OSError, ValueError) as error:
             _say(f"{PROG}: error: cannot print the log ({_why(error)}); save it with --json instead")
-    outputs = ((args.json, json_at, "log", trace.save),
-               (args.html, html_at, "HTML report", lambda path: _write_html(trace, path)))
+    outputs = (
+        (args.json, json_at, "log", trace.save),
+        (args.html, html_at, "HTML report", lambda path: _write_html(trace, path)),
+    )
     for given, path, what, save in outputs:
         if path:
             _save(path, what, save, quiet=args.quiet, given=given)
@@ -353,8 +361,9 @@ def _whole(least: int) -> Callable[[str], int]:
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(prog=PROG, description="Find the code that draws from or reseeds your global random streams.")
     parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
-    commands = parser.add_subparsers(title="commands", metavar="{run,show,diff,ranks}", required=True,
-                                     parser_class=_Parser)
+    commands = parser.add_subparsers(
+        title="commands", metavar="{run,show,diff,ranks}", required=True, parser_class=_Parser
+    )
     _add_run(commands)
     _add_show(commands)
     _add_diff(commands)
@@ -364,25 +373,46 @@ def _parser() -> argparse.ArgumentParser:
 
 def _add_run(commands: Any) -> None:
     run = commands.add_parser(
-        "run", help="run a script or module and print its draw log to stderr",
+        "run",
+        help="run a script or module and print its draw log to stderr",
         usage=f"{PROG} run [options] script.py [args ...]\n       {PROG} run [options] -m module [args ...]",
         description="Run a Python script or module as __main__ with its global random streams traced. "
-                    "rngtrace's options go before the script or -m.")
-    run.add_argument("--streams", type=_streams, default=None, metavar="random,numpy,torch",
-                     help="the streams to trace, comma-separated (default: all)")
+        "rngtrace's options go before the script or -m.",
+    )
+    run.add_argument(
+        "--streams",
+        type=_streams,
+        default=None,
+        metavar="random,numpy,torch",
+        help="the streams to trace, comma-separated (default: all)",
+    )
     run.add_argument("--depth", type=_whole(1), default=16, metavar="N", help="frames kept per event (default 16)")
-    run.add_argument("--max-events", type=_whole(0), default=100_000, metavar="N",
-                     help="events kept one by one; later ones are counted per call site (default 100000)")
-    run.add_argument("--on-draw", type=_on_draw, default="log", metavar="warn|raise",
-                     help="warn: issue RNGDrawWarning at each draw; raise: raise GlobalRNGError before it")
+    run.add_argument(
+        "--max-events",
+        type=_whole(0),
+        default=100_000,
+        metavar="N",
+        help="events kept one by one; later ones are counted per call site (default 100000)",
+    )
+    run.add_argument(
+        "--on-draw",
+        type=_on_draw,
+        default="log",
+        metavar="warn|raise",
+        help="warn: issue RNGDrawWarning at each draw; raise: raise GlobalRNGError before it",
+    )
     run.add_argument("--json", metavar="PATH", help="save the log as JSON (read it with rngtrace show/diff)")
     run.add_argument("--html", metavar="PATH", help="save an HTML report")
-    run.add_argument("--log-dir", metavar="DIR",
-                     help="save the log in DIR as rank-N.json (pid-N.json with no rank): run every rank "
-                          "of a distributed job so, then compare them with rngtrace ranks DIR")
+    run.add_argument(
+        "--log-dir",
+        metavar="DIR",
+        help="save the log in DIR as rank-N.json (pid-N.json with no rank): run every rank "
+        "of a distributed job so, then compare them with rngtrace ranks DIR",
+    )
     run.add_argument("--quiet", action="store_true", help="print no log")
-    run.add_argument("-m", dest="module", nargs=argparse.REMAINDER, metavar="module [args]",
-                     help="run a module as python -m does")
+    run.add_argument(
+        "-m", dest="module", nargs=argparse.REMAINDER, metavar="module [args]", help="run a module as python -m does"
+    )
     run.add_argument("target", nargs=argparse.REMAINDER, metavar="script.py [args]", help="the script to run")
     run.set_defaults(handler=run_command)
 
@@ -397,9 +427,11 @@ def _add_show(commands: Any) -> None:
 
 def _add_diff(commands: Any) -> None:
     diff = commands.add_parser(
-        "diff", help="say where two saved runs' draws part",
+        "diff",
+        help="say where two saved runs' draws part",
         description="Compare two saved logs stream by stream and print where they first part. "
-                    "Exit status 0: they drew the same; 1: they differ.")
+        "Exit status 0: they drew the same; 1: they differ.",
+    )
     diff.add_argument("a", metavar="A", help="the first log")
     diff.add_argument("b", metavar="B", help="the second log")
     add_max_log_size(diff)

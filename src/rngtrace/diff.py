@@ -23,9 +23,10 @@ import bisect
 import difflib
 import functools
 from dataclasses import dataclass
+from typing import Any
 
-from ._paths import package_tail
 from ._model import DRAW, KINDS, SEED, Event, Frame
+from ._paths import package_tail
 from ._store import RawStore
 
 #: origins made by a seed: the state a seed gave; every other origin is a state the stream came with
@@ -190,8 +191,8 @@ def _site_differences(a: RawStore, b: RawStore) -> tuple[SiteDifference, ...]:
     return tuple(rows)
 
 
-def _site_counts(trace: RawStore) -> dict[tuple, tuple[Frame | None, int, int]]:
-    """(stream, kind, api, site key) -> (a frame there, calls, values)."""
+def _site_counts(trace: Any) -> dict[tuple, tuple[Frame | None, int, int]]:
+    """(stream, kind, api, site key) -> (a frame there, calls, values) of a Trace (a layer up: read by its methods)."""
     out: dict[tuple, tuple[Frame | None, int, int]] = {}
     for kind in KINDS:
         for stat in trace.statistics("lineno", kind):
@@ -200,7 +201,6 @@ def _site_counts(trace: RawStore) -> dict[tuple, tuple[Frame | None, int, int]]:
             seen, calls, values = out.get(key, (frame, 0, 0))
             out[key] = (seen, calls + stat.calls, values + stat.values)
     return out
-
 
 
 # -- states ------------------------------------------------------------------------------

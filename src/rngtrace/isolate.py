@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import functools
 import sys
+from collections.abc import Callable, Iterable
 from contextvars import ContextVar
-from typing import Any, Callable, Iterable, Optional, TypeVar
+from typing import Any, TypeVar, cast
 
 import wrapt
 
@@ -27,7 +28,7 @@ class rng_isolate:
     keep theirs apart.
     """
 
-    def __init__(self, streams: Optional[Iterable[str] | str] = None) -> None:
+    def __init__(self, streams: Iterable[str] | str | None = None) -> None:
         self.streams = validate_streams(streams)
         # The states saved by blocks entered by hand (__enter__() and __exit__() called by the
         # program, as ExitStack does), per context: a with statement keeps its own (_blocks).
@@ -35,7 +36,9 @@ class rng_isolate:
 
     def __enter__(self) -> rng_isolate:
         binding = claim(self, sys._getframe(1))
-        sources = [load_source(name) for name in sorted(self.streams) if sys.modules.get(declared()[name].module) is not None]
+        sources = [
+            load_source(name) for name in sorted(self.streams) if sys.modules.get(declared()[name].module) is not None
+        ]
         saved = [(source, source.state()) for source in sources]
         if binding is not None:
             binding.payload = saved
@@ -74,13 +77,13 @@ class rng_isolate:
             with self:
                 return wrapped(*args, **kwargs)
 
-        return isolated(func)  # type: ignore[no-any-return]
+        return cast(F, isolated(func))
 
 
 def _restore(saved: list[tuple[Any, Any]]) -> None:
     """Put back every saved state, the others first where one fails; a Ctrl-C is raised once all are back."""
     errors: list[Exception] = []
-    interruption: Optional[BaseException] = None
+    interruption: BaseException | None = None
     for source, state in saved:
         for _attempt in (1, 2):  # a restore cut short by a Ctrl-C is done again: it is idempotent
             try:

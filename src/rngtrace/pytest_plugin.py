@@ -13,7 +13,8 @@ from those records (``_pytest_report``).
 from __future__ import annotations
 
 import argparse
-from typing import Any, Iterator, Optional
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -38,8 +39,10 @@ def _not_rewritten() -> None:
 
 
 _not_rewritten()
-MARKER = ("rng_global(reason): this test draws from or reseeds a global random stream on purpose; "
-          "rngtrace's --rng-trace-mode=strict does not fail it")
+MARKER = (
+    "rng_global(reason): this test draws from or reseeds a global random stream on purpose; "
+    "rngtrace's --rng-trace-mode=strict does not fail it"
+)
 
 
 def _mode(value: str) -> str:
@@ -52,26 +55,44 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     _not_rewritten()  # each session's own hook (pytester's in-process runs make one each)
     group = parser.getgroup("rngtrace", "rngtrace: tests that draw from, reseed or leak global random streams")
     # A plain flag: with an optional value it would take the next word (`--rng-trace tests/`) as its mode.
-    group.addoption("--rng-trace", action="store_true", default=False, dest="rng_trace",
-                    help="trace every test's draws and reseeds of random, NumPy and torch's global streams, "
-                         "and list the tests that touch them or leak state into later tests")
-    group.addoption("--rng-trace-mode", type=_mode, default=None, metavar="MODE", dest="rng_trace_mode",
-                    help="'report' (the default) lists those tests; 'strict' also fails them unless marked "
-                         "rng_global or using the rng_trace fixture; 'off' turns the plugin off "
-                         "(report or strict turn it on without --rng-trace)")
+    group.addoption(
+        "--rng-trace",
+        action="store_true",
+        default=False,
+        dest="rng_trace",
+        help="trace every test's draws and reseeds of random, NumPy and torch's global streams, "
+        "and list the tests that touch them or leak state into later tests",
+    )
+    group.addoption(
+        "--rng-trace-mode",
+        type=_mode,
+        default=None,
+        metavar="MODE",
+        dest="rng_trace_mode",
+        help="'report' (the default) lists those tests; 'strict' also fails them unless marked "
+        "rng_global or using the rng_trace fixture; 'off' turns the plugin off "
+        "(report or strict turn it on without --rng-trace)",
+    )
     # --rng-trace=MODE as well: argparse matches an option's whole string before it splits at "=",
     # so each written-out mode is an option of its own and the bare flag still takes no value.
     for mode in MODES:
-        group.addoption(f"--rng-trace={mode}", action="store_const", const=mode, dest="rng_trace_mode",
-                        help=argparse.SUPPRESS)
-    group.addoption("--rng-trace-json", metavar="PATH", default=None, dest="rng_trace_json",
-                    help="also write every reported test's log to PATH, readable by `rngtrace show` "
-                         "(turns the plugin on, in report mode unless a mode is given)")
-    parser.addini("rng_trace", "rngtrace mode for every run: report, strict or off (as --rng-trace-mode=MODE)",
-                  default="")
+        group.addoption(
+            f"--rng-trace={mode}", action="store_const", const=mode, dest="rng_trace_mode", help=argparse.SUPPRESS
+        )
+    group.addoption(
+        "--rng-trace-json",
+        metavar="PATH",
+        default=None,
+        dest="rng_trace_json",
+        help="also write every reported test's log to PATH, readable by `rngtrace show` "
+        "(turns the plugin on, in report mode unless a mode is given)",
+    )
+    parser.addini(
+        "rng_trace", "rngtrace mode for every run: report, strict or off (as --rng-trace-mode=MODE)", default=""
+    )
 
 
-def _ini_mode(config: pytest.Config) -> Optional[str]:
+def _ini_mode(config: pytest.Config) -> str | None:
     mode = (config.getini("rng_trace") or "").strip() or None
     if mode is not None and mode not in MODES:
         raise pytest.UsageError(f"ini option rng_trace = {mode!r} is not a mode; choose from {', '.join(MODES)}")
@@ -94,8 +115,10 @@ def _refuse_a_mode_read_as_a_path(config: pytest.Config) -> None:
     # `pytest tests/ --rng-trace strict`, written for the old optional value, would collect a path "strict".
     for arg in config.args:
         if arg in MODES and not (config.invocation_params.dir / arg).exists():
-            raise pytest.UsageError(f"--rng-trace takes no value, so {arg!r} is read as a test path; "
-                                    f"write --rng-trace-mode={arg} (or --rng-trace={arg})")
+            raise pytest.UsageError(
+                f"--rng-trace takes no value, so {arg!r} is read as a test path; "
+                f"write --rng-trace-mode={arg} (or --rng-trace={arg})"
+            )
 
 
 def pytest_configure(config: pytest.Config) -> None:

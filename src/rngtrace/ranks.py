@@ -17,16 +17,17 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterable, Optional, Sequence
+from typing import Any
 
 from ._errors import LogError
 from ._logdir import LOG_NAME
-from ._say import PROG, add_max_log_size, say
 from ._paths import current_dir, short_path
+from ._say import PROG, add_max_log_size, say
+from ._yours import line_to_name
 from .diff import file_key  # the name two checkouts agree on, as rngtrace diff compares files
 from .render.base import api_label, describe, plural, printable, stream_key
-from ._yours import line_to_name
 from .sources import stream as stream_info
 from .trace import DRAW, SEED, Event, Finding, Frame, Trace
 
@@ -56,7 +57,7 @@ class RankLog:
         return f"{self.by} {self.number}"
 
 
-def load_logs(folder: str | os.PathLike[str], *, max_size: Optional[int] = None) -> tuple[list[RankLog], int]:
+def load_logs(folder: str | os.PathLike[str], *, max_size: int | None = None) -> tuple[list[RankLog], int]:
     """(the logs to compare, how many logs named by pid were left out) from ``folder``.
 
     Logs named by rank are compared when there are any, and the pid-named ones beside
@@ -75,8 +76,13 @@ def load_logs(folder: str | os.PathLike[str], *, max_size: Optional[int] = None)
         have = f"only {chosen[0][1]}" if chosen else "no rank-N.json or pid-N.json logs"
         raise LogError(f"{shown!r} holds {have}; run every rank with rng_trace(log_dir=...) into this folder")
     logs = [
-        RankLog(os.path.join(shown, entry), by, int(match.group(2)), int(match.group(3) or 1),
-                Trace.load(os.path.join(shown, entry), max_size=max_size))
+        RankLog(
+            os.path.join(shown, entry),
+            by,
+            int(match.group(2)),
+            int(match.group(3) or 1),
+            Trace.load(os.path.join(shown, entry), max_size=max_size),
+        )
         for match, entry in chosen
     ]
     logs.sort(key=lambda log: (log.block, log.number))
@@ -93,7 +99,7 @@ class Side:
     ranks: tuple[str, ...]
     pids: tuple[int, ...]
     #: the event they made there, as the first of them recorded it; None: their stream had ended
-    event: Optional[Event]
+    event: Event | None
     #: each one's index of that event in its own trace (-1: none)
     indexes: tuple[int, ...]
     #: how many compared events of the stream the first of them made in all
@@ -109,7 +115,7 @@ class Split:
     #: how many events of the stream every rank made alike before it
     position: int
     #: the event all ranks made just before it (None at the start)
-    before: Optional[Event]
+    before: Event | None
     #: one side per different event, rank 0's first
     sides: tuple[Side, ...]
 
@@ -141,8 +147,13 @@ def splits(logs: Sequence[RankLog]) -> list[Split]:
     return found
 
 
-def _first_split(block: int, stream: str, rows: dict[tuple[str, int], list[Event]],
-                 pids: dict[tuple[str, int], int], dropped: dict[tuple[str, int], int]) -> Optional[Split]:
+def _first_split(
+    block: int,
+    stream: str,
+    rows: dict[tuple[str, int], list[Event]],
+    pids: dict[tuple[str, int], int],
+    dropped: dict[tuple[str, int], int],
+) -> Split | None:
     keys = {p: [_key(e) for e in row] for p, row in rows.items()}
     for i in range(max(len(k) for k in keys.values())):
         at = {p: k[i] if i < len(k) else None for p, k in keys.items()}
@@ -154,9 +165,13 @@ def _first_split(block: int, stream: str, rows: dict[tuple[str, int], list[Event
         for p, key in at.items():
             groups.setdefault(key, []).append(p)
         sides = tuple(
-            Side(tuple(f"{by} {n}" for by, n in members), tuple(pids[m] for m in members),
-                 rows[members[0]][i] if key is not None else None,
-                 tuple(rows[m][i].index if key is not None else -1 for m in members), len(rows[members[0]]))
+            Side(
+                tuple(f"{by} {n}" for by, n in members),
+                tuple(pids[m] for m in members),
+                rows[members[0]][i] if key is not None else None,
+                tuple(rows[m][i].index if key is not None else -1 for m in members),
+                len(rows[members[0]]),
+            )
             for key, members in groups.items()
         )
         before = next(iter(rows.values()))[i - 1] if i else None
@@ -173,7 +188,6 @@ def _key(event: Event) -> tuple:
 # -- findings --------------------------------------------------------------------------
 
 
-
 def findings(logs: Sequence[RankLog]) -> list[Finding]:
     """A ``divergent`` Finding for each stream whose draws part between the ranks.
 
@@ -187,13 +201,16 @@ def _finding(split: Split) -> Finding:
     pids = tuple(pid for side in split.sides for pid in side.pids)
     events = tuple(index for side in split.sides for index in side.indexes)
     parts = [f"{_ranks(side.ranks)} {_made(side, split.stream)}" for side in split.sides]
-    message = (f"{split.stream}: the ranks stop drawing alike at its event {split.position + 1}"
-               f"{_in_block(split)}: " + "; ".join(parts)
-               + "; so later draws differ between them")
+    message = (
+        f"{split.stream}: the ranks stop drawing alike at its event {split.position + 1}"
+        f"{_in_block(split)}: " + "; ".join(parts) + "; so later draws differ between them"
+    )
     info = stream_info(split.stream)
     generator = f" ({info.own_generator})" if info is not None and info.own_generator else ""
-    fix = (f"make every rank draw alike from {split.stream}: make this draw on every rank, "
-           f"or give the draw that only some ranks make a generator of its own{generator}")
+    fix = (
+        f"make every rank draw alike from {split.stream}: make this draw on every rank, "
+        f"or give the draw that only some ranks make a generator of its own{generator}"
+    )
     return Finding("divergent", split.stream, pids, message, events, fix)
 
 
@@ -242,21 +259,27 @@ def report(logs: Sequence[RankLog], found: Sequence[Split], left_out: int = 0) -
                     for event in events:
                         counts[stream, event.kind] = counts.get((stream, event.kind), 0) + 1
         parts = [
-            f"{stream}: " + ", ".join(plural(counts[stream, kind], kind) for kind in (SEED, DRAW)
-                                      if (stream, kind) in counts)
+            f"{stream}: "
+            + ", ".join(plural(counts[stream, kind], kind) for kind in (SEED, DRAW) if (stream, kind) in counts)
             for stream in sorted({s for s, _ in counts}, key=stream_key)
         ]
         in_blocks = f" in {blocks} blocks" if blocks > 1 else ""
-        lines.append(printable(f"{PROG} ranks: all {who} drew alike{in_blocks} — "
-                               + (" · ".join(parts) if parts else "no draws or seeds")))
+        lines.append(
+            printable(
+                f"{PROG} ranks: all {who} drew alike{in_blocks} — "
+                + (" · ".join(parts) if parts else "no draws or seeds")
+            )
+        )
     else:
         lines.append(f"{PROG} ranks: the {who} stop drawing alike in {plural(len(found), 'stream')}")
         for split in found:
             lines += [""] + _split_lines(split)
     for log in logs:
         if log.trace.dropped:
-            lines.append(f"({os.path.basename(log.path)} kept its first {len(log.trace.events):,} events of "
-                         f"{len(log.trace):,} (max_events): the rest were not compared)")
+            lines.append(
+                f"({os.path.basename(log.path)} kept its first {len(log.trace.events):,} events of "
+                f"{len(log.trace):,} (max_events): the rest were not compared)"
+            )
     if left_out:
         lines.append(f"({plural(left_out, 'log')} named by pid left out: processes with no rank)")
     return "\n".join(lines)
@@ -266,8 +289,12 @@ def _split_lines(split: Split) -> list[str]:
     cwd = current_dir()
     event_n = f"event {split.position + 1}"
     last = f"; the last at {describe(split.before.frame, cwd)}" if split.before is not None else ""
-    lines = [printable(f"{split.stream}: the ranks part at its {event_n}{_in_block(split)} "
-                       f"({split.position} alike before it{last})")]
+    lines = [
+        printable(
+            f"{split.stream}: the ranks part at its {event_n}{_in_block(split)} "
+            f"({split.position} alike before it{last})"
+        )
+    ]
     width = max(len(_ranks(side.ranks)) for side in split.sides)
     for side in split.sides:
         name = _ranks(side.ranks).ljust(width)
@@ -290,17 +317,20 @@ def plural_events(n: int, stream: str) -> str:
 
 # -- the command -----------------------------------------------------------------------
 
-DESCRIPTION = ("Compare the logs that rng_trace(log_dir=DIR) saved for each rank of a distributed run, "
-               "stream by stream, and print the first event where the ranks stop drawing alike, with each "
-               "rank's stack. Exit status 0: all ranks drew alike; 1: they diverge; 2: no logs to compare.")
+DESCRIPTION = (
+    "Compare the logs that rng_trace(log_dir=DIR) saved for each rank of a distributed run, "
+    "stream by stream, and print the first event where the ranks stop drawing alike, with each "
+    "rank's stack. Exit status 0: all ranks drew alike; 1: they diverge; 2: no logs to compare."
+)
 
 
 def add_parser(subcommands: Any) -> argparse.ArgumentParser:
     """Add ``ranks`` to the CLI's subcommands; its handler is ``command``."""
-    parser = subcommands.add_parser("ranks", help="say where the ranks of a distributed run stop drawing alike",
-                                    description=DESCRIPTION)
+    parser = subcommands.add_parser(
+        "ranks", help="say where the ranks of a distributed run stop drawing alike", description=DESCRIPTION
+    )
     _arguments(parser)
-    return parser  # type: ignore[no-any-return]
+    return parser
 
 
 def _arguments(parser: argparse.ArgumentParser) -> None:
@@ -332,8 +362,9 @@ class _Usage(Exception):
     pass
 
 
-def main(argv: Optional[Iterable[str]] = None) -> int:
+def main(argv: Iterable[str] | None = None) -> int:
     """``rngtrace ranks DIR`` on its own: parse ``argv`` (default ``sys.argv[1:]``) and run it."""
+
     class Parser(argparse.ArgumentParser):
         def error(self, message: str) -> Any:
             raise _Usage(message)  # one line through main, not usage text and exit

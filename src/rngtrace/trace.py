@@ -102,9 +102,7 @@ class Trace(RawStore):
             "max_events": self.max_events,
             "dropped": self.dropped,
             "notes": list(self.notes),
-            "stacks": [
-                [[f.filename, f.lineno, f.function] for f in self.resolved_stacks()[sid]] for sid in stack_ids
-            ],
+            "stacks": [[[f.filename, f.lineno, f.function] for f in self.resolved_stacks()[sid]] for sid in stack_ids],
             "threads": {str(k): v for k, v in self.threads.items()},
             "events": [_saved_event(raw, index) for raw in self.raw],
             "overflow": [
@@ -133,8 +131,9 @@ class Trace(RawStore):
         except LogError:
             raise LogError("not an rngtrace log: expected a dict with \"format\": \"rngtrace\"") from None
         if version is not None:
-            raise LogError(f"rngtrace log version {version} is newer than this rngtrace reads ({FORMAT_VERSION}); "
-                           "upgrade rngtrace")
+            raise LogError(
+                f"rngtrace log version {version} is newer than this rngtrace reads ({FORMAT_VERSION}); upgrade rngtrace"
+            )
         try:
             fields = check(data)
         except LogDamage as damage:
@@ -172,8 +171,10 @@ class Trace(RawStore):
         except LogError:
             raise LogError(f"{name} is not an rngtrace log (no \"format\": \"rngtrace\"); {PASS_A_LOG}") from None
         if version is not None:
-            raise LogError(f"{name} was written by a newer rngtrace (log format version {version}, this one reads "
-                           f"up to {FORMAT_VERSION}); upgrade rngtrace: pip install -U rngtrace")
+            raise LogError(
+                f"{name} was written by a newer rngtrace (log format version {version}, this one reads "
+                f"up to {FORMAT_VERSION}); upgrade rngtrace: pip install -U rngtrace"
+            )
         try:
             fields = check(data)
         except LogDamage as damage:

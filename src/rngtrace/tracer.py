@@ -7,9 +7,10 @@ import inspect
 import os
 import sys
 import weakref
+from collections.abc import AsyncGenerator, Callable, Coroutine, Generator, Iterable
 from contextvars import ContextVar
 from dataclasses import dataclass, fields
-from typing import IO, Any, AsyncGenerator, Callable, Coroutine, Generator, Iterable, Optional, TypeVar, overload
+from typing import IO, Any, TypeVar, cast, overload
 
 import wrapt
 
@@ -27,14 +28,14 @@ F = TypeVar("F", bound=Callable[..., Any])
 class Options:
     """What ``rng_trace`` takes: the one place its options are named, defaulted and checked."""
 
-    streams: Optional[Iterable[str] | str] = None
+    streams: Iterable[str] | str | None = None
     depth: int = 16
     on_draw: str = "log"
     print: bool = True
-    file: Optional[IO[str]] = None
+    file: IO[str] | None = None
     max_events: int = 100_000
     #: a folder to save each block's trace in, one log per process and block (see ``_logdir``)
-    log_dir: Optional[str | os.PathLike[str]] = None
+    log_dir: str | os.PathLike[str] | None = None
 
     def __post_init__(self) -> None:
         # Frozen, so normalised here, once: every trace started from these options can trust them.
@@ -83,7 +84,7 @@ class RngTrace(Options):
 
     # State of its own, set by _own_state (not dataclass fields: this class is not a dataclass).
     _sorted_streams: tuple[str, ...]
-    _last: list[Optional[Trace]]
+    _last: list[Trace | None]
     _entered: ContextVar[tuple[Any, ...]]
     _open: list[Any]
 
@@ -116,7 +117,7 @@ class RngTrace(Options):
         state["_open"] = []
 
     @property
-    def last_trace(self) -> Optional[Trace]:
+    def last_trace(self) -> Trace | None:
         """The Trace of the block or call that ended most recently, in any thread (None before)."""
         return self._last[0]
 
@@ -142,7 +143,7 @@ class RngTrace(Options):
             else:
                 binding.done()
             raise
-        return session.trace  # type: ignore[no-any-return]
+        return cast(Trace, session.trace)
 
     def _exit_bound(self, binding: Binding, exc_type: Any, exc: Any, tb: Any) -> None:
         """A with statement's exit: end the session its ``__enter__`` put in ``binding``."""
@@ -207,6 +208,7 @@ class RngTrace(Options):
             raise TypeError(f"rng_trace decorates a function, got {type(func).__name__}")
         # Chosen once here, so a call pays for no inspection; wrapt keeps the signature and makes
         # the inspect.is*function checks answer as they do for func.
+        wrapper: Callable[[Callable, Any, tuple, dict], Any]
         if inspect.isasyncgenfunction(func):
             wrapper = self._call_async_generator
         elif inspect.iscoroutinefunction(func):
@@ -215,7 +217,7 @@ class RngTrace(Options):
             wrapper = self._call_generator
         else:
             wrapper = self._call
-        return wrapt.FunctionWrapper(func, wrapper)  # type: ignore[no-any-return]
+        return cast(F, wrapt.FunctionWrapper(func, wrapper))
 
     # Each form makes its session, then starts and ends it inside one `try` whose `finally` ends
     # it where a Ctrl-C cut the start or the end short (HUB.abandon: a no-op otherwise).
@@ -249,7 +251,7 @@ class RngTrace(Options):
         own.append(functools.partial(_finished, weakref.ref(relay), "gi_frame"))
         return _named(relay, gen)
 
-    def _relay_generator(self, gen: Generator, own: list) -> Generator:
+    def _relay_generator(self, gen: Generator[Any, Any, Any], own: list) -> Generator[Any, Any, Any]:
         session = self._session()
         session.gone = own[0]
         try:
@@ -266,7 +268,8 @@ class RngTrace(Options):
 
     def _call_coroutine(self, wrapped: Callable, instance: Any, args: tuple, kwargs: dict) -> Coroutine:
         coro = wrapped(*args, **kwargs)
-        relay, own = None, []
+        relay: Coroutine | None = None
+        own: list = []
         try:
             relay = self._relay_coroutine(coro, own)
             own.append(functools.partial(_finished, weakref.ref(relay), "cr_frame"))
@@ -347,13 +350,13 @@ class RngTrace(Options):
             _logdir.current_rank()
 
     def _end(self, session: Any, frame: Any, raising: bool) -> None:
-        trace = HUB.stop(session, frame)
+        trace = cast(Trace, HUB.stop(session, frame))  # the hub made it of the class it was given
         self._last[0] = trace
         if trace.pid != os.getpid():
             return  # a block entered before a fork: the parent saves and prints the whole of it
         if self.log_dir is not None:
             # Saved before printing, and empty blocks too: block k of every rank is compared with block k.
-            _logdir.save_block(trace, self.log_dir)  # type: ignore[arg-type]
+            _logdir.save_block(trace, os.fspath(self.log_dir))
         if self.print and (len(trace) or trace.untraced):  # an empty log is printed where it may miss draws
             self._print(trace, raising)
 
@@ -415,7 +418,7 @@ def rng_trace(func: F, /) -> F: ...
 def rng_trace(func: None = None, /, **options: Any) -> RngTrace: ...
 
 
-def rng_trace(func: Optional[Callable] = None, /, **options: Any) -> Any:
+def rng_trace(func: Callable | None = None, /, **options: Any) -> Any:
     """Trace draws and reseeds of the global random streams.
 
     ``with rng_trace() as trace:`` records the block; ``@rng_trace`` or

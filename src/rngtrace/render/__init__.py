@@ -8,7 +8,8 @@ the faces (rng_trace, the command line, the Jupyter magics) call them.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from ..diff import TraceDiff
 from ..trace import Trace

@@ -20,8 +20,10 @@ def document(title: str, body: str, data_json: str, *, css: str = "") -> str:
     named by their hashes: text that slipped through unescaped still runs nothing.
     """
     style = CSS + css
-    policy = (f"default-src 'none'; script-src {_digest(SCRIPT)}; style-src {_digest(style)}; "
-              "base-uri 'none'; form-action 'none'; require-trusted-types-for 'script'")
+    policy = (
+        f"default-src 'none'; script-src {_digest(SCRIPT)}; style-src {_digest(style)}; "
+        "base-uri 'none'; form-action 'none'; require-trusted-types-for 'script'"
+    )
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         f'<meta http-equiv="Content-Security-Policy" content="{policy}">'

@@ -8,12 +8,12 @@ streams in the order random, numpy, torch. Only finished data is read here.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
 
+from .._paths import package_of, short_path
 from .._streams import Stream
 from .._yours import is_yours, user_frame
-from .._paths import package_of, short_path
 from ..sources import rank as stream_rank
 from ..sources import stream as stream_info
 from ..trace import DRAW, SEED, UNATTRIBUTED, Event, Frame, Process, Statistic, Trace, Window
@@ -75,8 +75,10 @@ def header(trace: Trace) -> str:
     if len(trace) == 0:
         if trace.untraced:  # "none" would be a claim about processes the trace never saw
             n = len(trace.untraced)
-            return printable(f"rngtrace: no draws or reseeds in the traced process; {n} child process"
-                             f"{'es' if n > 1 else ''} started before the trace may draw unseen (see the notes)")
+            return printable(
+                f"rngtrace: no draws or reseeds in the traced process; {n} child process"
+                f"{'es' if n > 1 else ''} started before the trace may draw unseen (see the notes)"
+            )
         watched = f" (watched: {', '.join(trace.streams)})" if trace.streams else ""
         return printable(f"rngtrace: no draws or reseeds of global random streams{watched}")
     counts = trace.counts()
@@ -96,7 +98,7 @@ def plural(n: int, kind: str) -> str:
 
 
 def stream_key(stream: str) -> tuple:
-    """Sort key: streams in their declared order (random, numpy, torch, then packages'), devices after the CPU stream."""
+    """Sort key: streams in declared order (random, numpy, torch, then packages'), devices after the CPU stream."""
     base = stream_base(stream)
     return (stream_rank(base), base, stream != base, stream)
 
@@ -191,8 +193,10 @@ class Table:
 
 def format_table(table: Table, paint: Paint) -> list[str]:
     """Align the table's columns, dropping columns no row fills; escape names, then pad, then style."""
-    rows = [Row([(printable(text), style) for text, style in row.cells], printable(row.note), row.note_style)
-            for row in table.rows]
+    rows = [
+        Row([(printable(text), style) for text, style in row.cells], printable(row.note), row.note_style)
+        for row in table.rows
+    ]
     keep = [i for i, title in enumerate(table.titles) if any(row.cells[i][0] for row in rows)]
     widths = {i: max(len(table.titles[i]), *(len(row.cells[i][0]) for row in rows)) for i in keep}
     last = keep[-1]
@@ -255,8 +259,11 @@ def hints(trace: Trace) -> list[str]:
 def _library_seeds(drawn: dict[str, list[Statistic]]) -> str:
     """`` (random_state=0 for scikit-learn and scipy, generator=g for torch)``: what the drawing libraries take."""
     said = []
-    if any(stat.frame is not None and package_of(stat.frame.filename) in ("sklearn", "scipy")
-           for stats in drawn.values() for stat in stats):
+    if any(
+        stat.frame is not None and package_of(stat.frame.filename) in ("sklearn", "scipy")
+        for stats in drawn.values()
+        for stat in stats
+    ):
         said.append("random_state=0 for scikit-learn and scipy")
     for base in sorted(drawn, key=stream_key):
         info = stream_info(base)
@@ -295,10 +302,18 @@ def _argument_hint(info: Stream, make: str, name: str, stats: list[Statistic], a
         make += " (device='cuda' for CUDA draws)"
     loader = any(stat.frame and _TORCH_DATA in stat.frame.filename.replace("\\", "/") for stat in stats)
     # A module's own init draws (nn.Linear, nn.Conv2d): the user wrote the module, not the init call.
-    built = {stat.api for stat in stats if stat.frame and _TORCH_MODULES in stat.frame.filename.replace("\\", "/")
-             and not _takes_no_generator(stat.api, info)}
-    plain = [api for api in apis if not _takes_no_generator(api, info)
-             and not (loader and api == "torch.Tensor.random_") and api not in built]
+    built = {
+        stat.api
+        for stat in stats
+        if stat.frame
+        and _TORCH_MODULES in stat.frame.filename.replace("\\", "/")
+        and not _takes_no_generator(stat.api, info)
+    }
+    plain = [
+        api
+        for api in apis
+        if not _takes_no_generator(api, info) and not (loader and api == "torch.Tensor.random_") and api not in built
+    ]
     fixed = [api for api in apis if _takes_no_generator(api, info)]
     lines = [make]
     if plain:
@@ -308,8 +323,10 @@ def _argument_hint(info: Stream, make: str, name: str, stats: list[Statistic], a
     if built:
         lines.append("modules draw their initial weights: torch.manual_seed(seed) before building the model")
     if fixed:
-        lines.append(f"{', '.join(fixed)} take{'s' if len(fixed) == 1 else ''} no generator: "
-                     "call torch.manual_seed(seed) once where the run starts")
+        lines.append(
+            f"{', '.join(fixed)} take{'s' if len(fixed) == 1 else ''} no generator: "
+            "call torch.manual_seed(seed) once where the run starts"
+        )
     return lines
 
 

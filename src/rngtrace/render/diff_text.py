@@ -12,10 +12,11 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Sequence
+from typing import cast
 
 from .._paths import current_dir
 from .._yours import is_yours, line_to_name, user_index
-from ..diff import ONLY_A, ONLY_B, VALUES, file_key, Divergence, SiteDifference, TraceDiff
+from ..diff import ONLY_A, ONLY_B, VALUES, Divergence, SiteDifference, TraceDiff, file_key
 from ..trace import DRAW, SEED, UNATTRIBUTED, Event, Finding, Frame, Process, Trace
 from .base import (
     EMPTY,
@@ -42,8 +43,7 @@ def render(diff: TraceDiff, *, names: tuple[str, str] = ("A", "B"), color: bool 
     """Return the comparison as text; ANSI colour only when ``color`` is true."""
     paint = painter(color)
     cwd = current_dir()
-    sections = [[paint(printable(_header(diff, names)), "bold")], _processes(diff, paint),
-                _states(diff, paint, cwd)]
+    sections = [[paint(printable(_header(diff, names)), "bold")], _processes(diff, paint), _states(diff, paint, cwd)]
     first = diff.first
     if first is not None:
         sections.append(_first(first, paint, cwd))
@@ -59,16 +59,20 @@ def render(diff: TraceDiff, *, names: tuple[str, str] = ("A", "B"), color: bool 
 
 
 def _header(diff: TraceDiff, names: tuple[str, str]) -> str:
-    a, b = (("A", "B") if names == ("A", "B") else (f"A = {names[0]}", f"B = {names[1]}"))
+    a, b = ("A", "B") if names == ("A", "B") else (f"A = {names[0]}", f"B = {names[1]}")
     if diff.same:
         n = len(diff.a)
-        return (f"rngtrace diff: {a} and {b} drew the same — {plural(n, 'event')} each, "
-                "the same calls from the same lines in the same order")
+        return (
+            f"rngtrace diff: {a} and {b} drew the same — {plural(n, 'event')} each, "
+            "the same calls from the same lines in the same order"
+        )
     sizes = f"{a} ({plural(len(diff.a), 'event')}) and {b} ({plural(len(diff.b), 'event')})"
     n = len(diff.divergences)
     if not n and not diff.sites:
-        return (f"rngtrace diff: {a} and {b} made the same calls, but drew other numbers: "
-                f"{_and([d.stream for d in diff.states])} started from a different state")
+        return (
+            f"rngtrace diff: {a} and {b} made the same calls, but drew other numbers: "
+            f"{_and([d.stream for d in diff.states])} started from a different state"
+        )
     if not n:
         return f"rngtrace diff: {sizes} differ in how often they drew at some call sites"
     return f"rngtrace diff: {sizes} differ in {n:,} place{'' if n == 1 else 's'}"
@@ -91,13 +95,16 @@ def _states(diff: TraceDiff, paint: Paint, cwd: str) -> list[str]:
     for d in diff.states:
         if d.never_seeded:
             why = "never seeded in either run"
-        elif d.from_entropy:
+        elif d.from_entropy and d.seed_a is not None:
             why = f"seeded from OS entropy in both runs, at {describe(line_to_name(d.seed_a), cwd)}"
         else:
             why = f"first draw from it at {describe(line_to_name(d.draw_a), cwd)}"
-        lines.append(paint("States differ: ", "alert") + printable(
-            f"{d.stream} started from a different state in A and B ({why}), so the same calls drew other "
-            "numbers"))
+        lines.append(
+            paint("States differ: ", "alert")
+            + printable(
+                f"{d.stream} started from a different state in A and B ({why}), so the same calls drew other numbers"
+            )
+        )
     return lines
 
 
@@ -108,8 +115,10 @@ def _and(items: Sequence[str]) -> str:
 def _findings(diff: TraceDiff, paint: Paint, cwd: str) -> list[str]:
     """A line per finding only one run has."""
     lines = []
-    found = {side: {_finding_key(f, trace, cwd): f for f in trace.findings}
-             for side, trace in (("A", diff.a), ("B", diff.b))}
+    found = {
+        side: {_finding_key(f, trace, cwd): f for f in trace.findings}
+        for side, trace in (("A", cast(Trace, diff.a)), ("B", cast(Trace, diff.b)))
+    }
     for side, other in (("A", "B"), ("B", "A")):
         for key, f in found[side].items():
             if key not in found[other]:
@@ -123,8 +132,14 @@ def _roles(processes: Sequence[Process]) -> list[tuple[str, str]]:
 
 def _ran(processes: Sequence[Process]) -> str:
     """``3 processes (traced, DataLoader worker ×2)``: how many, and what they were."""
-    kinds = Counter("traced" if p.start == "traced" and not p.role else
-                    re.sub(r" \d+$", "", p.role) if p.role else f"{p.start} child" for p in processes)
+    kinds = Counter(
+        "traced"
+        if p.start == "traced" and not p.role
+        else re.sub(r" \d+$", "", p.role)
+        if p.role
+        else f"{p.start} child"
+        for p in processes
+    )
     what = ", ".join(name + (f" ×{n}" if n > 1 else "") for name, n in kinds.items())
     return f"{len(processes):,} process{'' if len(processes) == 1 else 'es'} ({what})"
 
@@ -132,8 +147,13 @@ def _ran(processes: Sequence[Process]) -> str:
 def _finding_key(f: Finding, trace: Trace, cwd: str) -> tuple:
     """A finding as both runs can name it: its kind, stream and the lines of its events (pids differ)."""
     events = trace.events
-    lines = frozenset((file_key(events[i].frame.filename), events[i].frame.lineno)  # type: ignore[union-attr]
-                      if events[i].frame else None for i in f.events if 0 <= i < len(events))
+    lines = frozenset(
+        (file_key(events[i].frame.filename), events[i].frame.lineno)  # type: ignore[union-attr]
+        if events[i].frame
+        else None
+        for i in f.events
+        if 0 <= i < len(events)
+    )
     return (f.kind, f.stream, lines)
 
 
@@ -263,9 +283,20 @@ def _sites(sites: Sequence[SiteDifference], paint: Paint, cwd: str) -> list[str]
         counted = s.kind == DRAW and (s.a_values or s.b_values)  # else: seeds, or counts unknown
         values = [f"{v:,}" if counted else EMPTY for v in (s.a_values, s.b_values)]
         user = is_yours(s.frame)
-        table.rows.append(Row([(f"{s.a_calls:,}", ""), (f"{s.b_calls:,}", ""), (values[0], ""),
-                                (values[1], ""), (s.stream, ""), (s.kind, ""), (s.api, ""),
-                                (describe(s.frame, cwd), "" if user else "dim")]))
+        table.rows.append(
+            Row(
+                [
+                    (f"{s.a_calls:,}", ""),
+                    (f"{s.b_calls:,}", ""),
+                    (values[0], ""),
+                    (values[1], ""),
+                    (s.stream, ""),
+                    (s.kind, ""),
+                    (s.api, ""),
+                    (describe(s.frame, cwd), "" if user else "dim"),
+                ]
+            )
+        )
     lines = [paint("Call sites whose counts differ:", "bold")] + format_table(table, paint)
     if len(sites) > _MAX_SITES:
         lines.append(paint(f"  … {len(sites) - _MAX_SITES:,} more call sites", "dim"))

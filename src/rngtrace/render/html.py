@@ -5,8 +5,8 @@ a timeline with a lane per stream (per stream of each process, where child
 processes drew too) where each event is a mark placed by its index and coloured
 by the package that made it (hover or click shows its stack; where events are
 denser than pixels, draws are binned per call site until zoomed in; a link
-ending in ``#event=N`` opens with event N pinned); the processes; draws grouped by call site; seeds and unattributed moves; the hints
-and notes. Nothing is fetched: the style and
+ending in ``#event=N`` opens with event N pinned); the processes; draws grouped by
+call site; seeds and unattributed moves; the hints and notes. Nothing is fetched: the style and
 script are inline, and the events travel as compact JSON (interned frames,
 stacks and call sites) that the script draws on a canvas, so 100,000 events
 make a page of a few megabytes that draws in a fraction of a second.
@@ -20,11 +20,12 @@ only its own style and script run, so markup that slipped through runs nothing.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from html import escape as _escape
-from typing import Any, Sequence
+from typing import Any
 
-from .._version import __version__
 from .._paths import current_dir, package_of, short_path
+from .._version import __version__
 from .._yours import is_yours
 from ..sources import declared
 from ..trace import DRAW, SEED, UNATTRIBUTED, Event, Frame, Trace
@@ -73,17 +74,21 @@ def render(trace: Trace, *, title: str = "rngtrace report", max_marks: int = 100
     findings = trace.findings
     data["findings"] = [[i for i in f.events if i < len(shown)] for f in findings]
     colors = dict(data["packages"])
-    body = "\n".join([
-        _top(trace, title, len(shown), len(events)),
-        _findings_card(findings),  # the conclusions first; the timeline under them is the evidence
-        _timeline_card(data, len(shown)),
-        _processes_card(trace) if several else "",
-        _sites_card(trace, sites, colors, processes_per_site(trace, cwd) if several else None),
-        _others_card(events, stacks, colors, several),
-        _hints_card(trace),
-        (f"<footer>Made by rngtrace {_h(__version__)} · self-contained: this file loads nothing "
-         "from the network.</footer>"),
-    ])
+    body = "\n".join(
+        [
+            _top(trace, title, len(shown), len(events)),
+            _findings_card(findings),  # the conclusions first; the timeline under them is the evidence
+            _timeline_card(data, len(shown)),
+            _processes_card(trace) if several else "",
+            _sites_card(trace, sites, colors, processes_per_site(trace, cwd) if several else None),
+            _others_card(events, stacks, colors, several),
+            _hints_card(trace),
+            (
+                f"<footer>Made by rngtrace {_h(__version__)} · self-contained: this file loads nothing "
+                "from the network.</footer>"
+            ),
+        ]
+    )
     return _html_page.document(_h(title), body, _json_for_script(data), css=_SWATCH_CSS)
 
 
@@ -117,8 +122,9 @@ class _Stacks:
         if sid is None:
             sid = self._stack_ids[stack] = len(self.stacks)
             self.stacks.append([self._frame(f) for f in stack])
-            self._facts.append((_origin(stack, self.cwd), describe(stack[0] if stack else None, self.cwd),
-                                your_code(stack, self.cwd)))
+            self._facts.append(
+                (_origin(stack, self.cwd), describe(stack[0] if stack else None, self.cwd), your_code(stack, self.cwd))
+            )
         self._by_identity[id(stack)] = (stack, sid)
         return sid
 
@@ -131,8 +137,15 @@ class _Stacks:
         if fid is None:
             fid = self._frame_ids[frame] = len(self.frames)
             user = 1 if is_yours(frame) else 0
-            self.frames.append([printable(short_path(frame.filename, self.cwd)), frame.lineno,
-                                printable(frame.function), user, printable(frame.filename)])
+            self.frames.append(
+                [
+                    printable(short_path(frame.filename, self.cwd)),
+                    frame.lineno,
+                    printable(frame.function),
+                    user,
+                    printable(frame.filename),
+                ]
+            )
         return fid
 
 
@@ -178,8 +191,9 @@ def _lanes(trace: Trace, shown: Sequence[Event], several: bool) -> tuple[list[tu
     return lanes, processes
 
 
-def _timeline(trace: Trace, shown: Sequence[Event], stacks: _Stacks, site_keys: dict,
-              several: bool = False) -> dict[str, Any]:
+def _timeline(
+    trace: Trace, shown: Sequence[Event], stacks: _Stacks, site_keys: dict, several: bool = False
+) -> dict[str, Any]:
     """Columns of event data for the script: per event a call site, a count and a thread."""
     lanes, processes = _lanes(trace, shown, several)
     lane_ids = {lane: i for i, lane in enumerate(lanes)}
@@ -251,8 +265,13 @@ def _colors(origins: dict[str, int]) -> list[tuple[str, str, int]]:
 def _json_for_script(data: dict[str, Any]) -> str:
     """JSON that cannot end its <script> element or open a comment, whatever the frame names hold."""
     text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
-    for raw, safe in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026"),
-                      ("\u2028", "\\u2028"), ("\u2029", "\\u2029")):
+    for raw, safe in (
+        ("<", "\\u003c"),
+        (">", "\\u003e"),
+        ("&", "\\u0026"),
+        ("\u2028", "\\u2028"),
+        ("\u2029", "\\u2029"),
+    ):
         text = text.replace(raw, safe)
     return text
 
@@ -267,16 +286,18 @@ def _top(trace: Trace, title: str, shown: int, kept: int) -> str:
     chips = []
     for stream in sorted({s for s, _k in counts}, key=stream_key):
         kinds = [k for k in (SEED, DRAW, UNATTRIBUTED) if (stream, k) in counts]
-        words = " · ".join(
-            f'<span class="k-{_h(k)}">{_h(plural(counts[stream, k], k))}</span>' for k in kinds)
+        words = " · ".join(f'<span class="k-{_h(k)}">{_h(plural(counts[stream, k], k))}</span>' for k in kinds)
         chips.append(f'<div class="chip"><b>{_h(stream)}</b> {words}</div>')
     limits = []
     if trace.dropped:
-        limits.append(f"{trace.dropped:,} events beyond max_events={trace.max_events:,} were counted but "
-                      "not kept: they have no mark, and the call-site table includes them.")
+        limits.append(
+            f"{trace.dropped:,} events beyond max_events={trace.max_events:,} were counted but "
+            "not kept: they have no mark, and the call-site table includes them."
+        )
     if shown < kept:
-        limits.append(f"The timeline shows the first {shown:,} of {kept:,} kept events (max_marks); the "
-                      "tables cover them all.")
+        limits.append(
+            f"The timeline shows the first {shown:,} of {kept:,} kept events (max_marks); the tables cover them all."
+        )
     watched = ", ".join(trace.streams) or EMPTY
     return (
         f'<header class="top"><div class="brand">rngtrace</div><h1>{_h(title)}</h1>'
@@ -291,7 +312,8 @@ def _timeline_card(data: dict[str, Any], shown: int) -> str:
     legend = "".join(
         f'<button type="button" class="pkg" data-package="{i}"><span class="swatch {_SWATCH_CLASSES[color]}">'
         f'</span>{_h(name)} <span class="n">{n:,}</span></button>'
-        for i, ((name, color), n) in enumerate(zip(data["packages"], data["packageCounts"])) if n
+        for i, ((name, color), n) in enumerate(zip(data["packages"], data["packageCounts"]))
+        if n
     )
     return (
         '<section class="card" id="timeline"><div class="card-head"><h2>Timeline</h2>'
@@ -327,26 +349,34 @@ def _site_rows(trace: Trace, stacks: _Stacks) -> tuple[list[list[Any]], dict[tup
     return rows, {key: i for i, (key, _slot) in enumerate(ordered)}
 
 
-def _sites_card(trace: Trace, rows: list[list[Any]], colors: dict[str, str],
-                pids: dict[tuple, set[int]] | None = None) -> str:
+def _sites_card(
+    trace: Trace, rows: list[list[Any]], colors: dict[str, str], pids: dict[tuple, set[int]] | None = None
+) -> str:
     """Draws by call site; ``pids`` (across processes): the processes each site drew in."""
     if not rows:
         return ""
     total = sum(row[4] for row in rows)
     body = []
     for i, (stream, api, site, mine, calls, values, user, origin) in enumerate(rows[:_MAX_SITE_ROWS]):
-        cells = [f'<td class="num">{_h(f"{calls:,}")}</td>',
-                 f'<td class="num">{_h(f"{values:,}" if values else EMPTY)}</td>',
-                 f"<td>{_h(stream)}</td>", f"<td><code>{_h(api)}</code></td>",
-                 f'<td class="{"user" if user else "lib"}">{_swatch(origin, colors)}<code>{_h(site)}</code></td>']
+        cells = [
+            f'<td class="num">{_h(f"{calls:,}")}</td>',
+            f'<td class="num">{_h(f"{values:,}" if values else EMPTY)}</td>',
+            f"<td>{_h(stream)}</td>",
+            f"<td><code>{_h(api)}</code></td>",
+            f'<td class="{"user" if user else "lib"}">{_swatch(origin, colors)}<code>{_h(site)}</code></td>',
+        ]
         if pids is not None:
             cells.append(f'<td class="procs">{_h(in_processes(pids.get((stream, api, site, mine))))}</td>')
         body.append((f'data-row="{i}"', cells, mine))
     more = len(rows) - _MAX_SITE_ROWS
     return _card_table(
-        "sites", "Draws by call site", f"{plural(total, DRAW)}, most calls first. Click a row to light up its marks.",
-        ["calls", "values", "stream", "api", "site"] + (["processes"] if pids is not None else []), body,
-        f"… {more:,} more call sites (trace.statistics() has them all)" if more > 0 else "")
+        "sites",
+        "Draws by call site",
+        f"{plural(total, DRAW)}, most calls first. Click a row to light up its marks.",
+        ["calls", "values", "stream", "api", "site"] + (["processes"] if pids is not None else []),
+        body,
+        f"… {more:,} more call sites (trace.statistics() has them all)" if more > 0 else "",
+    )
 
 
 def _others_card(events: Sequence[Event], stacks: _Stacks, colors: dict[str, str], several: bool = False) -> str:
@@ -360,25 +390,36 @@ def _others_card(events: Sequence[Event], stacks: _Stacks, colors: dict[str, str
         moved = where_moved(e.window, stacks.cwd) if e.window is not None else e.detail or ""
         note = f'<div class="note">{_h(moved)}</div>' if e.kind == UNATTRIBUTED else ""
         pid = [f"<td>{_h(e.pid)}</td>"] if several else []
-        cells = [f'<td class="num">{_h(e.index)}</td>', *pid, f"<td>{_h(e.stream)}</td>", f"<td>{_h(e.kind)}</td>",
-                 f"<td><code>{_h(api_label(e))}</code>{note}</td>",
-                 f"<td>{_swatch(origin, colors)}<code>{_h(called)}</code></td>"]
+        cells = [
+            f'<td class="num">{_h(e.index)}</td>',
+            *pid,
+            f"<td>{_h(e.stream)}</td>",
+            f"<td>{_h(e.kind)}</td>",
+            f"<td><code>{_h(api_label(e))}</code>{note}</td>",
+            f"<td>{_swatch(origin, colors)}<code>{_h(called)}</code></td>",
+        ]
         body.append((f'data-index="{_h(e.index)}" class="k-{_h(e.kind)}"', cells, mine))
     more = len(others) - _MAX_OTHER_ROWS
     return _card_table(
-        "others", "Seeds and unattributed moves", "Click a row to find it on the timeline.",
-        ["#", *(["pid"] if several else []), "stream", "kind", "api", "called at"], body,
-        f"… {more:,} more (trace.events has them all)" if more > 0 else "")
+        "others",
+        "Seeds and unattributed moves",
+        "Click a row to find it on the timeline.",
+        ["#", *(["pid"] if several else []), "stream", "kind", "api", "called at"],
+        body,
+        f"… {more:,} more (trace.events has them all)" if more > 0 else "",
+    )
 
 
-def _card_table(section: str, title: str, help_text: str, titles: list[str],
-                rows: list[tuple[str, list[str], str]], more: str) -> str:
+def _card_table(
+    section: str, title: str, help_text: str, titles: list[str], rows: list[tuple[str, list[str], str]], more: str
+) -> str:
     """A card holding a table; rows are (tr attributes, td cells, your code), the last column only if filled."""
     mine = any(row[2] for row in rows)
     head = "".join(f"<th>{_h(t)}</th>" for t in titles + (["your code"] if mine else []))
     body = "".join(
         f"<tr {attrs}>{''.join(cells)}"
-        + (f'<td class="user"><code>{_h(user_line)}</code></td>' if mine else "") + "</tr>"
+        + (f'<td class="user"><code>{_h(user_line)}</code></td>' if mine else "")
+        + "</tr>"
         for attrs, cells, user_line in rows
     )
     tail = f'<p class="more">{_h(more)}</p>' if more else ""
@@ -396,10 +437,15 @@ def _findings_card(findings: Sequence[Any]) -> str:
     items = "".join(
         f'<li data-finding="{i}"><span class="f-kind">{_h(f.kind)}</span> {_h(f.message)}'
         + (f'<div class="fix"><b>fix:</b> {_h(f.fix)}</div>' if f.fix else "")
-        + (f'<div class="f-events">events {_h(", ".join(f"#{n}" for n in f.events[:20]))}'
-           f'{", …" if len(f.events) > 20 else ""}</div>' if f.events else "")
+        + (
+            f'<div class="f-events">events {_h(", ".join(f"#{n}" for n in f.events[:20]))}'
+            f'{", …" if len(f.events) > 20 else ""}</div>'
+            if f.events
+            else ""
+        )
         + "</li>"
-        for i, f in enumerate(findings))
+        for i, f in enumerate(findings)
+    )
     return (
         '<section class="card" id="findings"><div class="card-head"><h2>Findings</h2>'
         f'<span class="help">{_h(len(findings))} · click one to light up its events on the timeline.</span></div>'
@@ -411,13 +457,22 @@ def _processes_card(trace: Trace) -> str:
     """Every process the trace saw, the traced one first; clicking one lights up its events."""
     body = []
     for p in trace.processes:
-        cells = [f"<td>{_h(p.pid)}</td>", f"<td>{_h(role_of(p))}</td>", f"<td>{_h(started(p))}</td>",
-                 f'<td class="{"" if p.exit in (None, "normal") else "odd"}">{_h(ended(p))}</td>',
-                 f'<td class="num">{_h(f"{p.events:,}")}</td>']
+        cells = [
+            f"<td>{_h(p.pid)}</td>",
+            f"<td>{_h(role_of(p))}</td>",
+            f"<td>{_h(started(p))}</td>",
+            f'<td class="{"" if p.exit in (None, "normal") else "odd"}">{_h(ended(p))}</td>',
+            f'<td class="num">{_h(f"{p.events:,}")}</td>',
+        ]
         body.append((f'data-pid="{_h(p.pid)}"', cells, ""))
-    return _card_table("processes", "Processes", "The traced process first, then each child whose events were "
-                       "merged in. Click a row to light up its marks.",
-                       ["pid", "role", "started", "exit", "events"], body, "")
+    return _card_table(
+        "processes",
+        "Processes",
+        "The traced process first, then each child whose events were merged in. Click a row to light up its marks.",
+        ["pid", "role", "started", "exit", "events"],
+        body,
+        "",
+    )
 
 
 def _swatch(origin: str, colors: dict[str, str]) -> str:

@@ -13,7 +13,7 @@ Only the Trace is read: nothing here knows how it was recorded.
 from __future__ import annotations
 
 import textwrap
-from typing import Sequence
+from collections.abc import Sequence
 
 from .._paths import current_dir
 from .._yours import is_yours
@@ -65,8 +65,11 @@ def render(trace: Trace, *, color: bool = False, max_lines: int = 60) -> str:
     if findings:  # the conclusions first; the events under them are the evidence
         events = [paint("Events:", "bold")] + events
     sections = [
-        *([top, findings, _processes(trace, paint) if several else [], events] if several or findings
-          else [top + events]),
+        *(
+            [top, findings, _processes(trace, paint) if several else [], events]
+            if several or findings
+            else [top + events]
+        ),
         _sites(trace, paint, cwd, max_lines, several),
         hints(trace),
         _notes(trace),
@@ -164,8 +167,15 @@ def _sites(trace: Trace, paint: Paint, cwd: str, max_lines: int, several: bool =
     table = Table(["calls", "values", "stream", "api", "site", "your code", ""], ">><<<<<")
     for key, (calls, values, user) in ordered[:limit]:
         stream, api, site, mine = key
-        cells = [(f"{calls:,}", ""), (f"{values:,}" if values else EMPTY, ""), (stream, ""),
-                 (api, ""), (site, "" if user else "dim"), (mine, "user"), (in_processes(pids.get(key)), "dim")]
+        cells = [
+            (f"{calls:,}", ""),
+            (f"{values:,}" if values else EMPTY, ""),
+            (stream, ""),
+            (api, ""),
+            (site, "" if user else "dim"),
+            (mine, "user"),
+            (in_processes(pids.get(key)), "dim"),
+        ]
         table.rows.append(Row(cells))
     total = sum(calls for calls, _v, _u in groups.values())
     lines = [paint(f"Draws by call site ({plural(total, DRAW)}, most calls first):", "bold")]
@@ -185,8 +195,17 @@ def _processes(trace: Trace, paint: Paint) -> list[str]:
     table = Table(["pid", "role", "started", "exit", "events"], "><<<>")
     for p in processes:
         exit_style = "dim" if p.exit in (None, "normal") else "warn"
-        table.rows.append(Row([(str(p.pid), ""), (role_of(p), "" if p.role or p.start == "traced" else "dim"),
-                               (started(p), "dim"), (ended(p), exit_style), (f"{p.events:,}", "")]))
+        table.rows.append(
+            Row(
+                [
+                    (str(p.pid), ""),
+                    (role_of(p), "" if p.role or p.start == "traced" else "dim"),
+                    (started(p), "dim"),
+                    (ended(p), exit_style),
+                    (f"{p.events:,}", ""),
+                ]
+            )
+        )
     return [paint(f"Processes ({len(processes):,}):", "bold")] + format_table(table, paint)
 
 
@@ -204,7 +223,7 @@ def _findings(trace: Trace, paint: Paint) -> list[str]:
 def _finding(f: Finding, paint: Paint) -> list[str]:
     kind = printable(f.kind)
     first, *rest = _wrap(f"{kind}: {printable(f.message)}", "  ! ", "    ")
-    lines = ["  " + paint("!", "alert") + " " + paint(kind, "alert") + first[4 + len(kind):]] + rest
+    lines = ["  " + paint("!", "alert") + " " + paint(kind, "alert") + first[4 + len(kind) :]] + rest
     if f.fix:
         # Each alternative on a line of its own: "fix: A" then "     or B".
         first, *others = printable(f.fix).split(", or ")
@@ -220,8 +239,9 @@ def _finding(f: Finding, paint: Paint) -> list[str]:
 
 def _wrap(text: str, first: str, later: str) -> list[str]:
     """``text`` wrapped at spaces only (never inside a path), first line after ``first``."""
-    return textwrap.wrap(text, _WIDTH, initial_indent=first, subsequent_indent=later,
-                         break_long_words=False, break_on_hyphens=False) or [first.rstrip()]
+    return textwrap.wrap(
+        text, _WIDTH, initial_indent=first, subsequent_indent=later, break_long_words=False, break_on_hyphens=False
+    ) or [first.rstrip()]
 
 
 # -- notes ------------------------------------------------------------------------

@@ -15,7 +15,6 @@ from __future__ import annotations
 import importlib
 import sys
 import threading
-from typing import Optional
 
 from .._streams import ENTRY_POINT_GROUP, Stream
 from ._base import Source, draw_wrapper, restore_wrapper, seed_wrapper
@@ -23,7 +22,7 @@ from ._base import Source, draw_wrapper, restore_wrapper, seed_wrapper
 # This package's own streams, in the order a log lists them.
 _BUILTIN = ("random", "numpy", "torch")
 _lock = threading.Lock()
-_declared: Optional[dict[str, Stream]] = None
+_declared: dict[str, Stream] | None = None
 #: what a third-party entry point could not give, said once where the streams are listed
 PROBLEMS: list[str] = []
 
@@ -68,7 +67,7 @@ def declared() -> dict[str, Stream]:
     return _declared
 
 
-def stream(name: str) -> Optional[Stream]:
+def stream(name: str) -> Stream | None:
     """The declaration of stream ``name``, or of the stream a sub-stream (``torch.cuda:0``) belongs to."""
     return declared().get(name.split(".", 1)[0]) or declared().get(name)
 
@@ -95,5 +94,16 @@ def load_source(name: str) -> Source:
     return source_class(name)()
 
 
-__all__ = ["PROBLEMS", "Source", "Stream", "declared", "draw_wrapper", "load_source", "rank", "restore_wrapper",
-           "seed_wrapper", "source_class", "stream"]
+__all__ = [
+    "PROBLEMS",
+    "Source",
+    "Stream",
+    "declared",
+    "draw_wrapper",
+    "load_source",
+    "rank",
+    "restore_wrapper",
+    "seed_wrapper",
+    "source_class",
+    "stream",
+]

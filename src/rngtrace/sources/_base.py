@@ -16,15 +16,15 @@ import pickle
 import sys
 from _thread import get_ident
 from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable
 from types import BuiltinFunctionType, FrameType, FunctionType, MethodType
-from typing import Any, Callable, ClassVar, Iterable, Optional
+from typing import Any, ClassVar
 
 from .._caller import call_as, is_stand_in
 from .._hotpath import SPEEDUPS as _speedups
-from .._paths import PACKAGE_DIR
 from .._model import DRAW, SEED
+from .._paths import PACKAGE_DIR
 from .._streams import Stream
-
 
 # classify() returns this for a call made inside the stream's own library,
 # whose public call site was (or will be) seen on its own: skip it for good.
@@ -54,7 +54,7 @@ class Source(ABC):
         if declared is not None:
             cls.name, cls.module = declared.name, declared.module
 
-    def prepare(self) -> None:
+    def prepare(self) -> None:  # noqa: B027 (optional: most sources have nothing to prepare)
         """Get the library ready before each install (fill caches that must not see a patch)."""
 
     def patches(self, hub: Any) -> Iterable[Patch]:
@@ -80,7 +80,7 @@ class Source(ABC):
         """Types whose methods may draw from this stream through another instance later."""
         return ()
 
-    def classify(self, callee: Any, frame: FrameType, profile: bool) -> Optional[Hit | str]:
+    def classify(self, callee: Any, frame: FrameType, profile: bool) -> Hit | str | None:
         """Describe a call the catch-all hook saw, INTERNAL, or None to ignore it."""
         return None
 
@@ -92,7 +92,7 @@ class Source(ABC):
     def restore(self, states: dict[str, Any]) -> None:
         """Put back states returned by ``state()``."""
 
-    def state_bytes(self, state: Any) -> Optional[bytes]:
+    def state_bytes(self, state: Any) -> bytes | None:
         """One sub-stream's ``state()`` as bytes, for its digest; None: digest its canonical form.
 
         Equal bytes must mean the same numbers to come: a fork's children that hold
@@ -100,7 +100,7 @@ class Source(ABC):
         """
         return None
 
-    def fingerprint(self) -> Optional[Any]:
+    def fingerprint(self) -> Any | None:
         """A ctypes view of the stream's state whose ``.value`` changes with every draw, or None.
 
         The hub reads it before and after each recorded call to notice draws
@@ -130,7 +130,7 @@ class Source(ABC):
         """Whether two states (or two snapshots) of one sub-stream are equal."""
         return bool(a == b)
 
-    def forget(self) -> None:
+    def forget(self) -> None:  # noqa: B027 (optional: most sources keep nothing)
         """Drop any reference kept while tracing (called when hooks come off)."""
 
     @classmethod
@@ -146,7 +146,7 @@ class Source(ABC):
 def same_state(source: Source, old: Any, new: Any) -> bool:
     """Whether two snapshots of one sub-stream are equal."""
     if old.__class__ is bytes and new.__class__ is bytes:  # two in-place reads: no need to ask the source
-        return old == new  # type: ignore[no-any-return]
+        return old == new
     return source.same(old, new)
 
 
@@ -193,8 +193,11 @@ class Condition:
 
     def __call__(self, args: tuple, kwargs: dict) -> bool:
         try:
-            return bool(self._test(*[args[i] if len(args) > i else kwargs.get(name, default)
-                                     for i, name, default in self._params]))
+            return bool(
+                self._test(
+                    *[args[i] if len(args) > i else kwargs.get(name, default) for i, name, default in self._params]
+                )
+            )
         except Exception:  # arguments the function itself will reject: let it say so
             return True
 
@@ -209,16 +212,16 @@ def recorder(
     api: str,
     original: Callable,
     *,
-    count_of: Optional[Callable[[Any, tuple, dict], Optional[int]]] = None,
+    count_of: Callable[[Any, tuple, dict], int | None] | None = None,
     owner: Any = None,
-    takes: Optional[Callable[[tuple, dict], bool]] = None,
-    place: Optional[Callable[[Any], tuple[Optional[str], Optional[int]]]] = None,
-    seeded: Optional[Callable[[tuple, dict], str]] = None,
-    strict_check: Optional[Callable[[Optional[FrameType], tuple, dict], None]] = None,
+    takes: Callable[[tuple, dict], bool] | None = None,
+    place: Callable[[Any], tuple[str | None, int | None]] | None = None,
+    seeded: Callable[[tuple, dict], str] | None = None,
+    strict_check: Callable[[FrameType | None, tuple, dict], None] | None = None,
     accelerate: bool = True,
-    draws_if: Optional[Callable[[tuple, dict], bool]] = None,
+    draws_if: Callable[[tuple, dict], bool] | None = None,
     method: bool = False,
-    through: Optional["Through"] = None,
+    through: Through | None = None,
 ) -> Callable:
     """The one recording wrapper: each outermost call of ``original`` becomes an event.
 
@@ -242,7 +245,7 @@ def recorder(
     is_draw = kind == DRAW
     moved = moved_note(api)
 
-    def after_seed(st: Any, frame: Optional[FrameType], args: tuple, kwargs: dict) -> None:
+    def after_seed(st: Any, frame: FrameType | None, args: tuple, kwargs: dict) -> None:
         """A seed returned: record it, and start the stream's fingerprint (and its digest) anew."""
         where = seeded(args, kwargs) if seeded is not None else stream
         detail = seed_detail(args[1:] if owner is not None or method else args, kwargs)
@@ -250,7 +253,7 @@ def recorder(
         rec.reseeded(stream)
         rec.seeded(where)
 
-    def record_call(st: Any, frame: Optional[FrameType], args: tuple, kwargs: dict) -> Any:
+    def record_call(st: Any, frame: FrameType | None, args: tuple, kwargs: dict) -> Any:
         if st.pending is not None and recorded_by_catchall(st, frame):
             # C code is calling one of our methods inside a call the catch-all recorded.
             return call_busy(st, frame, original, args, kwargs)
@@ -301,8 +304,9 @@ def recorder(
                     result = call_busy(st, user, original, args, kwargs)
                 else:
                     outer_kind, outer_api = through.describe(top, kind, api)
-                    result = checked_call(rec, stream, fingerprint, moved, st, user, original, args, kwargs,
-                                          outer_kind, outer_api)
+                    result = checked_call(
+                        rec, stream, fingerprint, moved, st, user, original, args, kwargs, outer_kind, outer_api
+                    )
                     through.last[tid] = top
                     record(stream, outer_kind, outer_api, None, user, None, st)
                 fingerprint.take()
@@ -330,13 +334,28 @@ def recorder(
         # ``draws_if``: the part of ``takes`` the C Recorder asks itself (dropout only draws in training),
         # in C where it is a declared Condition.
         declared = isinstance(draws_if, Condition)
-        specific = {**placing, "takes": None if declared else draws_if,
-                    "condition": draws_if.spec if declared else None}
+        specific = {
+            **placing,
+            "takes": None if declared else draws_if,
+            "condition": draws_if.spec if declared else None,  # type: ignore[union-attr]
+        }
     else:
         specific = {"after": after_seed}  # a seed: the C Recorder makes the call, after_seed records it
     recorder = _speedups.Recorder(
-        wrapper, original, owner, hot, fingerprint, lock, stream, kind, api, moved, count_of, inside=inside,
-        through=None if through is None else through.files, **specific
+        wrapper,
+        original,
+        owner,
+        hot,
+        fingerprint,
+        lock,
+        stream,
+        kind,
+        api,
+        moved,
+        count_of,
+        inside=inside,
+        through=None if through is None else through.files,
+        **specific,
     )
     _named(recorder, original)
     # Looked up on the instance first: the same rule as the Python wrapper's.
@@ -362,7 +381,7 @@ def reduce_as_original(wrapper: Any, protocol: Any) -> Any:
     reduced = original.__qualname__ if isinstance(original, FunctionType) else original.__reduce_ex__(protocol)
     if not isinstance(reduced, str):
         return reduced
-    module = getattr(original, "__module__", None) or pickle.whichmodule(original, reduced)
+    module = getattr(original, "__module__", None) or pickle.whichmodule(original, reduced)  # type: ignore[attr-defined]
     try:
         found: Any = sys.modules[module]
         for part in reduced.split("."):
@@ -394,12 +413,15 @@ class Wrapper:
     """
 
     __slots__ = ("__dict__", "__weakref__")
+    # What ``make`` gives each wrapper (declared for the type checker; no attribute is made here).
+    __call__: Callable[..., Any]
+    __wrapped__: Callable[..., Any]
 
     @classmethod
-    def make(cls, function: Callable, original: Callable) -> "Wrapper":
+    def make(cls, function: Callable, original: Callable) -> Wrapper:
         """A Wrapper whose calls run ``function``, named and pickled as ``original``."""
         kind = type(cls.__name__, (cls,), {"__slots__": (), "__call__": staticmethod(function)})
-        wrapper = object.__new__(kind)
+        wrapper: Wrapper = object.__new__(kind)
         _named(wrapper, original)
         wrapper.__dict__["__wrapped__"] = original
         return wrapper
@@ -432,7 +454,7 @@ class Through:
         #: per thread, the outer frame recorded last (held: its id cannot name another frame meanwhile)
         self.last: dict[int, FrameType] = {}
 
-    def outer(self, frame: FrameType) -> tuple[FrameType, Optional[FrameType]]:
+    def outer(self, frame: FrameType) -> tuple[FrameType, FrameType | None]:
         """The outermost frame of the library's code calling in, and the frame that called it."""
         top: FrameType = frame
         f = frame.f_back
@@ -454,11 +476,11 @@ class Through:
 def entry(
     rec: Any,
     original: Callable,
-    call: Callable[[Any, Optional[FrameType], tuple, dict], Any],
-    takes: Optional[Callable[[tuple, dict], bool]] = None,
+    call: Callable[[Any, FrameType | None, tuple, dict], Any],
+    takes: Callable[[tuple, dict], bool] | None = None,
     library: tuple[str, ...] = (),
-    through: Optional[Through] = None,
-    call_through: Optional[Callable[[Any, FrameType, tuple, dict], Any]] = None,
+    through: Through | None = None,
+    call_through: Callable[[Any, FrameType, tuple, dict], Any] | None = None,
 ) -> Callable:
     """The Python wrapper around ``original``: each outermost call it ``takes`` goes to ``call``.
 
@@ -479,7 +501,7 @@ def entry(
 
     def rngtrace_wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
-            frame: Optional[FrameType] = getframe(1)
+            frame: FrameType | None = getframe(1)
         except ValueError:  # called by C code with no Python frame above it: no stack to show
             frame = None
         now = hot.now
@@ -496,8 +518,12 @@ def entry(
         ):
             return call_as(frame, original, args, kwargs)
         make = call
-        if through_files is not None and frame is not None and not st.busy \
-                and frame.f_code.co_filename.startswith(through_files):
+        if (
+            through_files is not None
+            and frame is not None
+            and not st.busy
+            and frame.f_code.co_filename.startswith(through_files)
+        ):
             make = call_through  # type: ignore[assignment]
         if now.profile_hook is None:
             return make(st, frame, args, kwargs)
@@ -509,8 +535,14 @@ def entry(
 def library_of(stream: str) -> tuple[str, ...]:
     """Where the code of ``stream``'s library lives: its calls inside a recorded call are part of it."""
     base = stream.split(".", 1)[0]
-    declared = next((cls.stream.module for cls in _source_classes() if cls.__dict__.get("stream") is not None
-                     and cls.stream.name == base), base)
+    declared = next(
+        (
+            cls.stream.module
+            for cls in _source_classes()
+            if cls.__dict__.get("stream") is not None and cls.stream.name == base
+        ),
+        base,
+    )
     module = sys.modules.get(declared.split(".", 1)[0])  # the library's top package (numpy, not numpy.random)
     file = getattr(module, "__file__", None)
     if not file:
@@ -536,8 +568,17 @@ def moved_note(api: str) -> str:
 
 
 def checked_call(
-    rec: Any, stream: str, fingerprint: Any, moved: str, st: Any, frame: Optional[FrameType],
-    original: Callable, args: tuple, kwargs: dict, kind: str = DRAW, api: str = "",
+    rec: Any,
+    stream: str,
+    fingerprint: Any,
+    moved: str,
+    st: Any,
+    frame: FrameType | None,
+    original: Callable,
+    args: tuple,
+    kwargs: dict,
+    kind: str = DRAW,
+    api: str = "",
 ) -> Any:
     """Make a recorded call, under the stream's lock: a move nobody recorded is noticed first.
 
@@ -560,7 +601,7 @@ def checked_call(
         raise
 
 
-def stepping_aside(hook: Callable, st: Any, call: Callable, frame: Optional[FrameType], args: tuple, kwargs: dict) -> Any:
+def stepping_aside(hook: Callable, st: Any, call: Callable, frame: FrameType | None, args: tuple, kwargs: dict) -> Any:
     """Run ``call`` with a profile-hook catch-all (3.10/3.11) off: it has nothing to see in there."""
     if sys.getprofile() is hook:
         st.hooked = True  # frame exits on this thread are seen: stacks may use the cache
@@ -574,17 +615,16 @@ def stepping_aside(hook: Callable, st: Any, call: Callable, frame: Optional[Fram
     return call(st, frame, args, kwargs)
 
 
-def recorded_by_catchall(st: Any, frame: Optional[FrameType]) -> bool:
+def recorded_by_catchall(st: Any, frame: FrameType | None) -> bool:
     """Whether the catch-all just recorded the call this wrapper runs inside."""
     pending = st.pending
     if pending is None:
         return False
     st.pending = None
-    return (frame is not None and pending[0] == id(frame) and pending[1] == frame.f_lasti
-            and pending[2] is frame.f_code)
+    return frame is not None and pending[0] == id(frame) and pending[1] == frame.f_lasti and pending[2] is frame.f_code
 
 
-def call_busy(st: Any, frame: Optional[FrameType], original: Callable, args: tuple, kwargs: dict) -> Any:
+def call_busy(st: Any, frame: FrameType | None, original: Callable, args: tuple, kwargs: dict) -> Any:
     """Call ``original`` with nested calls marked as part of it."""
     was_busy = st.busy
     st.busy = frame if frame is not None else True
@@ -594,7 +634,7 @@ def call_busy(st: Any, frame: Optional[FrameType], original: Callable, args: tup
         st.busy = was_busy
 
 
-def draw_wrapper(rec: Any, stream: str, api: str, original: Callable, count_of: Optional[Callable]) -> Callable:
+def draw_wrapper(rec: Any, stream: str, api: str, original: Callable, count_of: Callable | None) -> Callable:
     """Wrap a drawing function; ``count_of(result, args, kwargs)`` counts the values drawn (None: one)."""
     return recorder(rec, stream, DRAW, api, original, count_of=count_of)
 
@@ -605,7 +645,7 @@ def seed_wrapper(rec: Any, stream: str, api: str, original: Callable) -> Callabl
 
 
 def restore_wrapper(
-    rec: Any, stream: str, api: str, original: Callable, current: Callable[[Any], bool], owner: Optional[object] = None
+    rec: Any, stream: str, api: str, original: Callable, current: Callable[[Any], bool], owner: object | None = None
 ) -> Callable:
     """Wrap a restore (``setstate``, ``set_rng_state``): recorded only where it changes the state.
 
@@ -645,8 +685,11 @@ def restore_wrapper(
     return wrapper
 
 
-def twin_of(fn: Any) -> Optional[Callable]:
-    """A builtin calling what ``fn`` does, for a wrapper to call while ``fn`` records in place; None where it cannot (no accelerator)."""
+def twin_of(fn: Any) -> Callable | None:
+    """A builtin calling what ``fn`` does, for a wrapper to call while ``fn`` records in place.
+
+    None where it cannot (no accelerator).
+    """
     if _speedups is None or type(fn) is not BuiltinFunctionType:
         return None
     try:
@@ -655,11 +698,11 @@ def twin_of(fn: Any) -> Optional[Callable]:
         return None
 
 
-def inplace_count(args: tuple, kwargs: dict, name: str = "x") -> Optional[int]:
+def inplace_count(args: tuple, kwargs: dict, name: str = "x") -> int | None:
     """Values drawn by an in-place shuffle: the length of the sequence it shuffled."""
     seq = args[0] if args else kwargs.get(name)
     try:
-        return len(seq)
+        return len(seq)  # type: ignore[arg-type]
     except TypeError:
         return None
 

@@ -18,7 +18,8 @@ from __future__ import annotations
 import ctypes
 import functools
 import operator
-from typing import Any, Callable, Optional, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from .._hotpath import SPEEDUPS as _speedups
 
@@ -35,7 +36,7 @@ def in_place(regions: Sequence[tuple[int, int]], owners: Any) -> Any:
             raise ValueError(f"a region needs an address and a positive size, not ({address:#x}, {size})")
     if _speedups is not None:
         return _speedups.InPlace(regions, owners)
-    views = [_raw_type(size).from_address(address) for address, size in regions]
+    views = [_raw_type(size).from_address(address) for address, size in regions]  # type: ignore[attr-defined]
     joined = _joined_type(len(views))()
     for i, view in enumerate(views):
         setattr(joined, f"v{i}", view)
@@ -53,7 +54,7 @@ def inside(obj: object, address: int, size: int) -> bool:
     return size > 0 and start <= address and address + size <= start + type(obj).__basicsize__
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _raw_type(size: int) -> type:
     """A ctypes array of ``size`` bytes whose ``.value`` is every byte (c_char's own stops at a NUL)."""
     base = ctypes.c_char * size
@@ -62,7 +63,7 @@ def _raw_type(size: int) -> type:
     return raw
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _joined_type(count: int) -> type:
     """A holder of ``count`` raw views whose ``.value`` is their values, read by C code (attrgetter)."""
     names = tuple(f"v{i}" for i in range(count))
@@ -73,7 +74,9 @@ def _joined_type(count: int) -> type:
     )
 
 
-def read_with_state(regions: Sequence[tuple[int, int]], full_state: Callable[[], Any], tries: int = 100) -> Optional[tuple]:
+def read_with_state(
+    regions: Sequence[tuple[int, int]], full_state: Callable[[], Any], tries: int = 100
+) -> tuple | None:
     """(the bytes at ``regions``, ``full_state()``), read with no draw in between; None if none was.
 
     A proof compares bytes read in place with the library's own state read. Another

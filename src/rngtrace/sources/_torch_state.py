@@ -63,7 +63,7 @@ import ctypes
 import functools
 import re
 import struct
-from typing import Any, Optional
+from typing import Any
 
 import torch
 
@@ -101,15 +101,15 @@ class CPUStateCopy:
         return self.generator.get_state().numpy().tobytes()
 
 
-class _Span(ctypes.c_char * _SPAN):
+class _Span(ctypes.c_char * _SPAN):  # type: ignore[misc]
     """The generator's state bytes, read in place; ``.value`` copies them whole."""
 
 
 # A c_char array's own .value stops at the first NUL byte; .raw is every byte.
-_Span.value = (ctypes.c_char * _SPAN).raw  # type: ignore[attr-defined,assignment]
+_Span.value = (ctypes.c_char * _SPAN).raw
 
 
-def fingerprint(generator: Any) -> Optional[Any]:
+def fingerprint(generator: Any) -> Any | None:
     """A view whose ``.value`` changes with every draw from ``generator``: in place where proved.
 
     A generator whose memory cannot be read gets a copy of its state instead; an
@@ -157,7 +157,7 @@ def _impl(generator: Any) -> int:
     return ctypes.c_void_p.from_address(id(generator) + _HEAD).value or 0
 
 
-def _span(generator: Any, offset: int) -> Optional[_Span]:
+def _span(generator: Any, offset: int) -> _Span | None:
     address = _impl(generator)
     return _Span.from_address(address + offset) if address else None
 
@@ -182,8 +182,8 @@ def _matches(raw: bytes, legacy: tuple) -> bool:
     return not double_valid or raw[_DOUBLE : _DOUBLE + 8] == struct.pack("<d", double_y)
 
 
-@functools.lru_cache(maxsize=None)
-def _layout() -> Optional[int]:
+@functools.cache
+def _layout() -> int | None:
     """The offset of ``seed_`` in a CPU generator, proved on a private one; None if not."""
     try:
         return _prove()
@@ -208,7 +208,7 @@ def _handle_where_declared() -> bool:
     return cdata_end == _HEAD + _POINTER and _GENERATOR.__basicsize__ >= cdata_end
 
 
-def _prove() -> Optional[int]:
+def _prove() -> int | None:
     if not _handle_where_declared():
         return None  # no handle read at all: the state is copied instead
     g = torch.Generator()

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import importlib
 import operator
 import struct
+from collections.abc import Iterable, Sequence
 from types import FrameType
-from typing import Any, Iterable, Optional, Sequence
-
-import importlib
+from typing import Any
 
 import numpy as np
 
@@ -25,10 +25,19 @@ import numpy as np
 _nprandom = importlib.import_module("numpy.random")
 _mtrand = importlib.import_module("numpy.random.mtrand")
 
-from .._model import DRAW, SEED
-from .numpy_stream import STREAM
-from ._base import INTERNAL, Hit, Patch, Source, draw_wrapper, inplace_count, recorder, seed_wrapper
-from ._inplace import in_place, inside, read_with_state
+from .._model import DRAW, SEED  # noqa: E402 (after numpy.random, see above)
+from ._base import (  # noqa: E402 (after numpy.random, see above)
+    INTERNAL,
+    Hit,
+    Patch,
+    Source,
+    draw_wrapper,
+    inplace_count,
+    recorder,
+    seed_wrapper,
+)
+from ._inplace import in_place, inside, read_with_state  # noqa: E402 (after numpy.random, see above)
+from .numpy_stream import STREAM  # noqa: E402 (after numpy.random, see above)
 
 _SEEDS = frozenset({"seed", "set_state", "set_bit_generator"})
 _NOT_DRAWS = frozenset({"get_state", "get_bit_generator", "__getstate__", "__reduce__"})
@@ -39,7 +48,7 @@ _MT19937 = _nprandom.MT19937
 _MAX_REGIONS = 4  # what one in-place view holds (MAX_REGIONS in _speedups/speedups.h)
 
 
-def _count(result: Any, args: tuple, kwargs: dict) -> Optional[int]:
+def _count(result: Any, args: tuple, kwargs: dict) -> int | None:
     if isinstance(result, np.ndarray):
         return int(result.size)
     if result is None:  # shuffle works in place
@@ -52,7 +61,7 @@ def _count(result: Any, args: tuple, kwargs: dict) -> Optional[int]:
 _ndarray = np.ndarray
 
 
-def _method_count(result: Any, args: tuple, kwargs: dict) -> Optional[int]:
+def _method_count(result: Any, args: tuple, kwargs: dict) -> int | None:
     kind = type(result)  # the usual answers first: this runs on every draw
     if kind is _ndarray:
         return int(result.size)
@@ -80,8 +89,12 @@ class NumpySource(Source):
                 continue
             api = f"numpy.random.{name}"
             kind = SEED if name in _SEEDS else DRAW
-            yield state_type, name, recorder(
-                hub, "numpy", kind, api, original, count_of=None if kind == SEED else _method_count, owner=rand
+            yield (
+                state_type,
+                name,
+                recorder(
+                    hub, "numpy", kind, api, original, count_of=None if kind == SEED else _method_count, owner=rand
+                ),
             )
             wrapped.add(name)
         seen: dict[int, Any] = {}
@@ -120,10 +133,10 @@ class NumpySource(Source):
         # Taken before any patch goes on: these are the originals.
         self._functions = [getattr(_mtrand, n) for n in _MODULE_FUNCTIONS if hasattr(_mtrand, n)]
         self._bound = _bound_singletons()
-        self._view: Optional[Any] = None
-        self._view_key: Optional[tuple] = None
-        self._full_view: Optional[Any] = None  # the whole state's, for full(); made for _full_key
-        self._full_key: Optional[tuple] = None
+        self._view: Any | None = None
+        self._view_key: tuple | None = None
+        self._full_view: Any | None = None  # the whole state's, for full(); made for _full_key
+        self._full_key: tuple | None = None
 
     def _singletons(self) -> tuple:
         """``np.random.mtrand._rand``, then any other RandomState the module's functions are bound to."""
@@ -140,7 +153,7 @@ class NumpySource(Source):
         # A call site that calls some RandomState's method may be handed the singleton next time.
         return (_mtrand.RandomState,)
 
-    def classify(self, callee: Any, frame: FrameType, profile: bool) -> Optional[Hit | str]:
+    def classify(self, callee: Any, frame: FrameType, profile: bool) -> Hit | str | None:
         name = getattr(callee, "__name__", "")
         if name in _NOT_DRAWS or name.startswith("_"):
             return INTERNAL
@@ -174,7 +187,7 @@ class NumpySource(Source):
     def same(self, a: Any, b: Any) -> bool:
         return _same_state(a, b)
 
-    def fingerprint(self) -> Optional[Any]:
+    def fingerprint(self) -> Any | None:
         # Valid while the singletons and their bit generators stay what they were, with the
         # types that were checked (set_bit_generator swaps the bit generator). Made at each
         # install and seed only: the draws read the view with no check.
@@ -229,7 +242,7 @@ def _key(singletons: Sequence[Any]) -> tuple:
     return key
 
 
-def _mt_view(singletons: Sequence[Any]) -> Optional[Any]:
+def _mt_view(singletons: Sequence[Any]) -> Any | None:
     """A view of each singleton's MT19937 (``key[623]`` and ``pos``) and cached-normal flag, read in place.
 
     A legacy normal draw may take the second sample of a pair, which moves no
@@ -251,7 +264,7 @@ def _mt_view(singletons: Sequence[Any]) -> Optional[Any]:
     return in_place(regions, tuple((rand, rand._bit_generator) for rand in singletons))
 
 
-def _full_view(singletons: Sequence[Any]) -> Optional[Any]:
+def _full_view(singletons: Sequence[Any]) -> Any | None:
     """A view of each singleton's whole legacy state (key, pos, has_gauss, gauss), read in place, proved.
 
     The regions of ``_regions`` widened to the whole ``mt19937_state`` and to the cached
@@ -265,7 +278,7 @@ def _full_view(singletons: Sequence[Any]) -> Optional[Any]:
         parts = [(state_at, 624 * 4 + 4), (id(rand) + flag, 4), (id(rand) + flag + 8, 8)]  # type: ignore[operator]
         if not inside(rand._bit_generator, state_at, 624 * 4 + 4) or not inside(rand, id(rand) + flag + 8, 8):  # type: ignore[operator]
             return None
-        read = read_with_state(parts, lambda: _RandomState.get_state(rand, legacy=False))
+        read = read_with_state(parts, lambda rand=rand: _RandomState.get_state(rand, legacy=False))  # type: ignore[misc]
         if read is None:
             return None
         (raw_state, raw_flag, raw_gauss), state = read
@@ -273,7 +286,8 @@ def _full_view(singletons: Sequence[Any]) -> Optional[Any]:
         if raw_state != key.astype("<u4").tobytes() + struct.pack("<i", state["state"]["pos"]):
             return None
         if struct.unpack("<i", raw_flag)[0] != state["has_gauss"] or (
-                state["has_gauss"] and struct.unpack("<d", raw_gauss)[0] != state["gauss"]):
+            state["has_gauss"] and struct.unpack("<d", raw_gauss)[0] != state["gauss"]
+        ):
             return None
         regions += parts
     if len(regions) > _MAX_REGIONS:
@@ -281,7 +295,7 @@ def _full_view(singletons: Sequence[Any]) -> Optional[Any]:
     return in_place(regions, tuple((rand, rand._bit_generator) for rand in singletons))
 
 
-def _regions(rand: Any) -> Optional[list[tuple[int, int]]]:
+def _regions(rand: Any) -> list[tuple[int, int]] | None:
     """The two regions of one RandomState that every draw moves, proved; None where one is not.
 
     numpy/random/src/mt19937/mt19937.h (numpy ships no header for it: the read is checked against
@@ -321,8 +335,8 @@ def _regions(rand: Any) -> Optional[list[tuple[int, int]]]:
     return regions
 
 
-@functools.lru_cache(maxsize=None)
-def _gauss_flag_offset() -> Optional[int]:
+@functools.cache
+def _gauss_flag_offset() -> int | None:
     """Where a RandomState keeps ``has_gauss``, proved on a private one; None if not found.
 
     The legacy state (``aug_bitgen_t``) is ``bitgen_t *``, ``int has_gauss``, ``double

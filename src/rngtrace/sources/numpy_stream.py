@@ -14,11 +14,18 @@ STREAM = Stream(
     make_generator="rng = np.random.default_rng({seed})",
     generator_name="rng",
     # NumPy's documented correspondence from the legacy functions to Generator's methods.
-    renames={"rand": "random", "random_sample": "random", "ranf": "random", "sample": "random",
-             "randn": "standard_normal", "randint": "integers", "random_integers": "integers",
-             "tomaxint": "integers"},
+    renames={
+        "rand": "random",
+        "random_sample": "random",
+        "ranf": "random",
+        "sample": "random",
+        "randn": "standard_normal",
+        "randint": "integers",
+        "random_integers": "integers",
+        "tomaxint": "integers",
+    },
     per_process_fix="seed each process from its id (np.random.seed(base + worker_id)) or draw from "
-                    "np.random.default_rng(seed + worker_id) in each",
+    "np.random.default_rng(seed + worker_id) in each",
     entropy_at_start=True,
     library_files=("numpy/random/",),
 )

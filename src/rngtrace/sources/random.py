@@ -4,17 +4,27 @@ from __future__ import annotations
 
 import _random as _c_random
 import ctypes
-import struct
 import random as _random
+import struct
+from collections.abc import Iterable
 from types import FrameType
-from typing import Any, Iterable, Optional
+from typing import Any
 
 from .._model import DRAW, SEED
-from .random_stream import STREAM
 from ._base import (
-    INTERNAL, Hit, Patch, Source, Through, draw_wrapper, inplace_count, recorder, restore_wrapper, seed_wrapper,
+    INTERNAL,
+    Hit,
+    Patch,
+    Source,
+    Through,
+    draw_wrapper,
+    inplace_count,
+    recorder,
+    restore_wrapper,
+    seed_wrapper,
 )
 from ._inplace import in_place, inside, read_with_state
+from .random_stream import STREAM
 
 _SEEDS = frozenset({"seed", "setstate"})
 _NOT_DRAWS = frozenset({"getstate"})
@@ -47,7 +57,7 @@ def _public_names(inst: Any) -> list[str]:
     ]
 
 
-def _count(result: Any, args: tuple, kwargs: dict) -> Optional[int]:
+def _count(result: Any, args: tuple, kwargs: dict) -> int | None:
     if isinstance(result, (list, bytes)):
         return len(result)  # choices, sample, randbytes
     if result is None:  # shuffle works in place
@@ -55,7 +65,7 @@ def _count(result: Any, args: tuple, kwargs: dict) -> Optional[int]:
     return 1
 
 
-def _method_count(result: Any, args: tuple, kwargs: dict) -> Optional[int]:
+def _method_count(result: Any, args: tuple, kwargs: dict) -> int | None:
     return _count(result, args[1:], kwargs)  # args[0] is the instance itself
 
 
@@ -68,7 +78,8 @@ def _python_method(callee: Any) -> bool:
 def _method_names() -> list[str]:
     """``random.Random``'s public drawing and seeding methods, its C base's included."""
     return [
-        name for name in dir(_random.Random)
+        name
+        for name in dir(_random.Random)
         if not name.startswith("_") and name not in _NOT_DRAWS and callable(getattr(_random.Random, name))
     ]
 
@@ -81,13 +92,13 @@ class RandomSource(Source):
     def __init__(self) -> None:
         # Taken before any patch goes on: the functions are still the originals, bound to it.
         self._inst = _stream_instance()
-        self._last_outer: Optional[FrameType] = None
-        self._view: Optional[Any] = None
-        self._view_of: Optional[tuple] = None
+        self._last_outer: FrameType | None = None
+        self._view: Any | None = None
+        self._view_of: tuple | None = None
         self._through = Through((_FILE,), "random.", _SEEDS)
         self._methods_patched = False
-        self._full_view: Optional[Any] = None  # the whole twister's, for full(); made for _full_of
-        self._full_of: Optional[tuple] = None
+        self._full_view: Any | None = None  # the whole twister's, for full(); made for _full_of
+        self._full_of: tuple | None = None
 
     def patches(self, hub: Any) -> Iterable[Patch]:
         # First the instance's methods, on its class, recording only the instance's own calls:
@@ -106,8 +117,10 @@ class RandomSource(Source):
                 if name == "setstate":
                     yield _random.Random, name, restore_wrapper(hub, "random", api, original, self._current, owner=inst)
                     continue
-                yield _random.Random, name, recorder(
-                    hub, "random", kind, api, original, count_of=counted, owner=inst, through=self._through
+                yield (
+                    _random.Random,
+                    name,
+                    recorder(hub, "random", kind, api, original, count_of=counted, owner=inst, through=self._through),
                 )
         for name in _public_names(self._inst):
             original = getattr(_random, name)
@@ -131,7 +144,7 @@ class RandomSource(Source):
     def keep_types(self) -> tuple[type, ...]:
         return ()
 
-    def classify(self, callee: Any, frame: FrameType, profile: bool) -> Optional[Hit | str]:
+    def classify(self, callee: Any, frame: FrameType, profile: bool) -> Hit | str | None:
         name = getattr(callee, "__name__", "")
         if name in _NOT_DRAWS:
             return INTERNAL
@@ -140,7 +153,7 @@ class RandomSource(Source):
             # calls on the class are wrappers, and they record it as this call (see Through).
             return INTERNAL
         outer = None
-        f: Optional[FrameType] = frame
+        f: FrameType | None = frame
         while f is not None and f.f_code.co_filename == _FILE:
             outer, f = f, f.f_back
         if outer is not None:
@@ -175,9 +188,9 @@ class RandomSource(Source):
             return self.state()
         return {"random": (view.value, getattr(inst, "gauss_next", None))}
 
-    def fingerprint(self) -> Optional[Any]:
+    def fingerprint(self) -> Any | None:
         # Proved once against getstate() (tens of µs), then valid while the instance keeps its
-        # type: a Python subclass's __class__ can be reassigned, so the type is part of the key.
+        # class: a Python subclass's __class__ can be reassigned, so the type is part of the key.
         inst = self._inst
         if self._view_of is None or self._view_of[1] is not type(inst):
             self._view, self._view_of = _mt_view(inst), (inst, type(inst))
@@ -195,7 +208,7 @@ class RandomSource(Source):
         self._through.forget()
 
 
-def _whole_view(inst: Any) -> Optional[Any]:
+def _whole_view(inst: Any) -> Any | None:
     """A view of ``inst``'s whole twister (``index``, then the 624 words of ``state``), read in place, proved.
 
     The layout ``_mt_view`` describes, checked the same way against the C type's own
@@ -216,7 +229,7 @@ def _whole_view(inst: Any) -> Optional[Any]:
     return in_place([(address, size)], inst)
 
 
-def _mt_view(inst: Any) -> Optional[Any]:
+def _mt_view(inst: Any) -> Any | None:
     """A view of ``inst``'s Mersenne Twister, read in place: ``index`` and ``state[0]``.
 
     CPython's RandomObject (Modules/_randommodule.c, the same in 3.10 to 3.13) is::

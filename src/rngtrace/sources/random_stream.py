@@ -14,7 +14,7 @@ STREAM = Stream(
     make_generator="rng = random.Random({seed})",
     generator_name="rng",
     per_process_fix="seed each process from its id (random.seed(base + worker_id)) or give each its own "
-                    "random.Random(seed + worker_id)",
+    "random.Random(seed + worker_id)",
     entropy_at_start=True,
     # CPython reseeds the hidden instance in a forked child (os.register_at_fork).
     reseeded_at_fork=True,

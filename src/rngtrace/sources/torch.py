@@ -18,8 +18,9 @@ import importlib
 import inspect
 import sys
 import threading
+from collections.abc import Callable, Iterable
 from types import FrameType, FunctionType
-from typing import Any, Callable, Iterable, Optional
+from typing import Any
 
 import torch
 import torch.nn.functional as _F
@@ -30,9 +31,9 @@ import torch.utils._device as _device
 from .._errors import GlobalRNGError
 from .._model import DRAW, SEED
 from . import _torch_state
-from .torch_stream import STREAM
-from ._inplace import in_place as read_in_place
 from ._base import IN_PLACE, INTERNAL, Condition, Hit, Patch, Source, recorder, restore_wrapper, seed_wrapper, twin_of
+from ._inplace import in_place as read_in_place
+from .torch_stream import STREAM
 
 _Generator = torch.Generator
 _Tensor = torch.Tensor
@@ -53,13 +54,28 @@ _RECURRENT = ("lstm", "gru", "rnn_tanh", "rnn_relu")
 _RECURRENT_MODULES = ("LSTM", "GRU", "RNN")
 
 # The ops nn.functional's dropout family reaches through torch._VF (not through torch's attributes).
-_VF_DRAWS = frozenset({
-    "dropout", "dropout_", "feature_dropout", "feature_dropout_", "alpha_dropout", "alpha_dropout_",
-    "feature_alpha_dropout", "feature_alpha_dropout_",
-})
+_VF_DRAWS = frozenset(
+    {
+        "dropout",
+        "dropout_",
+        "feature_dropout",
+        "feature_dropout_",
+        "alpha_dropout",
+        "alpha_dropout_",
+        "feature_alpha_dropout",
+        "feature_alpha_dropout_",
+    }
+)
 _INIT_DRAWS = (
-    "uniform_", "normal_", "trunc_normal_", "kaiming_uniform_", "kaiming_normal_",
-    "xavier_uniform_", "xavier_normal_", "orthogonal_", "sparse_",
+    "uniform_",
+    "normal_",
+    "trunc_normal_",
+    "kaiming_uniform_",
+    "kaiming_normal_",
+    "xavier_uniform_",
+    "xavier_normal_",
+    "orthogonal_",
+    "sparse_",
 )
 # Modules that bind a drawing function at import (``from torch import randperm``).
 _PREBOUND = (("torch.utils.data.dataset", "randperm"),)
@@ -87,7 +103,7 @@ def _aten_overloads(keep: Callable[[str], bool] = lambda name: True) -> Iterable
             continue
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _tagged_overloads() -> tuple[tuple[str, Any], ...]:
     """(``aten.name.overload``, OpOverload) for each overload tagged ``nondeterministic_seeded``.
 
@@ -98,7 +114,7 @@ def _tagged_overloads() -> tuple[tuple[str, Any], ...]:
     return tuple((f"aten.{name}.{overload}", op) for name, overload, op in _aten_overloads() if seeded in op.tags)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _tagged() -> dict[str, tuple[int, ...]]:
     """Tagged operator name -> positions where a generator may be passed positionally."""
     candidates = [torch, _Tensor, _F]
@@ -177,7 +193,7 @@ def _conditions() -> dict[str, Condition]:
     return when
 
 
-def _generator_positions(fn: Any, tagged_name: Optional[str]) -> tuple[int, ...]:
+def _generator_positions(fn: Any, tagged_name: str | None) -> tuple[int, ...]:
     if tagged_name is not None:
         return _tagged().get(tagged_name, ())
     index, _, _ = _arg(fn, "generator", -1, None)
@@ -194,7 +210,7 @@ def _cuda_stream(index: int) -> str:
     return _CUDA_STREAMS[index]
 
 
-def _placed(result: Any) -> tuple[Optional[str], Optional[int]]:
+def _placed(result: Any) -> tuple[str | None, int | None]:
     """(stream, values drawn) for a result; stream None for a meta or fake tensor, which draws nothing."""
     r = result[0] if type(result) is tuple else result
     if isinstance(r, _FakeTensor) or (type(r) is not _Tensor and _is_fake(r)):
@@ -211,7 +227,7 @@ def _placed(result: Any) -> tuple[Optional[str], Optional[int]]:
         return "torch", None
 
 
-def _attention_count(result: Any, args: tuple, kwargs: dict) -> Optional[int]:
+def _attention_count(result: Any, args: tuple, kwargs: dict) -> int | None:
     """Dropout in attention draws one value per attention weight: (..., L, S)."""
     try:
         query = args[0] if args else kwargs["query"]
@@ -221,7 +237,7 @@ def _attention_count(result: Any, args: tuple, kwargs: dict) -> Optional[int]:
         return None
 
 
-def _predicted(args: tuple, kwargs: dict) -> Optional[str]:
+def _predicted(args: tuple, kwargs: dict) -> str | None:
     """The stream a call is about to draw from, None for meta: said only when raising."""
     device = kwargs.get("device")
     if device is None:
@@ -247,14 +263,14 @@ def _draw_wrapper(
     api: str,
     original: Callable,
     generator_at: tuple[int, ...] = (),
-    when: Optional[Callable[[tuple, dict], bool]] = None,
-    count_of: Optional[Callable[[Any, tuple, dict], Optional[int]]] = None,
-    place: Callable[[Any], tuple[Optional[str], Optional[int]]] = _placed,
+    when: Callable[[tuple, dict], bool] | None = None,
+    count_of: Callable[[Any, tuple, dict], int | None] | None = None,
+    place: Callable[[Any], tuple[str | None, int | None]] = _placed,
 ) -> Callable:
     """Record each outermost call that draws from a default generator, on its result's device."""
     check = rec.check
 
-    def strict_check(frame: Optional[FrameType], args: tuple, kwargs: dict) -> None:
+    def strict_check(frame: FrameType | None, args: tuple, kwargs: dict) -> None:
         try:
             check("torch", api, frame)  # before the draw: on_draw="raise" leaves the stream as it was
         except GlobalRNGError:
@@ -281,8 +297,16 @@ def _draw_wrapper(
     # which sends generator= to it and asks the condition (dropout: in training) itself.
     simple = not generator_at and count_of is None
     return recorder(
-        rec, "torch", DRAW, api, original, count_of=count_of, takes=takes,
-        place=place, strict_check=strict_check, accelerate=simple,
+        rec,
+        "torch",
+        DRAW,
+        api,
+        original,
+        count_of=count_of,
+        takes=takes,
+        place=place,
+        strict_check=strict_check,
+        accelerate=simple,
         draws_if=when if when is None or isinstance(when, Condition) else functools.partial(_draws, when),
     )
 
@@ -295,14 +319,14 @@ def _draw_wrapper(
 # to inductor, which cannot lower it (a traced, compiled LSTM failed, in eval mode too).
 def _sequence_data(x: Any) -> Any:
     """The tensor holding a sequence's values: a packed sequence's ``data``, else ``x``."""
-    return x.data if isinstance(x, _PackedSequence) else x
+    return x.data if isinstance(x, _PackedSequence) else x  # type: ignore[misc]
 
 
 def _recurrent_draws(module: Any) -> bool:
     return module.num_layers > 1 and _dropout_draws(module.training, module.dropout)
 
 
-def _recurrent_count(result: Any, args: tuple, kwargs: dict) -> Optional[int]:
+def _recurrent_count(result: Any, args: tuple, kwargs: dict) -> int | None:
     """One value per element of each layer's output but the last's, all shaped like the result's."""
     try:
         output = _sequence_data(result[0])
@@ -313,7 +337,7 @@ def _recurrent_count(result: Any, args: tuple, kwargs: dict) -> Optional[int]:
         return None
 
 
-def _cuda_offset(tensor: Any) -> Optional[int]:
+def _cuda_offset(tensor: Any) -> int | None:
     """The Philox offset of the default generator of a CUDA tensor's device; None for any other."""
     if not isinstance(tensor, _Tensor) or not tensor.is_cuda:
         return None
@@ -331,7 +355,7 @@ def _recurrent_wrapper(rec: Any, api: str, original: Callable) -> Callable:
         before.offset = _cuda_offset(_sequence_data(args[1] if len(args) > 1 else kwargs.get("input")))
         return True
 
-    def place(result: Any) -> tuple[Optional[str], Optional[int]]:
+    def place(result: Any) -> tuple[str | None, int | None]:
         output = _sequence_data(result[0])
         where, count = _placed(output)
         if count == 0:  # an empty batch: dropout returns it without drawing
@@ -347,7 +371,7 @@ def _recurrent_wrapper(rec: Any, api: str, original: Callable) -> Callable:
     wrapper = _draw_wrapper(rec, api, original, (), when, _recurrent_count, place)
     # On a class, as forward: a plain function, as the one it replaces (torch.compile reads
     # the file of a module's forward); ``__call__`` of a Python wrapper is that function.
-    function = getattr(type(wrapper), "__call__", None)
+    function = getattr(type(wrapper), "__call__", None)  # noqa: B004 (the class's own function, not callable())
     return function if isinstance(function, FunctionType) else wrapper
 
 
@@ -363,7 +387,7 @@ def _current_cuda() -> int:
     return torch.cuda.current_device() if torch.cuda.is_initialized() else 0
 
 
-def _cuda_seed_stream(args: tuple, kwargs: dict, device_at: Optional[int]) -> str:
+def _cuda_seed_stream(args: tuple, kwargs: dict, device_at: int | None) -> str:
     device = None
     if device_at is not None:
         device = args[device_at] if len(args) > device_at else kwargs.get("device")
@@ -388,6 +412,7 @@ def _generator_method_wrapper(rec: Any, name: str, original: Callable) -> Callab
     """
     inner = original
     if torch.backends.cuda.is_built():
+
         def cuda_default(args: tuple, kwargs: dict) -> bool:
             return bool(args) and any(args[0] is g for g in _initialised_cuda_generators())
 
@@ -395,11 +420,19 @@ def _generator_method_wrapper(rec: Any, name: str, original: Callable) -> Callab
             return _cuda_stream(_initialised_cuda_generators().index(args[0]))
 
         inner = recorder(
-            rec, "torch.cuda", SEED, f"torch.cuda.default_generators[i].{name}", original,
-            takes=cuda_default, seeded=device_stream, method=True,
+            rec,
+            "torch.cuda",
+            SEED,
+            f"torch.cuda.default_generators[i].{name}",
+            original,
+            takes=cuda_default,
+            seeded=device_stream,
+            method=True,
         )
     if name == "set_state":
-        return restore_wrapper(rec, "torch", f"torch.default_generator.{name}", inner, _cpu_holds, owner=_cpu_generator())
+        return restore_wrapper(
+            rec, "torch", f"torch.default_generator.{name}", inner, _cpu_holds, owner=_cpu_generator()
+        )
     return recorder(rec, "torch", SEED, f"torch.default_generator.{name}", inner, owner=_cpu_generator())
 
 
@@ -408,7 +441,7 @@ def _cpu_holds(state: Any) -> bool:
     return isinstance(state, _Tensor) and bool(torch.equal(state, _cpu_generator().get_state()))
 
 
-def _cuda_seed_wrapper(rec: Any, api: str, original: Callable, device_at: Optional[int]) -> Callable:
+def _cuda_seed_wrapper(rec: Any, api: str, original: Callable, device_at: int | None) -> Callable:
     """Record a CUDA reseed on the stream of the device it seeds (the current one for *_all)."""
     return recorder(
         rec, "torch.cuda", SEED, api, original, seeded=lambda args, kwargs: _cuda_seed_stream(args, kwargs, device_at)
@@ -421,7 +454,6 @@ class TorchSource(Source):
 
     stream = STREAM
 
-
     @classmethod
     def settings(cls) -> dict[str, bool]:
         """The torch flags that decide whether its results repeat; empty where torch is not imported.
@@ -430,9 +462,12 @@ class TorchSource(Source):
         """
         try:
             cudnn = torch.backends.cudnn
-            return {"cudnn.benchmark": bool(cudnn.benchmark), "cudnn.deterministic": bool(cudnn.deterministic),
-                    "deterministic_algorithms": bool(torch.are_deterministic_algorithms_enabled()),
-                    "cuda": bool(torch.cuda.is_initialized())}
+            return {
+                "cudnn.benchmark": bool(cudnn.benchmark),
+                "cudnn.deterministic": bool(cudnn.deterministic),
+                "deterministic_algorithms": bool(torch.are_deterministic_algorithms_enabled()),
+                "cuda": bool(torch.cuda.is_initialized()),
+            }
         except Exception:  # noqa: BLE001 (a torch that cannot say is no finding, never an error)
             return {}
 
@@ -448,8 +483,8 @@ class TorchSource(Source):
                 self._remember(getattr(torch, name), f"torch.{name}")
         for name in _tensor_draw_names():
             self._remember(getattr(_Tensor, name), f"torch.Tensor.{name}")
-        self._view: Optional[Any] = None
-        self._view_key: Optional[tuple] = None
+        self._view: Any | None = None
+        self._view_key: tuple | None = None
         self._tables_filled = False
 
     def _remember(self, original: object, api: str) -> None:
@@ -475,7 +510,7 @@ class TorchSource(Source):
         # nn.functional's dropout family is left alone (Python functions torch.compile inlines,
         # guarding their code's identity): each reaches its op through torch._VF, and the op is
         # recorded there, in place; without the accelerator _VF's class holds the op's wrapper too.
-        variable_functions = torch._C._VariableFunctionsClass  # torch._VF reads its instance's attributes
+        variable_functions = torch._C._VariableFunctionsClass  # type: ignore[attr-defined]  # torch._VF reads its instance's attributes
 
         def patch(parent: Any, attr: str, api: str, make: Callable[[Callable, str], Callable]) -> Iterable[Patch]:
             original = getattr(parent, attr, None)
@@ -502,7 +537,7 @@ class TorchSource(Source):
             hooked.add(id(original))
             return ((original, IN_PLACE, seen[id(original)]),)
 
-        def draw(tagged: Optional[str] = None, count_of: Any = None) -> Callable[[Callable, str], Callable]:
+        def draw(tagged: str | None = None, count_of: Any = None) -> Callable[[Callable, str], Callable]:
             return lambda original, api: _draw_wrapper(
                 hub, api, original, _generator_positions(original, tagged), when.get(api), count_of
             )
@@ -510,8 +545,11 @@ class TorchSource(Source):
         for name in _torch_draw_names():
             original = getattr(torch, name)  # read first: each patch is in place once yielded
             yield from patch(torch, name, f"torch.{name}", draw(name))
-            if (name in _VF_DRAWS and id(original) not in hooked
-                    and isinstance(vars(variable_functions).get(name), staticmethod)):
+            if (
+                name in _VF_DRAWS
+                and id(original) not in hooked
+                and isinstance(vars(variable_functions).get(name), staticmethod)
+            ):
                 # Held there as a static method: the wrapper is, as well. Only these: torch looks
                 # every function a torch-function mode is handed up there (torch.device("meta")
                 # knows the factory functions by identity).
@@ -538,8 +576,13 @@ class TorchSource(Source):
         if twin_of(torch.rand) is not None:
             for op_name, op in _tagged_overloads():
                 name = op_name.split(".")[1]
-                yield from in_place(getattr(op, "_op", None), f"torch.ops.{op_name}", lambda twin, api, name=name: (
-                    _draw_wrapper(hub, api, twin, _generator_positions(None, name), when.get(f"torch.{name}"))))
+                yield from in_place(
+                    getattr(op, "_op", None),
+                    f"torch.ops.{op_name}",
+                    lambda twin, api, name=name: _draw_wrapper(  # type: ignore[misc]
+                        hub, api, twin, _generator_positions(None, name), when.get(f"torch.{name}")
+                    ),
+                )
         for name, original in _GENERATOR_METHODS.items():
             yield _Generator, name, _generator_method_wrapper(hub, name, original)
 
@@ -570,7 +613,7 @@ class TorchSource(Source):
         # A call site that calls some Generator's method may be handed a default one next time.
         return (_Generator,)
 
-    def classify(self, callee: Any, frame: FrameType, profile: bool) -> Optional[Hit | str]:
+    def classify(self, callee: Any, frame: FrameType, profile: bool) -> Hit | str | None:
         api = self._apis.get(id(callee))
         if api is not None:
             return ("torch", DRAW, api, frame, None)
@@ -584,7 +627,7 @@ class TorchSource(Source):
             return (_cuda_stream(i), SEED, f"torch.cuda.default_generators[{i}].{name}", frame, None)
         return ("torch", SEED, f"torch.default_generator.{name}", frame, None)
 
-    def fingerprint(self) -> Optional[Any]:
+    def fingerprint(self) -> Any | None:
         # Proved once (about 0.1 ms), then valid while the generator keeps its implementation.
         generator = _cpu_generator()
         key = (id(generator), _torch_state.impl_address(generator))
@@ -602,7 +645,7 @@ class TorchSource(Source):
                 states[_cuda_stream(i)] = generator.get_state()
         return states
 
-    def state_bytes(self, state: Any) -> Optional[bytes]:
+    def state_bytes(self, state: Any) -> bytes | None:
         """``state.numpy().tobytes()``; a contiguous CPU tensor (every generator's ``get_state()``) read in place.
 
         The first ``.numpy()`` in a child just forked costs ~0.2 ms (NumPy's bridge, touched
@@ -690,7 +733,7 @@ def _fill_function_tables() -> None:
 
 
 def _cpu_generator() -> Any:
-    """The CPU generator torch's functions draw from: torch._C's, whatever ``torch.default_generator`` was rebound to."""
+    """The CPU generator torch's functions draw from: torch._C's, whatever ``torch.default_generator`` is bound to."""
     return torch._C.default_generator
 
 

@@ -15,12 +15,26 @@ STREAM = Stream(
     generator_name="g",
     generator_argument=True,
     # Their draws take no generator= parameter: only seeding the global stream fixes them.
-    no_generator=frozenset({
-        "dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout", "feature_alpha_dropout",
-        "rrelu", "scaled_dot_product_attention", "feature_dropout", "native_dropout",
-        "dropout_", "alpha_dropout_", "feature_dropout_", "feature_alpha_dropout_", "rrelu_",
-    }),
+    no_generator=frozenset(
+        {
+            "dropout",
+            "dropout1d",
+            "dropout2d",
+            "dropout3d",
+            "alpha_dropout",
+            "feature_alpha_dropout",
+            "rrelu",
+            "scaled_dot_product_attention",
+            "feature_dropout",
+            "native_dropout",
+            "dropout_",
+            "alpha_dropout_",
+            "feature_dropout_",
+            "feature_alpha_dropout_",
+            "rrelu_",
+        }
+    ),
     per_process_fix="seed each process from its id (torch.manual_seed(base + worker_id)) or pass each a "
-                    "torch.Generator seeded from its id",
+    "torch.Generator seeded from its id",
     library_files=("torch/random.py", "torch/cuda/random.py"),
 )

@@ -59,4 +59,3 @@ def getstate() -> int:
 
 def setstate(state: int) -> None:
     _global.setstate(state)
-

@@ -7,9 +7,11 @@ Only the declarations are read when rngtrace lists its streams; ``ToySource`` an
 from __future__ import annotations
 
 import sys
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from rngtrace.sources import Source, Stream
+
 # No public path for these yet: a third-party source imports them from rngtrace's private module.
 from rngtrace.sources._base import draw_wrapper, restore_wrapper, seed_wrapper
 
