@@ -42,10 +42,11 @@ def build(
     origins: tuple = (),
     from_start: bool = False,
     settings: dict | None = None,
+    pid: int = 1,
 ) -> Trace:
     """A finished Trace via ``Trace.from_dict``; ``overflow`` holds (event, calls, values).
 
-    ``origins`` holds (stream, digest, why, index of the next event) for pid 1: where a stream
+    ``origins`` holds (stream, digest, why, index of the next event) for ``pid``: where a stream
     started anew (its state at the start, after a seed); ``from_start`` says the trace saw the
     program start (``rngtrace run``); ``settings`` is torch's flags at the trace's end.
     """
@@ -63,9 +64,9 @@ def build(
         {
             "format": "rngtrace",
             "version": 2,
-            "pid": 1,
+            "pid": pid,
             "ppid": 0,
-            "origins": [[1, *origin] for origin in origins],
+            "origins": [[pid, *origin] for origin in origins],
             "from_start": from_start,
             "settings": settings or {},
             "streams": ["numpy", "random", "torch"],

@@ -97,7 +97,21 @@ LAYERS = (
         ),
     ),
     ("hub", ("_patches", "_record", "_catchall", "_lone", "_blocks", "_processes", "_hub", "_subprocess")),
-    ("analysis", ("_logfile", "_yours", "_fixes", "_duplicates", "_findings", "diff")),
+    (
+        "analysis",
+        (
+            "_words",
+            "_logfile",
+            "_yours",
+            "_fixes",
+            "_duplicates",
+            "diff",
+            "_divergent",
+            "_seed_findings",
+            "_call_findings",
+            "_findings",
+        ),
+    ),
     ("trace", ("trace",)),
     ("renderers", ("render.base", "render._html_page", "render.text", "render.html", "render.diff_text", "render")),
     (

@@ -1,49 +1,31 @@
-"""Findings: what made a run irreproducible, and the line to change.
+"""Findings: what made a run irreproducible, and the line to change. Every kind is listed here.
 
 Computed once, when ``trace.findings`` is first read, from the finished events:
-nothing here runs while a trace records. Which frame is the user's and which a
-library's is ``_yours``' question. Each kind is a function listed in ``KINDS``, in
-the order a log lists them (``duplicate``'s lives in ``_duplicates``):
+nothing here runs while a trace records. Each kind is a function in the analysis
+layer, listed in one of two ordered registries, and docs/findings.md lists them
+in the same order (a test checks it):
 
-- ``interleaved``: after the user's seed, a draw inside other code (a package, or
-  another file than the seed's) comes before the user's next draw of that stream;
-- ``reseeded``: other code seeds a stream again after the user's seed;
-- ``unseeded``: a stream drawn from before any seed, where the trace saw the
-  program from its start (``rngtrace run``); or seeded from OS entropy, anywhere;
-- ``global-generator``: a call that takes a generator (``generator=``,
-  ``random_state=``) left to draw from the global stream;
-- ``settings``: torch flags that make results differ run to run (read at the trace's end).
+- ``KINDS``: the kinds read from one trace (its processes merged), in the order
+  a log lists them, most telling first: this order is the ranking.
+  ``interleaved``, ``reseeded`` and ``unseeded`` are ``_seed_findings``';
+  ``global-generator`` and ``settings`` ``_call_findings``'; ``duplicate``
+  (processes that drew the same numbers) ``_duplicates``'.
+- ``ACROSS_RUNS``: the kinds that compare the logs of several runs rather than
+  read one: ``divergent`` (``_divergent``), where the ranks of one job stop
+  drawing alike, which ``rngtrace ranks`` reports.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
+from ._call_findings import global_generator, named_lines, settings
+from ._divergent import RankLog, divergent
 from ._duplicates import duplicates
-from ._fixes import (
-    ARGUMENT,
-    TORCH_DATA,
-    and_list,
-    isolate,
-    library_fix,
-    line_of,
-    model_built,
-    own_generator,
-    place_of,
-)
-from ._model import DRAW, SEED, Event, Finding, Frame
-from ._paths import cell_label
+from ._model import Event, Finding
+from ._seed_findings import interleaved, reseeded, unseeded
 from ._store import RawStore
-from ._yours import call_of, is_yours, line_to_name
-from .sources import stream as stream_info
-
-#: PyTorch seeds random, NumPy and torch in each DataLoader worker from its base seed: no finding
-_WORKER_SEEDING = "torch/utils/data/_utils/worker.py"
-#: torch draws from user code that take generator=, named by global-generator
-_TAKES_GENERATOR = ("torch.nn.init.", "torch.randperm")
-#: streams whose global generator starts from OS entropy; torch's starts from a fixed default seed
 
 
 @dataclass(frozen=True)
@@ -57,47 +39,58 @@ class Kind:
     find: Callable[[RawStore, list[Event], list[Finding]], list[Finding]]
 
 
-def _named_lines(events: list[Event], found: list[Finding]) -> set[tuple[str, int]]:
-    """The user's lines the findings so far named: a later kind does not name them again."""
-    return {
-        (call.line.filename, call.line.lineno)
-        for f in found
-        for i in f.events
-        if (call := call_of(events[i].stack)) is not None
-    }
+@dataclass(frozen=True)
+class AcrossRuns:
+    """One kind of finding that compares the logs of several runs (a job's ranks) instead of reading one."""
+
+    name: str
+    #: one line for the findings reference (docs/findings.md lists the same)
+    about: str
+    #: (the runs' logs, each a process's log of one block) -> the findings of this kind
+    find: Callable[[Sequence[RankLog]], list[Finding]]
 
 
 #: Every kind a trace's findings can be, in the order a log lists them: most telling first. This
-#: order is the ranking. (``divergent`` compares the logs of a job's ranks: ``ranks.findings``.)
+#: order is the ranking.
 KINDS: tuple[Kind, ...] = (
     Kind(
         "interleaved",
         "after your seed, other code draws from the stream before your next draw",
-        lambda trace, events, found: _interleaved(events),
+        lambda trace, events, found: interleaved(events),
     ),
     Kind(
-        "reseeded", "other code seeds the stream again after your seed", lambda trace, events, found: _reseeded(events)
+        "reseeded", "other code seeds the stream again after your seed", lambda trace, events, found: reseeded(events)
     ),
     Kind(
         "unseeded",
         "a stream drawn from before any seed (seen from the program's start), or seeded from OS entropy",
-        lambda trace, events, found: _unseeded(trace, events),
+        lambda trace, events, found: unseeded(trace, events),
     ),
     # A line another finding named already (a DataLoader between a seed and a draw) is not named again.
     Kind(
         "global-generator",
         "a call that takes a generator (generator=, random_state=) drew from the global stream",
-        lambda trace, events, found: _global_generator(events, _named_lines(events, found)),
+        lambda trace, events, found: global_generator(events, named_lines(events, found)),
     ),
     Kind(
         "settings",
         "library flags that make results differ run to run (torch's cudnn.benchmark)",
-        lambda trace, events, found: _settings(trace, events),
+        lambda trace, events, found: settings(trace, events),
     ),
     Kind(
         "duplicate",
         "two processes drew from one stream starting at the same state: the same numbers",
         lambda trace, events, found: duplicates(trace),
+    ),
+)
+
+#: The kinds found by comparing several runs' logs, in the order ``rngtrace ranks`` lists them; the
+#: reference lists them after ``KINDS``.
+ACROSS_RUNS: tuple[AcrossRuns, ...] = (
+    AcrossRuns(
+        "divergent",
+        "the ranks of one job stop drawing alike: a stream's draws part between their logs",
+        divergent,
     ),
 )
 
@@ -111,315 +104,9 @@ def findings(trace: RawStore) -> list[Finding]:
     return found
 
 
-def _is_users_seed(event: Event) -> bool:
-    """A seed on the user's line, or by a seeding helper the user's line calls (``seed_everything``)."""
-    call = call_of(event.stack)
-    if call is None:
-        return False
-    if call.callee is None:
-        return True
-    return "seed" in call.name.rsplit(".", 1)[-1].lower()
-
-
-def _worker_seeding(event: Event) -> bool:
-    return any(_WORKER_SEEDING in f.filename.replace("\\", "/") for f in event.stack)
-
-
-def _entropy(event: Event) -> bool:
-    return event.from_entropy
-
-
-def _base(stream: str) -> str:
-    return stream.split(".", 1)[0]
-
-
-# -- interleaved ---------------------------------------------------------------------------
-
-
-def _interleaved(events: list[Event]) -> list[Finding]:
-    """After the user's seed, other code's draws before the user's next draw of the same stream."""
-    found = []
-    seeds: dict[tuple, Event] = {}  # (pid, library) -> the user's latest seed, until reported
-    others: dict[tuple, list[Event]] = {}  # (pid, sub-stream) -> other code's draws since that seed
-    for e in events:
-        library = (e.pid, _base(e.stream))
-        if e.kind == SEED:
-            if _is_users_seed(e) and not _entropy(e):
-                seeds[library] = e
-            else:
-                seeds.pop(library, None)  # another seed governs now: reseeded's business
-            for key in [k for k in others if k[0] == e.pid and _base(k[1]) == library[1]]:
-                del others[key]
-            continue
-        seed = seeds.get(library)
-        if e.kind != DRAW or seed is None or seed.frame is None or e.frame is None:
-            continue
-        key = (e.pid, e.stream)
-        home = _seed_file(seed)
-        built = model_built(e)
-        mine = (is_yours(e.frame) and _same_file(e.frame.filename, home)) or (
-            built is not None and _same_file(built.filename, home)
-        )
-        if not mine:
-            others.setdefault(key, []).append(e)
-        elif others.get(key):
-            found.append(_interleaved_finding(seed, others.pop(key), e))
-            seeds.pop(library)  # one finding per seed: the rest of the run depends on it the same way
+def across_runs(logs: Sequence[RankLog]) -> list[Finding]:
+    """Every finding that comparing ``logs`` (one per process and block) makes, in the order of ``ACROSS_RUNS``."""
+    found: list[Finding] = []
+    for kind in ACROSS_RUNS:
+        found += kind.find(logs)
     return found
-
-
-def _same_file(filename: str, home: str) -> bool:
-    """Whether ``filename`` is the seed's file; a notebook's cells are all one file."""
-    return filename == home or (cell_label(filename) is not None and cell_label(home) is not None)
-
-
-def _seed_file(seed: Event) -> str:
-    call = call_of(seed.stack)
-    return call.line.filename if call is not None else ""
-
-
-def _interleaved_finding(seed: Event, others: list[Event], draw: Event) -> Finding:
-    places = list(dict.fromkeys(place_of(e) for e in others))
-    more = len(places) - 2
-    where = and_list(places[:2] + ([f"{more} more place{'s' * (more > 1)}"] if more > 0 else []))
-    n = len(others)
-    seed_line = line_of(call_of(seed.stack).line)  # type: ignore[union-attr]
-    built = model_built(draw)
-    yours = f"the model you build at {line_of(built)}" if built else f"your draw at {line_of(draw.frame)}"  # type: ignore[arg-type]
-    message = (
-        f"{n} {draw.stream} draw{'s' * (n > 1)} inside {where} come{'s' * (n == 1)} between your seed at "
-        f"{seed_line} and {yours}: your numbers depend on {'them' if n > 1 else 'it'}"
-    )
-    home = _seed_file(seed)
-    fixes = list(dict.fromkeys(library_fix(e) or isolate(e, home) for e in others))
-    first = and_list(fixes[:3]) + (f" (and {len(fixes) - 3} more)" if len(fixes) > 3 else "")
-    if built is not None:
-        value = seed.detail if seed.detail not in (None, "None") else "seed"
-        fix = f"{first}, or torch.manual_seed({value}) right before building the model at {line_of(built)}"
-    else:
-        own = own_generator(draw, seed.detail)
-        fix = f"{first}, or draw your own at {line_of(draw.frame)}: {own}" if own else first  # type: ignore[arg-type]
-    return Finding(
-        "interleaved", draw.stream, (draw.pid,), message, (seed.index, *(e.index for e in others), draw.index), fix
-    )
-
-
-# -- reseeded and seeded from OS entropy --------------------------------------------------
-
-
-def _reseeded(events: list[Event]) -> list[Finding]:
-    """Other code seeding a library's streams again after the user seeded them; seeds from OS entropy."""
-    found = []
-    users: dict[tuple, Event] = {}  # (pid, library) -> the user's latest seed
-    said: set[tuple] = set()  # (kind, library, line) already reported
-    for e in events:
-        if e.kind != SEED or _worker_seeding(e):
-            continue
-        library = (e.pid, _base(e.stream))
-        site = (library[1], e.frame)
-        if _entropy(e):
-            if ("entropy", site) not in said:
-                said.add(("entropy", site))
-                found.append(_entropy_finding(e))
-            users.pop(library, None)
-        elif _is_users_seed(e):
-            users[library] = e
-        elif library in users and ("reseeded", site) not in said:
-            said.add(("reseeded", site))
-            found.append(_reseeded_finding(users[library], e))
-    return found
-
-
-def _at(event: Event) -> str:
-    """``train.py:4``: the user's line of an event, else its innermost recorded one."""
-    frame = line_to_name(event)
-    return line_of(frame) if frame is not None else "an unrecorded line"
-
-
-def _reseeded_finding(mine: Event, theirs: Event) -> Finding:
-    library = _base(theirs.stream)
-    call = call_of(theirs.stack)
-    message = (
-        f"{theirs.api}({theirs.detail}) {_where_seed(theirs, call)} reseeds {library} after your seed at "
-        f"{_at(mine)}: your seed no longer governs the draws after it"
-    )
-    after = f"below {line_of(call.line)}" if call is not None else "after it"
-    fix = f"move your seed {after}, or {isolate(theirs)}"
-    return Finding("reseeded", library, (theirs.pid,), message, (mine.index, theirs.index), fix)
-
-
-def _where_seed(event: Event, call: Any = None) -> str:
-    """``inside legacylib.py:5 (setup, called at main.py:7)``: where other code seeded."""
-    frame = event.frame
-    if frame is None:
-        return "in code with no recorded stack"
-    at = f", called at {line_of(call.line)}" if call is not None and call.callee is not None else ""
-    return f"inside {line_of(frame)} ({frame.function}{at})"
-
-
-def _entropy_finding(event: Event) -> Finding:
-    library = _base(event.stream)
-    call = call_of(event.stack)
-    if call is not None and call.callee is None:
-        message = (
-            f"{event.api}() at {line_of(call.line)} seeds {library} from OS entropy, so every run draws "
-            "differently after it"
-        )
-        fix = f"give it a value: {_seed_call(library) or event.api + '(0)'} at {line_of(call.line)}"
-    else:
-        message = (
-            f"{event.api}() {_where_seed(event, call)} seeds {library} from OS entropy, so every run draws "
-            "differently after it"
-        )
-        fix = f"seed {library} again after it with a value, or {isolate(event)}"
-    return Finding("unseeded", library, (event.pid,), message, (event.index,), fix)
-
-
-# -- unseeded ------------------------------------------------------------------------------
-
-
-def _unseeded(trace: RawStore, events: list[Event]) -> list[Finding]:
-    """Streams the program drew from before any seed: only where the trace saw it from its start."""
-    if not trace.from_start:
-        return []
-    found = []
-    seeded: set[str] = set()
-    first: dict[str, Event] = {}
-    for e in events:
-        base = _base(e.stream)
-        info = stream_info(base)
-        if e.pid != trace.pid or info is None or not info.entropy_at_start:
-            continue
-        if e.kind == SEED:
-            seeded.add(base)
-        elif e.kind == DRAW and base not in seeded and base not in first:
-            first[base] = e
-    for base, e in first.items():
-        call = call_of(e.stack)
-        at = line_of(e.frame) if e.frame is not None else "an unknown line"
-        if call is not None and call.callee is not None:
-            at = f"{line_of(call.line)} ({call.name})"
-        message = f"{base} is drawn from at {at} before it is ever seeded, so every run draws differently"
-        fix = library_fix(e) or _unseeded_fix(e, _seed_call(base))
-        found.append(Finding("unseeded", base, (e.pid,), message, (e.index,), fix))
-    return found
-
-
-def _unseeded_fix(event: Event, seed_call: str) -> str:
-    """Seed the stream where the program starts, or draw from a generator of one's own at the line."""
-    own = own_generator(event, "0") if event.frame else ""
-    ways = [
-        f"{seed_call} at the program's start" if seed_call else "",
-        f"{own} at {line_of(event.frame)}" if own and event.frame else "",
-    ]
-    return " or ".join(way for way in ways if way).replace(" start or ", " start, or ")
-
-
-def _seed_call(library: str) -> str:
-    """How the user seeds ``library``'s stream with a value, as its source declares it ("" if it does not)."""
-    info = stream_info(library)
-    return info.seed_call if info is not None else ""
-
-
-# -- global-generator ----------------------------------------------------------------------
-
-
-def _global_generator(events: list[Event], named: set[tuple[str, int]]) -> list[Finding]:
-    """Calls that take a generator but drew from the global stream: once per user line."""
-    groups: dict[tuple, list[Event]] = {}
-    for e in events:
-        if e.kind != DRAW:
-            continue
-        what = _generator_call(e)
-        if what is not None and (what[1].filename, what[1].lineno) not in named:
-            groups.setdefault(what, []).append(e)
-    # One finding per call and stream, naming every line it was made at: 50 lines calling resample()
-    # are one thing to change, said once.
-    calls: dict[tuple, dict[Frame, list[Event]]] = {}
-    for (what, line, stream), group in groups.items():
-        if what == "loader" and not any("sampler.py" in f.filename for e in group for f in e.stack):
-            continue  # no shuffle: only the workers' base seed was drawn (interleaved's business, if any)
-        calls.setdefault((what, stream), {})[line] = group
-    return [_generator_finding(what, lines) for (what, _stream), lines in calls.items()]
-
-
-def _generator_call(event: Event) -> tuple | None:
-    """(what, user's line, stream) for a draw from a call that takes a generator, else None."""
-    call = call_of(event.stack)
-    if call is None:
-        return None
-    if call.callee is None:
-        if event.api.startswith(_TAKES_GENERATOR):
-            return (event.api, call.line, event.stream)
-        return None
-    path = call.callee.filename.replace("\\", "/")
-    if call.package == "torch" and TORCH_DATA in path:
-        return ("loader", call.line, event.stream)
-    if call.package in ARGUMENT:
-        return (call.name, call.line, event.stream)
-    return None
-
-
-def _generator_finding(what: str, lines: dict[Frame, list[Event]]) -> Finding:
-    group = [e for events in lines.values() for e in events]
-    group.sort(key=lambda e: e.index)
-    stream = group[0].stream
-    shown = [line_of(line) for line in list(lines)[:2]]
-    more = len(lines) - len(shown)
-    at = and_list(shown + ([f"{more} more line{'s' * (more > 1)}"] if more else []))
-    if what == "loader":
-        message = (
-            f"the DataLoader iterated at {at} shuffles with torch's global generator (no "
-            "generator=): its order depends on every torch draw before it"
-        )
-        fix = "DataLoader(..., generator=torch.Generator().manual_seed(0))"
-    elif what.startswith("torch."):
-        message = f"{what} at {at} draws from torch's global generator (no generator=)"
-        fix = f"g = torch.Generator().manual_seed(0); {what}(..., generator=g)"
-    else:
-        message = (
-            f"{what} at {at} draws from {'NumPy' if stream == 'numpy' else stream}'s global "
-            f"stream (no random_state=): its result changes with every draw before it"
-        )
-        fix = library_fix(group[0]) or f"{what}(..., random_state=0)"
-        if len(lines) > 1:
-            fix = fix.rsplit(" at ", 1)[0] + " at each"
-    return Finding("global-generator", stream, (group[0].pid,), message, tuple(e.index for e in group), fix)
-
-
-# -- settings ------------------------------------------------------------------------------
-
-#: what each torch flag does to a run, and the line that sets it right
-_SETTINGS = {
-    "cudnn.benchmark": (
-        "torch.backends.cudnn.benchmark is True: cuDNN picks convolution algorithms by timing "
-        "them, so results can differ run to run even with every seed set",
-        "torch.backends.cudnn.benchmark = False",
-    ),
-    "nondeterministic": (
-        "CUDA was used with torch.backends.cudnn.deterministic False and "
-        "torch.use_deterministic_algorithms off: convolutions and some reductions differ run "
-        "to run even with every seed set",
-        "torch.use_deterministic_algorithms(True) (with CUBLAS_WORKSPACE_CONFIG=:4096:8), or "
-        "torch.backends.cudnn.deterministic = True",
-    ),
-}
-
-
-def _settings(trace: RawStore, events: list[Event]) -> list[Finding]:
-    """Torch flags read when the trace ended, where torch was drawn from or seeded."""
-    flags = trace.settings
-    if not flags or not _torch_used(trace, events):
-        return []
-    found = []
-    if flags.get("cudnn.benchmark"):
-        message, fix = _SETTINGS["cudnn.benchmark"]
-        found.append(Finding("settings", "torch", (trace.pid,), message, (), fix))
-    if flags.get("cuda") and not flags.get("cudnn.deterministic") and not flags.get("deterministic_algorithms"):
-        message, fix = _SETTINGS["nondeterministic"]
-        found.append(Finding("settings", "torch", (trace.pid,), message, (), fix))
-    return found
-
-
-def _torch_used(trace: RawStore, events: list[Event]) -> bool:
-    return any(_base(e.stream) == "torch" for e in events) or any(_base(key[0]) == "torch" for key in trace.overflow)

@@ -2,19 +2,25 @@
 
 The text log, the HTML report and the diff all say the same things the same
 way: ``numpy.random.rand ×3``, ``story.py:9 in <module>``, ``1,000 draws``,
-streams in the order random, numpy, torch. Only finished data is read here.
+streams in the order random, numpy, torch (those words are ``_words``', which the
+findings use too). Only finished data is read here.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from .._paths import package_of, short_path
 from .._streams import Stream
+
+# The words a finding's message shares with the logs, handed on to the renderers from here.
+from .._words import api_label as api_label
+from .._words import plural as plural
+from .._words import printable as printable
+from .._words import stream_base as stream_base
+from .._words import stream_key as stream_key
 from .._yours import is_yours, user_frame
-from ..sources import rank as stream_rank
 from ..sources import stream as stream_info
 from ..trace import DRAW, SEED, UNATTRIBUTED, Event, Frame, Process, Statistic, Trace, Window
 
@@ -27,37 +33,6 @@ ENTROPY = "seeded from OS entropy: every run draws differently after it"
 
 _ANSI = {"bold": "1", "dim": "2", "warn": "33", "alert": "1;31", "user": "1"}
 _KIND_ORDER = (SEED, DRAW, UNATTRIBUTED)
-_KIND_WORDS = {SEED: ("seed", "seeds"), DRAW: ("draw", "draws"), UNATTRIBUTED: ("unattributed",) * 2}
-
-
-# What a log's names must not send to a terminal or a page raw: C0 and C1 controls and DEL (cursor
-# moves, line erases, OSC 52 clipboard writes), line and paragraph separators, bidi marks, overrides
-# and isolates (they reorder what is shown), and lone surrogates (no encoder can write them).
-_UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069\ud800-\udfff]")
-_SURROGATE = re.compile(r"[\ud800-\udfff]")
-_SHORT_ESCAPES = {"\t": "\\t", "\n": "\\n", "\r": "\\r"}
-
-
-def _escaped(match: re.Match) -> str:
-    char = match.group()
-    code = ord(char)
-    return _SHORT_ESCAPES.get(char) or (f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
-
-
-def printable(text: str) -> str:
-    """``text`` with control and bidi characters written as Python escapes (``\\x1b``, ``\\u202e``).
-
-    A lone surrogate reads as the byte it stands for (``\\xe9``: a file name that was not UTF-8),
-    or else as ``\\ud800``, as Trace.load writes them, so a live trace prints as its saved log does.
-    """
-    if not _UNPRINTABLE.search(text):
-        return text
-    if _SURROGATE.search(text):
-        try:
-            text = text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
-        except UnicodeEncodeError:  # a surrogate that stands for no byte
-            text = text.encode("utf-8", "backslashreplace").decode("utf-8")
-    return _UNPRINTABLE.sub(_escaped, text)
 
 
 def painter(color: bool) -> Paint:
@@ -91,36 +66,8 @@ def header(trace: Trace) -> str:
     return printable(f"rngtrace: {plural(len(trace), 'event')}{where} — " + " · ".join(parts))
 
 
-def plural(n: int, kind: str) -> str:
-    """``1 draw``, ``1,000 draws``, ``2 unattributed``: a count and its noun."""
-    one, many = _KIND_WORDS.get(kind, (kind, kind + "s"))
-    return f"{n:,} {one if n == 1 else many}"
-
-
-def stream_key(stream: str) -> tuple:
-    """Sort key: streams in declared order (random, numpy, torch, then packages'), devices after the CPU stream."""
-    base = stream_base(stream)
-    return (stream_rank(base), base, stream != base, stream)
-
-
 def _kind_key(kind: str) -> tuple:
     return (_KIND_ORDER.index(kind) if kind in _KIND_ORDER else len(_KIND_ORDER), kind)
-
-
-def stream_base(stream: str) -> str:
-    """``torch.cuda:0`` -> ``torch``: the library a stream belongs to."""
-    return stream.split(".", 1)[0]
-
-
-def api_label(event: Event) -> str:
-    """``numpy.random.seed(666)``, ``numpy.random.rand ×3``, or the api alone."""
-    if event.kind == SEED:
-        return printable(f"{event.api}({event.detail if event.detail is not None else ''})")
-    # Compiled code names no line of its own: say what ran it, then the op.
-    api = f"torch.compile'd code: {event.api}" if event.kind == DRAW and event.compiled else event.api
-    if event.count is not None and event.kind == DRAW:
-        return printable(f"{api} ×{event.count:,}")
-    return printable(api)
 
 
 def describe(frame: Frame | None, cwd: str) -> str:
