@@ -31,6 +31,9 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "src"
 PACKAGE = Path(__file__).resolve().parent / "toy_stream_pkg"
+#: a package whose entry points cannot be used: a module that does not exist, a stream named as
+#: rngtrace's own, an object that is not a Stream
+BROKEN = Path(__file__).resolve().parent / "toy_broken_pkg"
 
 #: what a log that only the toy streams appear in must never say: another library's generator or advice
 OTHERS = (
@@ -67,25 +70,31 @@ def bare_warm_up():
 # -- installing the package, running programs that use it ---------------------------------
 
 
-@pytest.fixture(scope="module")
-def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """toystream installed into a fresh ``site-packages`` folder, with ``devlib.py`` beside it.
+def install(package: Path, target: Path) -> None:
+    """Install the package laid out in ``package`` into ``target``, as pip installs a wheel.
 
-    Installed as pip installs a wheel: the package, and a ``.dist-info`` with its metadata
-    and its entry points, read from its pyproject.toml. Laid out here rather than built, so
-    the test needs no network, no build backend and no ``wheel`` (3.10's venv has none).
+    The package, and a ``.dist-info`` with its metadata and its entry points, read from its
+    pyproject.toml. Laid out here rather than built, so the test needs no network, no build
+    backend and no ``wheel`` (3.10's venv has none).
     """
-    target = tmp_path_factory.mktemp("toy") / "site-packages"
-    shutil.copytree(PACKAGE / "toystream", target / "toystream", ignore=shutil.ignore_patterns("__pycache__"))
-    project = (PACKAGE / "pyproject.toml").read_text(encoding="utf-8")
+    project = (package / "pyproject.toml").read_text(encoding="utf-8")
+    name = re.search(r'^name = "(.+)"$', project, re.M).group(1)  # type: ignore[union-attr]
+    shutil.copytree(package / name, target / name, ignore=shutil.ignore_patterns("__pycache__"))
     group = project.split('[project.entry-points."rngtrace.sources"]', 1)[1].split("\n[", 1)[0]
     points = [line.strip() for line in group.splitlines() if "=" in line]
-    info = target / "toystream-0.1.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: toystream\nVersion: 0.1\n", encoding="utf-8")
+    info = target / f"{name}-0.1.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 0.1\n", encoding="utf-8")
     (info / "entry_points.txt").write_text(
         "[rngtrace.sources]\n" + "".join(f"{p.replace(chr(34), '')}\n" for p in points), encoding="utf-8"
     )
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """toystream installed into a fresh ``site-packages`` folder, with ``devlib.py`` beside it."""
+    target = tmp_path_factory.mktemp("toy") / "site-packages"
+    install(PACKAGE, target)
     (target / "devlib.py").write_text(DEVLIB, encoding="utf-8")
     return target
 
@@ -644,3 +653,87 @@ def test_a_stream_not_declared_to_start_from_entropy_is_not_unseeded_when_drawn_
     done = rngtrace(site, "run", "prog.py", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert done.stderr.startswith("rngtrace: 1 event — bare: 1 draw\n") and "Findings" not in done.stderr
+
+
+# -- entry points that cannot be used ------------------------------------------------------
+
+#: what rngtrace says of each of toybroken's entry points, one line each
+PROBLEMS = [
+    "entry point 'gone' of package toybroken failed to load: ModuleNotFoundError: No module named "
+    "'toybroken.missing'; fix or uninstall it",
+    "entry point 'stray' of package toybroken (toybroken.streams:NOT_A_STREAM) gives a str, not an rngtrace "
+    "Stream; fix or uninstall it",
+    "entry point 'shadow' of package toybroken declares a stream named 'random', as rngtrace's own does; it was "
+    "skipped: rename its stream or uninstall it",
+]
+
+
+@pytest.fixture(scope="module")
+def broken_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """toystream and toybroken installed side by side."""
+    target = tmp_path_factory.mktemp("broken") / "site-packages"
+    install(PACKAGE, target)
+    install(BROKEN, target)
+    return target
+
+
+def test_entry_points_that_cannot_be_used_are_skipped_each_kept_in_one_line(broken_site, tmp_path):
+    write(
+        tmp_path / "streams.py",
+        """\
+        import json
+        from rngtrace.sources import declared, problems
+
+        print(json.dumps([list(declared()), declared()["random"].module, problems()]))
+    """,
+    )
+    done = python(broken_site, "streams.py", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    names, random_module, problems = json.loads(done.stdout)
+    assert names == ["random", "numpy", "torch", "bare", "toy"]  # toystream's still come
+    assert random_module == "random"  # never toybroken's
+    assert sorted(problems) == sorted(PROBLEMS)
+
+
+def test_the_text_log_the_json_log_and_the_html_report_say_each_entry_point_problem(broken_site, tmp_path):
+    write(tmp_path / "prog.py", "import toystream\n\ntoystream.seed(3)\nx = toystream.draw()\n")
+    done = python(
+        broken_site, "-m", "rngtrace", "run", "--json", "log.json", "--html", "run.html", "prog.py", cwd=tmp_path
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.startswith("rngtrace: 2 events — toy: 1 seed, 1 draw\n"), done.stderr  # the toy is traced
+    said = [line for line in done.stderr.splitlines() if line.startswith("Note: entry point")]
+    assert sorted(said) == sorted(f"Note: {problem}" for problem in PROBLEMS)
+    saved = json.loads((tmp_path / "log.json").read_text(encoding="utf-8"))["notes"]
+    assert sorted(note for note in saved if note.startswith("entry point")) == sorted(PROBLEMS)
+    page = page_text((tmp_path / "run.html").read_text(encoding="utf-8"))
+    assert all(problem in " ".join(page.split()) for problem in PROBLEMS)
+    shown = python(broken_site, "-m", "rngtrace", "show", "log.json", cwd=tmp_path)
+    assert all(f"Note: {problem}" in shown.stdout for problem in PROBLEMS), shown.stdout + shown.stderr
+
+
+def test_a_block_with_no_events_still_says_them(broken_site, tmp_path):
+    write(
+        tmp_path / "prog.py",
+        """\
+        import rngtrace
+
+        with rngtrace.rng_trace(print=False) as trace:
+            pass
+        print("\\n".join(trace.notes))
+    """,
+    )
+    done = python(broken_site, "prog.py", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert sorted(done.stdout.splitlines()) == sorted(PROBLEMS)
+
+
+def test_the_pytest_report_says_each_entry_point_problem_in_one_line(broken_site, tmp_path):
+    done = _pytest(broken_site, tmp_path, "--rng-trace", "--rng-trace-json", "tests.json")
+    assert done.returncode == 0, done.stdout + done.stderr
+    section = done.stdout.split("rngtrace: global random streams", 1)[1]
+    said = [line for line in section.splitlines() if line.startswith("Note: entry point")]
+    assert sorted(said) == sorted(f"Note: {problem}" for problem in PROBLEMS)
+    assert "toy  1 draw in call" in section  # the toy stream is traced beside them
+    saved = json.loads((tmp_path / "tests.json").read_text(encoding="utf-8"))["notes"]
+    assert sorted(saved) == sorted(PROBLEMS)

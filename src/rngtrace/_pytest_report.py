@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from ._paths import is_user_file, short_path
-from .sources import declared, rank
+from .sources import declared, problems, rank
 from .sources import stream as stream_info
 from .trace import FORMAT, FORMAT_VERSION, Trace
 
@@ -104,8 +104,9 @@ def summary(records: list[dict[str, Any]], tests: int, rootdir: str, strict: boo
     leaking = [r for r in records if r["leaks"]]
     fixtures = [r for r in records if r["kind"] == "fixture"]
     traced = f"{tests:,} test{'' if tests == 1 else 's'} traced"
+    notes = [f"Note: {problem}" for problem in problems()]  # a third-party stream that could not be traced
     if not records:
-        return [f"no test drew from, reseeded or leaked a global random stream ({traced})"]
+        return [f"no test drew from, reseeded or leaked a global random stream ({traced})", *notes]
     head = (
         f"{traced}: {len(touched)} drew from or reseeded a global random stream, "
         f"{len(leaking)} left one in another state than they found it (a leak: every later test sees it)"
@@ -124,7 +125,7 @@ def summary(records: list[dict[str, Any]], tests: int, rootdir: str, strict: boo
                 f"    leaks {', '.join(sorted(set(record['leaks'])))}: left in another state than "
                 "the test found it" + ("" if record["counts"] else " (moved with no recorded call)")
             )
-    return lines
+    return lines + ([""] + notes if notes else [])
 
 
 def _notes(record: dict[str, Any], strict: bool) -> str:
@@ -210,7 +211,9 @@ def saved_log(records: Iterable[dict[str, Any]]) -> dict[str, Any]:
 
 def save_log(records: list[dict[str, Any]], path: str) -> None:
     """Write every record's events to ``path`` as one log (checked by reading it back before writing)."""
-    Trace.from_dict(saved_log(records)).save(path)
+    log = saved_log(records)
+    log["notes"] += problems()  # said once, in the run's log, not in each failing test's draw log
+    Trace.from_dict(log).save(path)
 
 
 def draw_log(record: dict[str, Any], rootdir: str) -> str:

@@ -19,6 +19,7 @@ from ._blocks import Binding, ExitSlot, claim
 from ._hub import HUB, install_order, validate_on_draw, validate_streams
 from ._paths import current_dir
 from ._say import wants_color
+from .sources import problems
 from .trace import Trace
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -352,6 +353,7 @@ class RngTrace(Options):
     def _end(self, session: Any, frame: Any, raising: bool) -> None:
         trace = cast(Trace, HUB.stop(session, frame))  # the hub made it of the class it was given
         self._last[0] = trace
+        _note_problems(trace)
         if trace.pid != os.getpid():
             return  # a block entered before a fork: the parent saves and prints the whole of it
         if self.log_dir is not None:
@@ -371,6 +373,13 @@ class RngTrace(Options):
         except Exception:
             if not raising:
                 raise  # with an exception in flight, the user's error matters more than the log
+
+
+def _note_problems(trace: Trace) -> None:
+    """Say in the trace's notes what a third-party stream's entry point could not give: its log shows them."""
+    for problem in problems():
+        if problem not in trace.notes:
+            trace.notes.append(problem)
 
 
 def _finished(relay: weakref.ref, frame: str) -> bool:

@@ -23,37 +23,52 @@ from ._base import Source, draw_wrapper, restore_wrapper, seed_wrapper
 _BUILTIN = ("random", "numpy", "torch")
 _lock = threading.Lock()
 _declared: dict[str, Stream] | None = None
-#: what a third-party entry point could not give, said once where the streams are listed
+#: what a third-party entry point could not give, one line each naming the entry point, its package and
+#: what to do; read once with the streams. The logs say them: a trace's notes, the pytest report.
 PROBLEMS: list[str] = []
 
 
 def _load() -> dict[str, Stream]:
     declared: dict[str, Stream] = {}
+    owners: dict[str, str] = {}
     for name in _BUILTIN:
         stream = importlib.import_module(f"{__name__}.{name}_stream").STREAM
         declared[stream.name] = stream
-    for stream in sorted(_entry_point_streams(), key=lambda s: s.name):
+        owners[stream.name] = "rngtrace's own"
+    for stream, point in sorted(_entry_point_streams(), key=lambda found: found[0].name):
         if stream.name in declared:
-            PROBLEMS.append(f"a second stream named {stream.name!r} ({stream.source}) was ignored")
+            PROBLEMS.append(
+                f"{point} declares a stream named {stream.name!r}, as {owners[stream.name]} does; it was "
+                "skipped: rename its stream or uninstall it"
+            )
             continue
         declared[stream.name] = stream
+        owners[stream.name] = point
     return declared
 
 
-def _entry_point_streams() -> list[Stream]:
+def _entry_point_streams() -> list[tuple[Stream, str]]:
+    """(stream, ``entry point 'toy' of package toystream``) for each entry point that gives a Stream."""
     from importlib.metadata import entry_points
 
     found = []
     for point in entry_points(group=ENTRY_POINT_GROUP):
+        package = getattr(getattr(point, "dist", None), "name", None)
+        said = f"entry point {point.name!r} of " + (f"package {package}" if package else "an unnamed package")
         try:
             stream = point.load()
         except Exception as error:  # noqa: BLE001 (a broken plugin must not break the traced program)
-            PROBLEMS.append(f"entry point {point.name!r} ({point.value}) failed to load: {error!r}")
+            why = str(error).strip().splitlines()
+            PROBLEMS.append(
+                f"{said} failed to load: {type(error).__name__}{': ' + why[0] if why else ''}; fix or uninstall it"
+            )
             continue
         if not isinstance(stream, Stream):
-            PROBLEMS.append(f"entry point {point.name!r} ({point.value}) is not an rngtrace Stream")
+            PROBLEMS.append(
+                f"{said} ({point.value}) gives a {type(stream).__name__}, not an rngtrace Stream; fix or uninstall it"
+            )
             continue
-        found.append(stream)
+        found.append((stream, said))
     return found
 
 
@@ -65,6 +80,12 @@ def declared() -> dict[str, Stream]:
             if _declared is None:
                 _declared = _load()
     return _declared
+
+
+def problems() -> list[str]:
+    """What the ``rngtrace.sources`` entry points could not give, one line each (read with the streams)."""
+    declared()
+    return list(PROBLEMS)
 
 
 def stream(name: str) -> Stream | None:
@@ -101,6 +122,7 @@ __all__ = [
     "declared",
     "draw_wrapper",
     "load_source",
+    "problems",
     "rank",
     "restore_wrapper",
     "seed_wrapper",

@@ -1,0 +1,1 @@
+"""A package whose rngtrace entry points cannot be used (see ../pyproject.toml)."""
