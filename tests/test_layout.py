@@ -101,6 +101,8 @@ LAYERS = (
         "analysis",
         (
             "_words",
+            "_logfields",
+            "_logjson",
             "_logfile",
             "_yours",
             "_fixes",

@@ -24,7 +24,7 @@ from typing import Any, NoReturn
 from . import _subprocess, ranks
 from ._errors import GlobalRNGError, LogError
 from ._hub import HUB, validate_on_draw, validate_streams
-from ._logfile import escape_surrogates
+from ._logfields import escape_surrogates
 from ._paths import current_dir, is_hidden, is_own
 from ._say import add_max_log_size, wants_color
 from ._stack import program_entry

@@ -124,7 +124,7 @@ class Trace(RawStore):
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Trace:
         """Rebuild a finished Trace from ``to_dict()`` output; raise ``LogError`` naming the first bad field."""
-        from ._logfile import LogDamage, check
+        from ._logfields import LogDamage, check
 
         try:
             version = _newer_version(data)
@@ -142,7 +142,7 @@ class Trace(RawStore):
 
     @classmethod
     def _from_fields(cls, fields: Any) -> Trace:
-        """A finished Trace holding a log's checked fields (``_logfile.Fields``)."""
+        """A finished Trace holding a log's checked fields (``_logfields.Fields``)."""
         trace = cls(fields.streams, fields.depth, fields.max_events)
         trace.load_fields(fields)
         return trace
@@ -162,7 +162,8 @@ class Trace(RawStore):
         Every field is checked, so a loaded trace renders without error. A file larger
         than ``max_size`` bytes (default 256 MiB) is refused before it is read.
         """
-        from ._logfile import MAX_LOG_SIZE, PASS_A_LOG, LogDamage, check, read
+        from ._logfields import LogDamage, check
+        from ._logfile import MAX_LOG_SIZE, PASS_A_LOG, read
 
         name = repr(os.fspath(path))
         data = read(path, name, MAX_LOG_SIZE if max_size is None else max_size)
