@@ -121,6 +121,7 @@ LAYERS = (
         (
             "_say",
             "_logdir",
+            "_options",
             "tracer",
             "isolate",
             "_ipython",

@@ -7,72 +7,21 @@ import inspect
 import os
 import sys
 import weakref
-from collections.abc import AsyncGenerator, Callable, Coroutine, Generator, Iterable
+from collections.abc import AsyncGenerator, Callable, Coroutine, Generator
 from contextvars import ContextVar
-from dataclasses import dataclass, fields
-from typing import IO, Any, TypeVar, cast, overload
+from typing import Any, TypeVar, cast, overload
 
 import wrapt
 
 from . import _logdir
 from ._blocks import Binding, ExitSlot, claim
-from ._hub import HUB, install_order, validate_on_draw, validate_streams
-from ._paths import current_dir
+from ._hub import HUB, install_order
+from ._options import OPTION_NAMES, Options, signature
 from ._say import wants_color
 from .sources import problems
 from .trace import Trace
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-
-@dataclass(frozen=True, kw_only=True, eq=False)
-class Options:
-    """What ``rng_trace`` takes: the one place its options are named, defaulted and checked."""
-
-    streams: Iterable[str] | str | None = None
-    depth: int = 16
-    on_draw: str = "log"
-    print: bool = True
-    file: IO[str] | None = None
-    max_events: int = 100_000
-    #: a folder to save each block's trace in, one log per process and block (see ``_logdir``)
-    log_dir: str | os.PathLike[str] | None = None
-
-    def __post_init__(self) -> None:
-        # Frozen, so normalised here, once: every trace started from these options can trust them.
-        object.__setattr__(self, "streams", validate_streams(self.streams))
-        if self.log_dir is not None:
-            # Absolute now: the program may chdir before a block ends, and its logs must not move.
-            object.__setattr__(self, "log_dir", _folder(self.log_dir))
-        validate_on_draw(self.on_draw)
-        if not _is_int(self.depth) or self.depth < 1:
-            raise ValueError(f"depth must be a positive int, got {self.depth!r}")
-        if not _is_int(self.max_events) or self.max_events < 0:
-            raise ValueError(f"max_events must be an int >= 0, got {self.max_events!r}")
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _folder(value: Any) -> str:
-    """``log_dir`` checked and made absolute."""
-    if not isinstance(value, (str, bytes, os.PathLike)):
-        raise TypeError(f"log_dir must be a folder path (str or os.PathLike), got {type(value).__name__}")
-    path = os.fspath(value)
-    if not isinstance(path, str):
-        raise TypeError("log_dir must be a str path, not bytes; pass os.fsdecode(path)")
-    if not path:
-        raise ValueError("log_dir is empty; give a folder such as 'rng-logs'")
-    if not os.path.isabs(path):
-        cwd = current_dir()
-        if not cwd:
-            raise ValueError(f"the working directory no longer exists; give an absolute log_dir, not {path!r}")
-        path = os.path.join(cwd, path)
-    path = os.path.normpath(path)
-    if os.path.exists(path) and not os.path.isdir(path):
-        raise ValueError(f"log_dir {path!r} is a file; give a folder (it is created if missing)")
-    return path
 
 
 class RngTrace(Options):
@@ -395,7 +344,6 @@ def _named(relay: Any, original: Any) -> Any:
     return relay
 
 
-_OPTION_NAMES = tuple(field.name for field in fields(Options))
 #: option values given to rng_trace() -> those values checked and normalised: a ``with rng_trace(...)``
 #: in a loop checks its options once. Only where they cannot mean something else later (no log_dir,
 #: which depends on the working directory, and no file, which this would keep open).
@@ -417,7 +365,7 @@ def _new_tracer(options: dict[str, Any]) -> RngTrace:
     tracer = RngTrace(**options)
     if len(_CHECKED) >= _CHECKED_LIMIT:
         _CHECKED.clear()
-    _CHECKED[key] = {name: getattr(tracer, name) for name in _OPTION_NAMES}
+    _CHECKED[key] = {name: getattr(tracer, name) for name in OPTION_NAMES}
     return tracer
 
 
@@ -439,18 +387,12 @@ def rng_trace(func: Callable | None = None, /, **options: Any) -> Any:
     block's trace in DIR as ``rank-0.json`` (or ``pid-1234.json``, then
     ``rank-0.2.json`` for a process's second block), for ``rngtrace ranks DIR``.
     """
-    unknown = [name for name in options if name not in _OPTION_NAMES]
+    unknown = [name for name in options if name not in OPTION_NAMES]
     if unknown:
-        raise TypeError(f"rng_trace got an unknown option {unknown[0]!r}; choose from {', '.join(_OPTION_NAMES)}")
+        raise TypeError(f"rng_trace got an unknown option {unknown[0]!r}; choose from {', '.join(OPTION_NAMES)}")
     tracer = _new_tracer(options)
     return tracer if func is None else tracer(func)
 
 
 # The options are written once, in Options; help() and inspect show them on rng_trace too.
-rng_trace.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
-    [
-        inspect.Parameter("func", inspect.Parameter.POSITIONAL_ONLY, default=None, annotation="Optional[Callable]"),
-        *inspect.signature(Options).parameters.values(),
-    ],
-    return_annotation="Any",
-)
+rng_trace.__signature__ = signature()  # type: ignore[attr-defined]
