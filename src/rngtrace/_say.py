@@ -1,4 +1,4 @@
-"""What the command-line faces share: the program's name, its one-line messages, colour, sizes."""
+"""What the command-line faces share: the program's name, its one-line messages and usage errors, colour, sizes."""
 
 from __future__ import annotations
 
@@ -11,6 +11,10 @@ from typing import Any
 from ._logfile import MAX_LOG_SIZE, size_words
 
 PROG = "rngtrace"
+
+
+class UsageError(Exception):
+    """A mistake on the command line, said in one line; exit status 2."""
 
 
 def say(line: str) -> None:

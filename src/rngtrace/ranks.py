@@ -16,6 +16,7 @@ import sys
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from ._cli_outputs import write
 from ._divergent import RankLog, Split, compared_events, finding, in_block, plural_events, ranks_named, splits
 from ._errors import LogError
 from ._findings import across_runs
@@ -178,12 +179,7 @@ def command(args: argparse.Namespace) -> int:
         say(f"{PROG}: error: {error}")
         return 2
     found = splits(logs)
-    text = report(logs, found, left_out) + "\n"
-    try:
-        sys.stdout.write(text)
-    except UnicodeEncodeError:  # an ASCII terminal: characters it lacks as escapes
-        encoding = getattr(sys.stdout, "encoding", None) or "ascii"
-        sys.stdout.write(text.encode(encoding, "backslashreplace").decode(encoding))
+    write(sys.stdout, report(logs, found, left_out) + "\n")  # an ASCII terminal: what it lacks as escapes
     sys.stdout.flush()
     return 1 if found else 0
 
