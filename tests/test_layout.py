@@ -115,7 +115,18 @@ LAYERS = (
         ),
     ),
     ("trace", ("trace",)),
-    ("renderers", ("render.base", "render._html_page", "render.text", "render.html", "render.diff_text", "render")),
+    (
+        "renderers",
+        (
+            "render.base",
+            "render._html_page",
+            "render._html_data",
+            "render.text",
+            "render.html",
+            "render.diff_text",
+            "render",
+        ),
+    ),
     (
         "faces",
         (

@@ -1,6 +1,8 @@
 """The HTML report's fixed parts: the page around the body, its style and its script.
 
-Kept apart from html.py so the renderer reads as Python. The script only ever
+Kept apart from html.py so the renderer reads as Python. A template, not logic:
+it stays one file over 400 lines, since its style and script are one piece that
+the page's policy names by their hashes. The script only ever
 sets ``textContent`` and properties, never ``innerHTML``: every name it shows
 comes from the trace, and a frame named ``<lambda>`` must stay text. The page's
 Content-Security-Policy runs only this style and script, so the markup carries

@@ -10,7 +10,9 @@ call site; seeds and unattributed moves; the hints and notes. Nothing is fetched
 script are inline, and the events travel as compact JSON (interned frames,
 stacks and call sites) that the script draws on a canvas, so 100,000 events
 make a page of a few megabytes that draws in a fraction of a second.
-Only the Trace is read: nothing here knows how it was recorded.
+Only the Trace is read: nothing here knows how it was recorded. The events'
+columns and the tables' rows are made in ``_html_data``; the page's fixed style
+and script are ``_html_page``'s; this module lays out the sections.
 
 A log is untrusted input (people open each other's): every value from it goes
 through ``_h`` or script-safe JSON, and the page's Content-Security-Policy lets
@@ -19,21 +21,27 @@ only its own style and script run, so markup that slipped through runs nothing.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from html import escape as _escape
 from typing import Any
 
-from .._paths import current_dir, package_of, short_path
+from .._paths import current_dir
 from .._version import __version__
-from .._yours import is_yours
-from ..sources import declared
-from ..trace import DRAW, SEED, UNATTRIBUTED, Event, Frame, Trace
+from ..trace import DRAW, SEED, UNATTRIBUTED, Event, Trace
 from . import _html_page
+from ._html_data import (
+    OTHER_COLOR,
+    PALETTE,
+    YOUR_CODE,
+    YOUR_CODE_COLOR,
+    Stacks,
+    json_for_script,
+    site_rows,
+    timeline,
+)
 from .base import (
     EMPTY,
     api_label,
-    describe,
     ended,
     header,
     hints,
@@ -46,17 +54,10 @@ from .base import (
     started,
     stream_key,
     where_moved,
-    your_code,
 )
 
-YOUR_CODE = "your code"
-_KIND_CODES = {DRAW: 0, SEED: 1, UNATTRIBUTED: 2}
-# Where the random APIs themselves live: a frame here is the stream's own code, not its caller.
-_YOUR_CODE_COLOR = "#e8590c"
-_OTHER_COLOR = "#a8a29e"
-_PALETTE = ("#3b6fb6", "#2f9e44", "#9c36b5", "#0c8599", "#c29d0b", "#8d5a3b", "#e64980", "#5c7cfa")
 # A swatch is coloured by a class, not a style attribute: the page's policy allows no inline style.
-_SWATCH_CLASSES = {color: f"c{i}" for i, color in enumerate((_YOUR_CODE_COLOR, _OTHER_COLOR, *_PALETTE))}
+_SWATCH_CLASSES = {color: f"c{i}" for i, color in enumerate((YOUR_CODE_COLOR, OTHER_COLOR, *PALETTE))}
 _SWATCH_CSS = "\n".join(f".swatch.{name} {{ background:{color}; }}" for color, name in _SWATCH_CLASSES.items())
 _MAX_SITE_ROWS = 200
 _MAX_OTHER_ROWS = 200
@@ -67,10 +68,10 @@ def render(trace: Trace, *, title: str = "rngtrace report", max_marks: int = 100
     cwd = current_dir()
     events = trace.events
     shown = events[: max(max_marks, 0)]
-    stacks = _Stacks(cwd)
+    stacks = Stacks(cwd)
     several = several_processes(trace)
-    sites, site_keys = _site_rows(trace, stacks)
-    data = _timeline(trace, shown, stacks, site_keys, several)
+    sites, site_keys = site_rows(trace, stacks)
+    data = timeline(trace, shown, stacks, site_keys, several)
     findings = trace.findings
     data["findings"] = [[i for i in f.events if i < len(shown)] for f in findings]
     colors = dict(data["packages"])
@@ -89,191 +90,12 @@ def render(trace: Trace, *, title: str = "rngtrace report", max_marks: int = 100
             ),
         ]
     )
-    return _html_page.document(_h(title), body, _json_for_script(data), css=_SWATCH_CSS)
+    return _html_page.document(_h(title), body, json_for_script(data), css=_SWATCH_CSS)
 
 
 def _h(value: object) -> str:
     """``value`` as HTML text or attribute value: a log's names escaped, control characters shown as escapes."""
     return _escape(printable(str(value)))
-
-
-# -- stacks, interned once ----------------------------------------------------------
-
-
-class _Stacks:
-    """Frames and stacks numbered for the page's JSON, with what each stack says about its origin."""
-
-    def __init__(self, cwd: str) -> None:
-        self.cwd = cwd
-        self.frames: list[list[Any]] = []
-        self.stacks: list[list[int]] = []
-        self._frame_ids: dict[Frame, int] = {}
-        self._stack_ids: dict[tuple[Frame, ...], int] = {}
-        # id(stack) -> (stack, number): events share stack tuples, and holding each one keeps its id unique
-        self._by_identity: dict[int, tuple[tuple[Frame, ...], int]] = {}
-        self._facts: list[tuple[str, str, str]] = []  # per stack: (origin, called at, your code)
-
-    def number(self, stack: tuple[Frame, ...]) -> int:
-        """The number of ``stack``, interning it and its frames on first sight."""
-        seen = self._by_identity.get(id(stack))
-        if seen is not None:
-            return seen[1]
-        sid = self._stack_ids.get(stack)
-        if sid is None:
-            sid = self._stack_ids[stack] = len(self.stacks)
-            self.stacks.append([self._frame(f) for f in stack])
-            self._facts.append(
-                (_origin(stack, self.cwd), describe(stack[0] if stack else None, self.cwd), your_code(stack, self.cwd))
-            )
-        self._by_identity[id(stack)] = (stack, sid)
-        return sid
-
-    def facts(self, stack: tuple[Frame, ...]) -> tuple[str, str, str]:
-        """(origin package, called at, your code) for ``stack``."""
-        return self._facts[self.number(stack)]
-
-    def _frame(self, frame: Frame) -> int:
-        fid = self._frame_ids.get(frame)
-        if fid is None:
-            fid = self._frame_ids[frame] = len(self.frames)
-            user = 1 if is_yours(frame) else 0
-            self.frames.append(
-                [
-                    printable(short_path(frame.filename, self.cwd)),
-                    frame.lineno,
-                    printable(frame.function),
-                    user,
-                    printable(frame.filename),
-                ]
-            )
-        return fid
-
-
-def _origin(stack: tuple[Frame, ...], cwd: str) -> str:
-    """The package of the innermost frame outside the random library itself, or "your code"."""
-    for frame in stack:
-        path = short_path(frame.filename, cwd)
-        if path.startswith(_random_library()):
-            continue
-        if is_yours(frame):
-            return YOUR_CODE
-        return printable(package_of(frame.filename) or "other")
-    return "unknown"
-
-
-def _random_library() -> tuple[str, ...]:
-    """The streams' own libraries' random files, as each declared them: never the code that called."""
-    return tuple(path for info in declared().values() for path in info.library_files)
-
-
-# -- the timeline's data ------------------------------------------------------------
-
-
-def _lanes(trace: Trace, shown: Sequence[Event], several: bool) -> tuple[list[tuple[int, str]], list[list[Any]]]:
-    """The timeline's lanes as (pid, stream), and the processes they belong to as [pid, label].
-
-    One process: a lane per stream watched or drawn from (pid 0 for all). Several: a band per
-    process with events, the traced one first, holding a lane per stream it drew from.
-    """
-    if not several:
-        return [(0, s) for s in sorted({e.stream for e in shown} | set(trace.streams), key=stream_key)], []
-    known = {p.pid: p for p in trace.processes}
-    drawn: dict[int, set[str]] = {}
-    for e in shown:
-        drawn.setdefault(e.pid, set()).add(e.stream)
-    order = [p.pid for p in trace.processes if p.pid in drawn] + sorted(set(drawn) - set(known))
-    lanes, processes = [], []
-    for pid in order:
-        process = known.get(pid)
-        role = role_of(process) if process is not None else EMPTY
-        processes.append([pid, printable(f"pid {pid}" + (f" · {role}" if role != EMPTY else ""))])
-        lanes += [(pid, s) for s in sorted(drawn[pid], key=stream_key)]
-    return lanes, processes
-
-
-def _timeline(
-    trace: Trace, shown: Sequence[Event], stacks: _Stacks, site_keys: dict, several: bool = False
-) -> dict[str, Any]:
-    """Columns of event data for the script: per event a call site, a count and a thread."""
-    lanes, processes = _lanes(trace, shown, several)
-    lane_ids = {lane: i for i, lane in enumerate(lanes)}
-    band = {pid: i for i, (pid, _label) in enumerate(processes)}
-    sites: dict[tuple, int] = {}
-    site_cols: list[list[Any]] = []
-    threads: dict[str, int] = {}
-    ev_site, ev_count, ev_thread = [], [], []
-    details: dict[str, str] = {}
-    origins: dict[str, int] = {}
-    for e in shown:
-        sid = stacks.number(e.stack)
-        lane = (e.pid if several else 0, e.stream)
-        key = (lane, e.kind, e.api, sid)
-        site = sites.get(key)
-        if site is None:
-            origin, called, mine = stacks.facts(e.stack)
-            row = site_keys.get((e.stream, e.api, called, mine), -1) if e.kind == DRAW else -1
-            site = sites[key] = len(site_cols)
-            site_cols.append([lane_ids[lane], _KIND_CODES.get(e.kind, 0), printable(e.api), sid, origin, row])
-        ev_site.append(site)
-        ev_count.append(e.count)
-        ev_thread.append(threads.setdefault(e.thread, len(threads)))
-        if e.window is not None:
-            details[str(e.index)] = where_moved(e.window, stacks.cwd)
-        elif e.detail is not None:
-            details[str(e.index)] = printable(e.detail)
-        origin = site_cols[site][4]
-        if e.kind == UNATTRIBUTED:  # drawn as a warning ring: no package made it
-            origins.setdefault(origin, 0)
-        else:
-            origins[origin] = origins.get(origin, 0) + 1
-    packages = _colors(origins)
-    package_ids = {name: i for i, (name, _color, _n) in enumerate(packages)}
-    for col in site_cols:
-        col[4] = package_ids[col[4]]
-    return {
-        "lanes": [printable(stream) for _pid, stream in lanes],
-        "laneProcess": [band[pid] for pid, _stream in lanes] if several else [],
-        "processes": processes,
-        "packages": [[name, color] for name, color, _n in packages],
-        "packageCounts": [n for _name, _color, n in packages],
-        "frames": stacks.frames,
-        "stacks": stacks.stacks,
-        "threads": [printable(name) for name in threads],
-        "sites": site_cols,
-        "site": ev_site,
-        "count": ev_count,
-        "thread": ev_thread if len(threads) > 1 else [],
-        "detail": details,
-    }
-
-
-def _colors(origins: dict[str, int]) -> list[tuple[str, str, int]]:
-    """(package, colour, events) most events first; "your code" always orange, the rest from the palette."""
-    ordered = sorted(origins.items(), key=lambda kv: (kv[0] != YOUR_CODE, -kv[1], kv[0]))
-    out, palette = [], iter(_PALETTE)
-    for name, n in ordered:
-        if name == YOUR_CODE:
-            color = _YOUR_CODE_COLOR
-        elif name in ("other", "unknown", "stdlib"):
-            color = _OTHER_COLOR
-        else:
-            color = next(palette, _OTHER_COLOR)
-        out.append((name, color, n))
-    return out
-
-
-def _json_for_script(data: dict[str, Any]) -> str:
-    """JSON that cannot end its <script> element or open a comment, whatever the frame names hold."""
-    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
-    for raw, safe in (
-        ("<", "\\u003c"),
-        (">", "\\u003e"),
-        ("&", "\\u0026"),
-        ("\u2028", "\\u2028"),
-        ("\u2029", "\\u2029"),
-    ):
-        text = text.replace(raw, safe)
-    return text
 
 
 # -- the page's sections --------------------------------------------------------------
@@ -335,20 +157,6 @@ def _timeline_card(data: dict[str, Any], shown: int) -> str:
     )
 
 
-def _site_rows(trace: Trace, stacks: _Stacks) -> tuple[list[list[Any]], dict[tuple, int]]:
-    """Draws grouped by (stream, api, calling line, user line) as in the text log, dropped ones included."""
-    groups: dict[tuple, list[Any]] = {}
-    for stat in trace.statistics("traceback"):
-        origin, called, mine = stacks.facts(stat.stack)
-        key = (stat.stream, stat.api, called, mine)
-        slot = groups.setdefault(key, [0, 0, is_yours(stat.frame), origin])
-        slot[0] += stat.calls
-        slot[1] += stat.values
-    ordered = sorted(groups.items(), key=lambda kv: (-kv[1][0], -kv[1][1], kv[0]))
-    rows = [[*key, *slot] for key, slot in ordered]
-    return rows, {key: i for i, (key, _slot) in enumerate(ordered)}
-
-
 def _sites_card(
     trace: Trace, rows: list[list[Any]], colors: dict[str, str], pids: dict[tuple, set[int]] | None = None
 ) -> str:
@@ -379,7 +187,7 @@ def _sites_card(
     )
 
 
-def _others_card(events: Sequence[Event], stacks: _Stacks, colors: dict[str, str], several: bool = False) -> str:
+def _others_card(events: Sequence[Event], stacks: Stacks, colors: dict[str, str], several: bool = False) -> str:
     """Every seed and unattributed move, in order: the events that explain a changed number."""
     others = [e for e in events if e.kind != DRAW]
     if not others:
@@ -476,7 +284,7 @@ def _processes_card(trace: Trace) -> str:
 
 
 def _swatch(origin: str, colors: dict[str, str]) -> str:
-    color = colors.get(origin, _OTHER_COLOR)
+    color = colors.get(origin, OTHER_COLOR)
     return f'<span class="swatch {_SWATCH_CLASSES[color]}" title="{_h(origin)}"></span>'
 
 
