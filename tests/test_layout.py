@@ -142,6 +142,8 @@ LAYERS = (
             "cli",
             "_pytest_record",
             "_pytest_report",
+            "_pytest_items",
+            "_pytest_assign",
             "_pytest_tracer",
             "pytest_plugin",
             "__main__",

@@ -2,40 +2,25 @@
 
 A test that touches no stream costs two snapshots of the streams (for leaks) and
 a few list appends; only its events are ever turned into a record
-(``_pytest_record``), handed to pytest in the test's teardown report.
+(``_pytest_record``), handed to pytest in the test's teardown report. Which
+record each event goes to is ``_pytest_assign``'s; what pytest calls a test or a
+fixture, ``_pytest_items``'; leaks and the short paths of a quiet test are here.
 """
 
 from __future__ import annotations
 
-import inspect
-import operator
-import os
-import sys
-from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from . import _pytest_record as records
-from ._paths import short_path
+from ._pytest_assign import DEPTH, Assigning
+from ._pytest_items import code_of, exempt, item_id
 
-#: frames kept per stack: a test's line may sit under a deep library call
-DEPTH = 24
 #: events kept one by one in the session trace; past ROTATE_AT, a new trace starts after the test
 MAX_EVENTS = 200_000
 ROTATE_AT = 50_000
-#: stacks kept resolved at once (a bound, not a loss: one past it is resolved again)
-MAX_RESOLVED = 20_000
-#: events of one phase assigned one by one; past them, counted by kind and stack (a test drawing a
-#: million times): no record lists more than records.MAX_RECORD_EVENTS anyway
-ONE_BY_ONE = records.MAX_RECORD_EVENTS
-_TALLY_KEY = operator.itemgetter(0, 1, 4, 5)  # stream, kind, stack id, thread
-#: what pytest calls in a module or a package's __init__.py, the first of each pair it finds there
-MODULE_SETUP = ("setUpModule", "setup_module")
-MODULE_TEARDOWN = ("tearDownModule", "teardown_module")
-#: pytest's own modules: a package's setup_module is reported as the package's only where pytest called it
-_PYTEST_DIR = os.path.dirname(inspect.getfile(pytest.Package)) + os.sep
 
 
 def _held(manager: Any) -> Iterator[Any]:
@@ -44,7 +29,7 @@ def _held(manager: Any) -> Iterator[Any]:
         yield value
 
 
-class Tracer:
+class Tracer(Assigning):
     """The plugin while turned on: one trace for the run, one record per test that touched a stream."""
 
     def __init__(self, config: pytest.Config, mode: str) -> None:
@@ -170,7 +155,7 @@ class Tracer:
         key = f"fixture:{fixturedef.baseid}::{fixturedef.argname}"
         window.fixtures.append((start, len(trace.raw), key))
         if key not in self._fixture_code:
-            self._fixture_code[key] = _code_of(fixturedef, request)
+            self._fixture_code[key] = code_of(fixturedef, request)
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: Any) -> Iterator[None]:
@@ -198,8 +183,8 @@ class Tracer:
         phases, window.assigned = phases[window.assigned :], len(phases)  # type: ignore[union-attr]
         test = self._made.get(item.nodeid)
         if test is None:
-            test = self._made[item.nodeid] = records.new_record(item.nodeid, _test_id(item), "test")
-            test["exempt"] = _exempt(item)
+            test = self._made[item.nodeid] = records.new_record(item.nodeid, item_id(item), "test")
+            test["exempt"] = exempt(item)
         self._assign(window, phases, test)  # type: ignore[arg-type]
         if when == "teardown":
             self._leaks(test)
@@ -262,144 +247,6 @@ class Tracer:
         self._known.update(self._full(bases))
         return True
 
-    def _assign(self, window: records.Window, phases: list, test: dict[str, Any]) -> None:
-        """Give each event of ``phases`` to the test, a wider fixture, or "other threads"."""
-        raws = self._trace.raw
-        if not any(end > start or dropped for _phase, start, end, dropped in phases):
-            return
-        for phase, start, end, dropped in phases:
-            records.add_dropped(test, phase, dropped)
-            cut = end
-            if end - start > ONE_BY_ONE and not any(s < end and e > start + ONE_BY_ONE for s, e, _k in window.fixtures):
-                cut = start + ONE_BY_ONE  # the rest has no fixture's range in it: counted, not listed
-            picked = raws[start:cut]
-            stacks = records.stacks_of(picked, self._resolve, DEPTH)
-            listed: dict[Any, list] = {}  # stack id -> its frames as listed, made once per stack
-            for i, raw in enumerate(picked, start):
-                stack = stacks.get(raw[4], ())
-                target = self._target(window, test, raw[0], raw[1], raw[4], raw[5], stack, phase, i)
-                if target is not None:
-                    records.add_event(target, raw, stack, (), phase, self._listed(raw, listed))
-            if cut < end:
-                self._tally(window, test, raws, cut, end, phase)
-
-    def _tally(
-        self, window: records.Window, test: dict[str, Any], raws: list, start: int, end: int, phase: str
-    ) -> None:
-        """Count events ``start:end`` of a phase by stream, kind, stack and thread, in C.
-
-        Events whose record still has room (another thread's draw in a test that drew a million
-        times) are listed first, in order, until their record is full; the rest are counted.
-        """
-        tally = Counter(map(_TALLY_KEY, raws[start:end]))
-        targets: dict[tuple, dict[str, Any]] = {}
-        for key in tally:
-            stream, kind, sid, thread = key
-            stack = self._resolve(sid, DEPTH) if sid is not None and sid >= 0 else ()
-            target = self._target(window, test, stream, kind, sid, thread, stack, phase, -1)
-            if target is not None:
-                targets[key] = target
-        roomy = {key for key, target in targets.items() if len(target["events"]) < records.MAX_RECORD_EVENTS}
-        listed: dict[Any, list] = {}
-        for i in range(start, end) if roomy else ():
-            raw = raws[i]
-            key = _TALLY_KEY(raw)
-            if key not in roomy:
-                continue
-            target = targets[key]
-            records.add_event(target, raw, (), (), phase, self._listed(raw, listed))
-            tally[key] -= 1
-            if len(target["events"]) >= records.MAX_RECORD_EVENTS:
-                roomy -= {k for k in roomy if targets[k] is target}
-                if not roomy:
-                    break
-        for key, target in targets.items():
-            n = tally[key]
-            if n:
-                counts = target["counts"]
-                slot = f"{key[0]}|{key[1]}|{phase}"
-                counts[slot] = counts.get(slot, 0) + n
-                target["more"] += n
-
-    def _listed(self, raw: tuple, listed: dict[Any, list]) -> list:
-        """The frames an event's record lists (the noticing call's for an unattributed move), made once per stack."""
-        shown = records.moved_parts(raw)[1] if raw[1] == records.UNATTRIBUTED else raw[4]
-        frames = listed.get(shown)
-        if frames is None:
-            stack = self._resolve(shown, DEPTH) if shown is not None and shown >= 0 else ()
-            frames = listed[shown] = records.listed_frames(stack)
-        return frames
-
-    def _target(
-        self,
-        window: records.Window,
-        test: dict[str, Any],
-        stream: str,
-        kind: str,
-        sid: Any,
-        thread: int,
-        stack: tuple,
-        phase: str,
-        index: int,
-    ) -> dict[str, Any] | None:
-        """The record an event goes to; None for a plugin's reseed (noted, never blamed)."""
-        base = stream.split(".", 1)[0]
-        self._touched.add(base)
-        key = (sid, kind)
-        foreign = self._foreign_at.get(key)
-        if foreign is None:
-            if len(self._foreign_at) >= MAX_RESOLVED:
-                self._foreign_at.clear()
-            foreign = self._foreign_at[key] = records.foreign_seed(kind, stack)
-        if foreign:
-            self._foreign.add(base)
-            return None
-        if kind == "seed" and thread == window.thread:
-            self._seeded.add(base)
-        if thread != window.thread:
-            return self._record("outside:threads", "other threads (not blamed on the test they ran beside)", "outside")
-        return self._fixture_for(window, index, stack, phase) or test
-
-    def _fixture_for(self, window: records.Window, index: int, stack: tuple, phase: str) -> dict | None:
-        """The record of the wider-scoped fixture (or package setup_module) that made event ``index``, if one did."""
-        if phase != "call":
-            package = self._package_record(stack)
-            if package is not None:
-                return package
-        key = None
-        for start, end, name in window.fixtures:
-            if start <= index < end:
-                key = name  # the innermost: a fixture set up inside another comes later in the list
-        if key is None and phase == "teardown":
-            key = next((k for k, code in self._fixture_code.items() if _in_code(stack, code)), None)
-        if key is None:
-            return None
-        return self._record(key, self._fixture_code[key][0], "fixture")
-
-    def _package_record(self, stack: tuple) -> dict | None:
-        """The record of the package whose setup_module or teardown_module pytest was running, if it was.
-
-        pytest calls these itself, in the first test's setup and the last one's teardown, with
-        no fixture around them: only the stack tells them from the test's own draws.
-        """
-        for frame, caller in zip(stack, stack[1:]):
-            if (
-                frame.function in MODULE_SETUP + MODULE_TEARDOWN
-                and caller.filename.startswith(_PYTEST_DIR)
-                and os.path.basename(frame.filename) == "__init__.py"
-            ):
-                label = self._package_labels.get(frame.filename)
-                if label is None:
-                    label = self._package_labels[frame.filename] = _package_label(frame.filename, self.config)
-                return self._record(f"package:{frame.filename}", label, "fixture")
-        return None
-
-    def _record(self, key: str, label: str, kind: str) -> dict[str, Any]:
-        record = self._made.get(key)
-        if record is None:
-            record = self._made[key] = records.new_record(key, label, kind)
-        return record
-
     def _snapshot(self) -> dict[str, dict[str, Any]]:
         out = {}
         for name, source in list(self._sources.items()):
@@ -452,15 +299,6 @@ class Tracer:
             except Exception:  # noqa: BLE001 (a state that cannot be read is no leak)
                 continue
         return out
-
-    def _resolve(self, sid: int, depth: int) -> tuple:
-        """The frames of stack ``sid``, each resolved once per session trace."""
-        frames = self._resolved.get(sid)
-        if frames is None:
-            if len(self._resolved) >= MAX_RESOLVED:
-                self._resolved.clear()
-            frames = self._resolved[sid] = self._trace.live[0](sid, depth)
-        return frames
 
     def _leak_owner(self, test: dict[str, Any], stream: str) -> dict[str, Any]:
         """Whoever alone moved ``stream`` (a wider fixture, another thread) owns its leak; else the test."""
@@ -535,76 +373,6 @@ class Tracer:
             save_log(list(self.records.values()), self.json_path)  # type: ignore[arg-type]
         except OSError as error:
             self.problems.append(f"--rng-trace-json: cannot write {self.json_path!r} ({error}); give a writable path")
-
-
-def _exempt(item: pytest.Item) -> str | None:
-    marker = item.get_closest_marker("rng_global")
-    if marker is not None:
-        reason = marker.kwargs.get("reason") or (marker.args[0] if marker.args else "")
-        return f"marked rng_global{': ' + str(reason) if reason else ''}"
-    if "rng_trace" in getattr(item, "fixturenames", ()):
-        return "uses the rng_trace fixture"
-    return None
-
-
-def _test_id(item: pytest.Item) -> str:
-    """The test's node id, as pytest's own; outside the rootdir, with its file as given from the invocation dir.
-
-    There pytest's id starts from the path given on the command line (``::test_x`` for a file),
-    which names no file: the path from where pytest was run names it, and runs it again.
-    """
-    rootpath, nodeid = item.config.rootpath, item.nodeid
-    path = item.path
-    if path == rootpath or rootpath in path.parents:
-        return nodeid
-    try:
-        where = os.path.relpath(path, item.config.invocation_params.dir)
-    except ValueError:  # another drive
-        where = str(path)
-    rest = nodeid.partition("::")[2]
-    return f"{where.replace(os.sep, '/')}::{rest}" if rest else where.replace(os.sep, "/")
-
-
-def _xunit_names(obj: Any, setup: tuple[str, ...], teardown: tuple[str, ...]) -> str:
-    """Name the setup and teardown functions pytest finds in ``obj`` (``setup_module/teardown_module``)."""
-    found = (next((name for name in names if callable(getattr(obj, name, None))), None) for names in (setup, teardown))
-    return "/".join(name for name in found if name)
-
-
-def _package_label(init_file: str, config: pytest.Config) -> str:
-    """``setup_module (package scope, sklearn/__init__.py)``: a package's record's label."""
-    module = next((m for m in list(sys.modules.values()) if getattr(m, "__file__", None) == init_file), None)
-    names = _xunit_names(module, MODULE_SETUP, MODULE_TEARDOWN) if module is not None else ""
-    return f"{names or 'setup_module'} (package scope, {short_path(init_file, str(config.rootpath))})"
-
-
-#: pytest's fixtures for xunit functions: their name's prefix -> (where the functions are, their names)
-_XUNIT = {
-    "_xunit_setup_module_fixture_": ("module", MODULE_SETUP, MODULE_TEARDOWN),
-    "_xunit_setup_class_fixture_": ("cls", ("setup_class",), ("teardown_class",)),
-}
-
-
-def _code_of(fixturedef: Any, request: Any) -> tuple[str, str, int, int]:
-    """(label, file, first line, last line) of a wider fixture's function, to know its teardown's frames."""
-    where = fixturedef.baseid or "conftest"
-    label = f"fixture '{fixturedef.argname}' ({fixturedef.scope} scope, {where})"
-    for prefix, (owner, setup, teardown) in _XUNIT.items():
-        # A setup_module is run by a fixture of pytest's own: named after the functions, not the fixture.
-        if fixturedef.argname.startswith(prefix):
-            names = _xunit_names(getattr(request, owner, None), setup, teardown)
-            label = f"{names or fixturedef.argname} ({fixturedef.scope} scope, {where})"
-    func = inspect.unwrap(fixturedef.func)
-    code = getattr(func, "__code__", None)
-    if code is None:
-        return label, "", 0, 0
-    last = max((line for *_x, line in code.co_lines() if line is not None), default=code.co_firstlineno)
-    return label, code.co_filename, code.co_firstlineno, last
-
-
-def _in_code(stack: tuple, code: tuple[str, str, int, int]) -> bool:
-    _label, filename, first, last = code
-    return bool(filename) and any(f.filename == filename and first <= f.lineno <= last for f in stack)
 
 
 def _same(source: Any, old: Any, new: Any) -> bool:
