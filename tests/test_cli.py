@@ -276,7 +276,7 @@ def _bad_logs(folder: Path) -> None:
 
 
 MISTAKES = {
-    "no command": ((), "no command; choose from run, show, diff"),
+    "no command": ((), "no command; choose from run, check, show, diff"),
     "missing script": (("run", "nope.py"), "no such file: 'nope.py'; check the path"),
     "missing module": (("run", "-m", "nope.mod"), "no module named 'nope.mod'; check the name"),
     "nothing to run": (("run", "--quiet"), "nothing to run; give a script or -m module"),

@@ -62,6 +62,7 @@ def run_command(args: argparse.Namespace) -> int:
         trace.from_start = True
         HUB.compare_states(trace)  # two runs' logs are diffed: note the state each stream starts from
         status, failure = _execute(run)
+        HUB.note_end_states(trace)  # and where each ended: `rngtrace check` compares runs by both
     if failure is not None:
         _print_program_error(failure)
     if os.getpid() == started_in:  # not in a forked child: its copy of the trace is partial

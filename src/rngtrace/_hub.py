@@ -661,6 +661,18 @@ class Hub:
                     if source is not None:
                         _note_origins((session,), source, "start")
 
+    def note_end_states(self, trace: RawStore) -> None:
+        """Note the full state each of ``trace``'s streams ends in (``rngtrace check`` compares them)."""
+        self._locked(self._note_end_states, trace)
+
+    def _note_end_states(self, trace: RawStore) -> None:
+        for session in self.active:
+            if session.trace is trace:
+                for name in session.order:
+                    source = self.rec.sources.get(name)
+                    if source is not None:
+                        _note_origins((session,), source, "end")
+
     def _seeded(self, stream: str) -> None:
         """A recorded seed: where processes are traced or runs compared, note the state each starts from anew."""
         if self.spool.path is None and self._child is None and not any(s.compared for s in self.active):

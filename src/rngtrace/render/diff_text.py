@@ -214,10 +214,15 @@ def _at(events: Sequence[Event], cwd: str) -> str:
 
 def _first(d: Divergence, paint: Paint, cwd: str) -> list[str]:
     """The headline, then each run's events at that place with their stacks."""
-    rows = {side: _side_rows(d, side) for side in ("A", "B")}
+    return [paint("First divergence: ", "bold") + printable(_headline(d, cwd)), *divergence_rows(d, paint, cwd)]
+
+
+def divergence_rows(d: Divergence, paint: Paint, cwd: str, names: tuple[str, str] = ("A", "B")) -> list[str]:
+    """Each run's events where they part, with their stacks; ``names`` label the runs (``run 1``)."""
+    rows = {name: _side_rows(d, side, name) for side, name in zip(("A", "B"), names)}
     width = max(len(api_label(e)) for side in rows.values() for e, _tag, _stack in side if e is not None)
     number = max(len(f"#{e.index}") for side in rows.values() for e, _tag, _stack in side if e is not None)
-    lines = [paint("First divergence: ", "bold") + printable(_headline(d, cwd))]
+    lines = []
     for side, side_rows in rows.items():
         label = side
         for event, tag, stack in side_rows:
@@ -232,14 +237,14 @@ def _first(d: Divergence, paint: Paint, cwd: str) -> list[str]:
     return lines
 
 
-def _side_rows(d: Divergence, side: str) -> list[tuple[Event | None, str, bool]]:
-    """(event, tag, show its stack) for one run: its own events here, then the next shared one."""
+def _side_rows(d: Divergence, side: str, name: str) -> list[tuple[Event | None, str, bool]]:
+    """(event, tag, show its stack) for run ``side`` (``name``): its own events here, then the next shared one."""
     own, nxt = (d.a, d.next_a) if side == "A" else (d.b, d.next_b)
     if d.kind == VALUES:
         return [(own[0], "differs", True)]  # the api column already shows the count or the seed
-    rows: list[tuple[Event | None, str, bool]] = [(e, f"only in {side}", True) for e in own[:_SHOWN]]
+    rows: list[tuple[Event | None, str, bool]] = [(e, f"only in {name}", True) for e in own[:_SHOWN]]
     if len(own) > _SHOWN:
-        rows.append((None, f"… {len(own) - _SHOWN:,} more only in {side}", False))
+        rows.append((None, f"… {len(own) - _SHOWN:,} more only in {name}", False))
     if nxt is not None:
         rows.append((nxt, "next in both runs", not own))
     elif not own:
