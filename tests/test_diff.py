@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
+from literal_traces import build, draw
+
 from rngtrace import Trace
 from rngtrace.diff import ONLY_A, ONLY_B, REPLACED, VALUES, compare
 from rngtrace.render import render_diff
@@ -204,3 +210,29 @@ def test_colour_only_when_asked():
     result = compare(trace(seed(666), rand()), trace(seed(666), JITTER, rand()))
     assert "\x1b[" in render_diff(result, color=True)
     assert "\x1b[" not in render_diff(result)
+
+
+def test_the_diff_reads_the_same_under_any_hash_seed(tmp_path):
+    # Call sites whose counts differ by as much are listed in full order, line by line: the sites
+    # came from a set, whose order follows PYTHONHASHSEED, and a tool for finding what changed
+    # between runs must not change between runs itself.
+    def one(n: int) -> dict:
+        return draw("numpy.random.rand", 1, ("/p/sites.py", n, "<module>"))
+
+    a = build(*[one(n) for n in range(1, 12)])
+    b = build(*[one(n) for n in range(1, 12) for _ in range(2)])
+    a.save(tmp_path / "a.json")
+    b.save(tmp_path / "b.json")
+    outputs = set()
+    for hash_seed in ("1", "2", "3", "4"):
+        done = subprocess.run(
+            [sys.executable, "-m", "rngtrace", "diff", "a.json", "b.json"],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            env={**os.environ, "PYTHONHASHSEED": hash_seed},
+            timeout=60,
+        )
+        assert done.returncode == 1
+        outputs.add(done.stdout)
+    assert len(outputs) == 1

@@ -43,8 +43,15 @@ def _run(tmp_path, script, *options: str, env: dict | None = None) -> tuple[subp
     return result, Trace.load(log)
 
 
-def _spool_folders() -> set[str]:
-    return set(glob.glob(os.path.join(tempfile.gettempdir(), "rngtrace-spool-*")))
+def _spool_folders(folder: str | None = None) -> set[str]:
+    return set(glob.glob(os.path.join(folder or tempfile.gettempdir(), "rngtrace-spool-*")))
+
+
+def _own_temp(tmp_path) -> str:
+    """A temporary folder of the test's own: other processes' spool folders never come and go in it."""
+    folder = tmp_path / "tmp"
+    folder.mkdir(exist_ok=True)
+    return str(folder)
 
 
 def test_a_python_child_started_with_subprocess_is_traced_with_its_pid_and_command(tmp_path):
@@ -122,8 +129,9 @@ def test_a_child_outliving_the_program_runs_on_untraced_and_leaves_no_folder(tmp
     """,
     )
     parent = _write(tmp_path, "parent.py", "import subprocess, sys; subprocess.Popen([sys.executable, 'child.py'])\n")
-    before = _spool_folders()
-    _result, trace = _run(tmp_path, parent)
+    temp = _own_temp(tmp_path)
+    before = _spool_folders(temp)
+    _result, trace = _run(tmp_path, parent, env={**os.environ, "TMPDIR": temp})
     deadline = time.monotonic() + 30
     while not (tmp_path / "done.txt").exists() and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -133,7 +141,7 @@ def test_a_child_outliving_the_program_runs_on_untraced_and_leaves_no_folder(tmp
     random.seed(2)
     assert (tmp_path / "done.txt").read_text() == repr(random.random())
     assert not [e for e in trace.events if e.pid != trace.pid]  # it drew after the log was taken
-    assert _spool_folders() <= before
+    assert _spool_folders(temp) <= before
 
 
 def test_the_childs_sitecustomize_still_runs_and_the_child_sees_no_rngtrace_path(tmp_path):
@@ -214,10 +222,13 @@ def test_run_puts_pythonpath_back_and_removes_the_boot_folder(tmp_path, monkeypa
     )
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("PYTHONPATH", "/nowhere/else")
-    before = _spool_folders()
+    temp = _own_temp(tmp_path)
+    monkeypatch.setenv("TMPDIR", temp)
+    monkeypatch.setattr(tempfile, "tempdir", temp)
+    before = _spool_folders(temp)
     assert cli.main(["run", "--quiet", "--json", str(tmp_path / "log.json"), str(script)]) == 0
     assert os.environ["PYTHONPATH"] == "/nowhere/else"
-    assert _spool_folders() <= before
+    assert _spool_folders(temp) <= before
     trace = Trace.load(tmp_path / "log.json")
     assert [p.role for p in trace.processes if p.start == "subprocess"] == ["python child.py"]
 

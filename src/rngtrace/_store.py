@@ -169,7 +169,7 @@ class RawStore:
         return build_events(raws, stacks, names, self.pid)
 
     def load_fields(self, fields: Any) -> None:
-        """Hold a saved log's checked fields (``_logfile.Fields``), as a finished store."""
+        """Hold a saved log's checked fields (``_logfields.Fields``), as a finished store."""
         self.pid = fields.pid
         self.dropped = fields.dropped
         self.notes = fields.notes

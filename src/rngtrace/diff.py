@@ -187,7 +187,17 @@ def _site_differences(a: RawStore, b: RawStore) -> tuple[SiteDifference, ...]:
         if (calls_a, values_a) != (calls_b, values_b):
             stream, kind, api, _site = key
             rows.append(SiteDifference(stream, kind, api, frame_a or frame_b, calls_a, calls_b, values_a, values_b))
-    rows.sort(key=lambda r: (-abs(r.a_calls - r.b_calls), -abs(r.a_values - r.b_values), r.stream, r.api))
+    # Ties in full, down to the line: the keys came from a set, whose order changes with PYTHONHASHSEED.
+    rows.sort(
+        key=lambda r: (
+            -abs(r.a_calls - r.b_calls),
+            -abs(r.a_values - r.b_values),
+            r.stream,
+            r.api,
+            r.kind,
+            (r.frame.filename, r.frame.lineno) if r.frame is not None else ("", 0),
+        )
+    )
     return tuple(rows)
 
 
