@@ -97,7 +97,7 @@ LAYERS = (
         ),
     ),
     ("hub", ("_patches", "_record", "_catchall", "_lone", "_blocks", "_processes", "_hub", "_subprocess")),
-    ("analysis", ("_logfile", "_yours", "_fixes", "_duplicates", "_findings", "diff")),
+    ("analysis", ("_logfile", "_yours", "_fixes", "_duplicates", "_findings", "diff", "_fix_plan")),
     ("trace", ("trace",)),
     ("renderers", ("render.base", "render._html_page", "render.text", "render.html", "render.diff_text", "render")),
     (
@@ -109,6 +109,9 @@ LAYERS = (
             "isolate",
             "_ipython",
             "ranks",
+            "_fix_syntax",
+            "_fix_rewrite",
+            "fix",
             "cli",
             "_pytest_record",
             "_pytest_report",

@@ -21,7 +21,7 @@ import traceback
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, NoReturn
 
-from . import _subprocess, ranks
+from . import _subprocess, fix, ranks
 from ._errors import GlobalRNGError, LogError
 from ._hub import HUB, validate_on_draw, validate_streams
 from ._logfile import escape_surrogates
@@ -35,7 +35,7 @@ from .trace import Trace
 from .tracer import RngTrace
 
 PROG = "rngtrace"
-_COMMANDS = ("run", "show", "diff", "ranks")
+_COMMANDS = ("run", "show", "diff", "ranks", "fix")
 
 
 class UsageError(Exception):
@@ -362,12 +362,13 @@ def _parser() -> argparse.ArgumentParser:
     parser = _Parser(prog=PROG, description="Find the code that draws from or reseeds your global random streams.")
     parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     commands = parser.add_subparsers(
-        title="commands", metavar="{run,show,diff,ranks}", required=True, parser_class=_Parser
+        title="commands", metavar="{run,show,diff,ranks,fix}", required=True, parser_class=_Parser
     )
     _add_run(commands)
     _add_show(commands)
     _add_diff(commands)
     ranks.add_parser(commands)
+    fix.add_parser(commands)
     return parser
 
 
