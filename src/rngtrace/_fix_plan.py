@@ -139,11 +139,20 @@ class Plan:
     moved: list[str]
 
 
-def plan(events: Sequence[Event], findings: Sequence[Finding]) -> Plan:
-    """The changes that address ``findings``, made from the ``events`` they rest on."""
+def plan(events: Sequence[Event], findings: Sequence[Finding], every_draw: bool = False) -> Plan:
+    """The changes that address ``findings``, made from the ``events`` they rest on.
+
+    ``every_draw``: every draw and seed the run made at a line of the user's, whether a finding
+    names it or not (moving a seeded legacy script to generators of its own).
+    """
     planner = _Planner(events)
     for finding in findings:
         planner.finding(finding)
+    if every_draw:
+        for e in events:
+            call = call_of(e.stack)
+            if call is not None and _editable(call.line.filename) and e.kind in (DRAW, SEED):
+                planner.event(e)
     return planner.finish()
 
 

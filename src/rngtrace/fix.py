@@ -62,6 +62,12 @@ def add_parser(subcommands: Any) -> argparse.ArgumentParser:
         description=DESCRIPTION,
     )
     parser.add_argument("--write", action="store_true", help="apply the change to your files (default: print it)")
+    parser.add_argument(
+        "--all",
+        action="store_true",
+        dest="every_draw",
+        help="rewrite every draw and seed the run made at your lines, not only those the findings name",
+    )
     add_max_log_size(parser)
     parser.add_argument("target", nargs=argparse.REMAINDER, metavar="LOG | -- script.py [args]")
     parser.set_defaults(handler=command)
@@ -75,7 +81,7 @@ def command(args: argparse.Namespace) -> int:
         if importlib.util.find_spec("libcst") is None:
             raise _Stop(INSTALL)
         trace, name = _run_traced(target) if script else _load(target[0], args.max_log_size)
-        result = fix(trace)
+        result = fix(trace, every_draw=args.every_draw)
     except _Stop as stop:
         say(f"{PROG}: error: {stop}")
         return 2
@@ -90,9 +96,11 @@ def _target(args: argparse.Namespace) -> tuple[bool, list[str], bool]:
     target, write = list(args.target), args.write
     split = target.index("--") if "--" in target else len(target)
     head, script = target[:split], target[split + 1 :]
-    if "--write" in head:
-        write = True
-        head = [word for word in head if word != "--write"]
+    for flag in ("--write", "--all"):
+        if flag in head:
+            setattr(args, "every_draw" if flag == "--all" else "write", True)
+            head = [word for word in head if word != flag]
+    write = write or args.write
     if split < len(target):
         if head or not script:
             raise _Stop(f"give a log or -- and a script, not both; usage: {USAGE.splitlines()[0].strip()}")
@@ -131,11 +139,14 @@ def _run_traced(argv: list[str]) -> tuple[Trace, str]:
         return _load(log, None)[0], script
 
 
-def fix(trace: Trace) -> Result:
-    """The change ``trace``'s findings call for: each file's new text, and what is left as it is."""
+def fix(trace: Trace, every_draw: bool = False) -> Result:
+    """The change ``trace``'s findings call for: each file's new text, and what is left as it is.
+
+    ``every_draw``: also every draw and seed at the user's lines that no finding names (``--all``).
+    """
     from ._fix_rewrite import FileFix, Unparsable  # LibCST: only once it is known to be installed
 
-    decided = plan(trace.events, trace.findings)
+    decided = plan(trace.events, trace.findings, every_draw)
     result = Result(notes=list(decided.notes), plan=decided)
     fixes: dict[str, FileFix] = {}
     for path, file_plan in decided.files.items():
