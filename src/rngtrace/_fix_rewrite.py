@@ -119,10 +119,14 @@ class FileFix:
         self.seeds: dict[int, tuple[cst.Expr, Seed]] = {}  # id(statement) -> the seed expression in it
         self.names = {s: self.spelling.fresh(g.name, f"{s}_{g.name}") for s, g in plan.generators.items()}
         self.at_seeds = {s: g.at_seeds for s, g in plan.generators.items()}
-        self.seed_statements = [(e, self.find_seed(e)) for e in plan.edits if isinstance(e, Seed)]
+        self.used: set[str] = set()  # the streams whose generator some change draws from
         for edit in plan.edits:
             if not isinstance(edit, Seed):
                 self.locate(edit)
+        self.generators = {s: g for s, g in plan.generators.items() if s in self.used}
+        for edit in plan.edits:
+            if isinstance(edit, Seed) and edit.stream in self.generators:
+                self.find_seed(edit)
         self.leftovers()
 
     # -- finding each edit's call -----------------------------------------------------------
@@ -131,9 +135,9 @@ class FileFix:
         """The calls of ``edit.api`` at its line: those starting on it first, else the tightest around it."""
         around = [c for c in self.finder.calls if c.start <= edit.line <= c.end]
         found = [c for c in around if edit.api in c.names]
-        if not found:  # a method of an object the imports do not name (torch.Tensor.uniform_)
-            method = edit.api.rsplit(".", 1)[-1]
-            found = [c for c in around if last_name(c.node) == method and not c.names]
+        owner, _, method = edit.api.rpartition(".")
+        if not found and owner.rpartition(".")[2][:1].isupper():  # a method of an object: torch.Tensor.uniform_
+            found = [c for c in around if last_name(c.node) == method and isinstance(c.node.func, cst.Attribute)]
         starting = [c for c in found if c.start == edit.line]
         if starting:
             return starting
@@ -172,6 +176,7 @@ class FileFix:
                 return "it passes generator= already"
             name = self.names[edit.stream]
             self.change(call, lambda c: with_keyword(c, "generator", cst.Name(name)))
+            self.used.add(edit.stream)
         elif isinstance(edit, GiveSeed):
             return self.give_seed(edit, call)
         return None
@@ -189,6 +194,7 @@ class FileFix:
             return c.with_changes(func=func, args=args)
 
         self.change(call, how)
+        self.used.add(edit.stream)
         return None
 
     def give_seed(self, edit: GiveSeed, call: cst.Call) -> str | None:
@@ -221,6 +227,8 @@ class FileFix:
         present = keyword(target, edit.keyword)
         if present is not None and not is_none(present.value):
             return self.fail(edit, f"it passes {edit.keyword}= already")
+        if "{generator}" in edit.value:
+            self.used.add(edit.stream)
         value = edit.value.replace("{generator}", self.names.get(edit.stream, "rng"))
         expression = cst.parse_expression(self.spelling.spell_text(value))
         self.change(target, lambda c: with_keyword(c, edit.keyword, expression))
@@ -273,7 +281,7 @@ class FileFix:
     def leftovers(self) -> None:
         """A legacy call the run did not reach still draws from the global stream: its stream's seeds stay."""
         handled = set(self.calls) | {id(expression.value) for expression, _edit in self.seeds.values()}
-        for stream, generator in self.plan.generators.items():
+        for stream, generator in self.generators.items():
             info = stream_info(stream)
             if info is None or not legacy(info):
                 continue
@@ -294,7 +302,7 @@ class FileFix:
         return self.wrapper.module.visit(_Rewriter(self, keep)).code
 
     def generator_line(self, stream: str, seed: str | None = None) -> str:
-        generator = self.plan.generators[stream]
+        generator = self.generators[stream]
         made = self.spelling.spell_text(generator.make).replace("{seed}", seed or generator.seed)
         return f"{self.names[stream]} = {made}"
 
@@ -313,12 +321,12 @@ class _Rewriter(cst.CSTTransformer):
     def prepare(self) -> None:
         """Spell every generator first: the imports they need are known before any is placed."""
         fix, body = self.fix, self.fix.wrapper.module.body
-        lines = {s: fix.generator_line(s) for s in fix.plan.generators}
+        lines = {s: fix.generator_line(s) for s in fix.generators}
         imports = [cst.Module([]).code_for_node(line) for line in fix.spelling.import_lines()]
         self.place(body, fix.spelling.leading, imports)
         for stream, line in lines.items():
             if not fix.at_seeds[stream]:
-                made = MARK.findall(fix.plan.generators[stream].make)
+                made = MARK.findall(fix.generators[stream].make)
                 self.place(body, fix.spelling.where(made[0] if made else ""), [line])
 
     def place(self, body: Sequence[cst.CSTNode], at: int, lines: list[str]) -> None:

@@ -14,18 +14,19 @@ from __future__ import annotations
 
 import argparse
 import difflib
-import importlib.util
 import io
 import os
 import subprocess
 import sys
 import tempfile
 import tokenize
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ._errors import LogError
 from ._fix_plan import Plan, Seed, plan
+from ._model import Event, Finding
 from ._paths import current_dir, is_user_file, short_path
 from ._say import PROG, add_max_log_size, say
 from .sources import stream as stream_info
@@ -51,6 +52,7 @@ class Result:
     texts: dict[str, tuple[str, str]] = field(default_factory=dict)  # path -> (old, new), changed files only
     notes: list[str] = field(default_factory=list)
     plan: Plan | None = None
+    every_draw: bool = False  # --all: every draw at the user's lines, not only the findings'
 
 
 def add_parser(subcommands: Any) -> argparse.ArgumentParser:
@@ -78,8 +80,7 @@ def command(args: argparse.Namespace) -> int:
     """Run ``rngtrace fix`` with parsed ``args``: 0 when done (with or without changes), 2 on a bad input."""
     try:
         write, target, script = _target(args)
-        if importlib.util.find_spec("libcst") is None:
-            raise _Stop(INSTALL)
+        _need_libcst()
         trace, name = _run_traced(target) if script else _load(target[0], args.max_log_size)
         result = fix(trace, every_draw=args.every_draw)
     except _Stop as stop:
@@ -89,6 +90,13 @@ def command(args: argparse.Namespace) -> int:
     if write:
         _write_files(result)
     return 0
+
+
+def _need_libcst() -> None:
+    try:
+        import libcst  # noqa: F401 - only whether it is there
+    except ImportError:
+        raise _Stop(INSTALL) from None
 
 
 def _target(args: argparse.Namespace) -> tuple[bool, list[str], bool]:
@@ -144,10 +152,15 @@ def fix(trace: Trace, every_draw: bool = False) -> Result:
 
     ``every_draw``: also every draw and seed at the user's lines that no finding names (``--all``).
     """
+    return fix_findings(trace.events, trace.findings, every_draw)
+
+
+def fix_findings(events: Sequence[Event], findings: Sequence[Finding], every_draw: bool = False) -> Result:
+    """The change ``findings`` call for, made from the ``events`` they rest on."""
     from ._fix_rewrite import FileFix, Unparsable  # LibCST: only once it is known to be installed
 
-    decided = plan(trace.events, trace.findings, every_draw)
-    result = Result(notes=list(decided.notes), plan=decided)
+    decided = plan(events, findings, every_draw)
+    result = Result(notes=list(decided.notes), plan=decided, every_draw=every_draw)
     fixes: dict[str, FileFix] = {}
     for path, file_plan in decided.files.items():
         try:
@@ -190,8 +203,13 @@ def header(result: Result, name: str) -> str:
     decided = result.plan
     found = decided.addressed if decided is not None else []
     kinds = ", ".join(dict.fromkeys(f.kind for f in found))
-    files = ", ".join(_shown(path) for path in result.texts) or "no file"
-    lines = [f"rngtrace fix: {len(found)} finding{'s' * (len(found) != 1)} of {name} ({kinds or 'none'}): {files}"]
+    files = ", ".join(_shown(path) for path in result.texts) or "nothing to change"
+    what = f"{len(found)} finding{'s' * (len(found) != 1)} of {name}" + (f" ({kinds})" if kinds else "")
+    if result.every_draw:
+        what = f"every draw at your lines in {name}" + (
+            f" and {len(found)} finding{'s' * (len(found) != 1)}" if found else ""
+        )
+    lines = [f"rngtrace fix: {what}: {files}"]
     if result.texts:
         changes = [stream_info(s) for s in (decided.moved if decided else [])]
         said = [info.values_change for info in changes if info is not None and info.values_change]
