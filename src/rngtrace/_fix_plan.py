@@ -247,6 +247,8 @@ class _Planner:
             self.note(f"{e.api}: drawn where no line of yours is on the stack; nothing to rewrite")
         elif not _editable(call.line.filename):
             self.note(f"{line_of(call.line)}: not a file of yours that can be rewritten")
+        elif call.callee is None and e.api in info.entropy_seeded:  # a generator started from OS entropy
+            self.add(call.line.filename, GiveSeed(call.line.lineno, e.api, info.name, info.entropy_seeded[e.api]))
         elif e.kind == SEED:
             self.seed(e, call, info)
         elif e.kind == DRAW and call.callee is None:
@@ -258,8 +260,6 @@ class _Planner:
         path, line = call.line.filename, call.line.lineno
         if call.callee is not None:
             self.note(f"{e.api}({e.detail}) inside {place_of(e)}: another library's seed, not rewritten")
-        elif e.api in info.entropy_seeded:
-            self.add(path, GiveSeed(line, e.api, info.name, method=info.entropy_seeded[e.api]))
         elif e.api == seed_function(info):
             if legacy(info):
                 self.add(path, Seed(line, e.api, info.name, value=e.detail if e.detail is not None else "None"))
