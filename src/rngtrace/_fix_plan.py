@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ._fixes import ARGUMENT, TORCH_DATA, line_of, model_built, place_of
-from ._model import DRAW, SEED, Event, Finding
+from ._model import DRAW, SEED, UNATTRIBUTED, Event, Finding
 from ._paths import cell_label, is_user_file
 from ._streams import Stream
 from ._yours import Call, call_of
@@ -151,7 +151,7 @@ def plan(events: Sequence[Event], findings: Sequence[Finding], every_draw: bool 
     if every_draw:
         for e in events:
             call = call_of(e.stack)
-            if call is not None and _editable(call.line.filename) and e.kind in (DRAW, SEED):
+            if call is not None and _editable(call.line.filename) and e.kind != UNATTRIBUTED:
                 planner.event(e)
     return planner.finish()
 
@@ -235,7 +235,7 @@ class _Planner:
         last = finding.events[-1] if finding.events else None
         for i in finding.events:
             if 0 <= i < len(self.events):
-                self.event(self.events[i], model=finding.kind == "interleaved" and i == last)
+                self.event(self.events[i], model=finding.kind in ("interleaved", "unseeded") and i == last)
         if self.count() > before:
             self.addressed.append(finding)
 

@@ -55,11 +55,10 @@ class _Finder(cst.CSTVisitor):
 
     def __init__(self) -> None:
         self.calls: list[_Call] = []
-        self.statements: list[tuple[cst.CSTNode, int, int, cst.CSTNode | None]] = []  # (node, start, end, block)
+        self.statements: list[tuple[cst.CSTNode, int, int]] = []  # (statement, first line, last line)
         self.names: list[tuple[str, int]] = []
         self.assigned: list[tuple[str, int, cst.BaseExpression]] = []  # (name, line, value)
         self.expression_calls: dict[int, tuple[cst.SimpleStatementLine, cst.Expr]] = {}  # id(call) -> statement
-        self._blocks: list[cst.CSTNode] = []
 
     def _lines(self, node: cst.CSTNode) -> tuple[int, int]:
         where = self.get_metadata(PositionProvider, node)
@@ -71,12 +70,6 @@ class _Finder(cst.CSTVisitor):
 
     def visit_Name(self, node: cst.Name) -> None:
         self.names.append((node.value, self._lines(node)[0]))
-
-    def visit_IndentedBlock(self, node: cst.IndentedBlock) -> None:
-        self._blocks.append(node)
-
-    def leave_IndentedBlock(self, original_node: cst.IndentedBlock) -> None:
-        self._blocks.pop()
 
     def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
         for small in node.body:
@@ -92,8 +85,7 @@ class _Finder(cst.CSTVisitor):
 
     def on_visit(self, node: cst.CSTNode) -> bool:
         if isinstance(node, _STATEMENT):
-            block = self._blocks[-1] if self._blocks else None
-            self.statements.append((node, *self._lines(node), block))
+            self.statements.append((node, *self._lines(node)))
         return super().on_visit(node)
 
 
@@ -260,7 +252,7 @@ class FileFix:
 
     def seed_before(self, edit: SeedBefore) -> None:
         """The seed goes right before the innermost statement holding the line (where the model is built)."""
-        holding = [s for s in self.finder.statements if s[1] <= edit.line <= s[2] and s[0] is not None]
+        holding = [s for s in self.finder.statements if s[1] <= edit.line <= s[2]]
         if not holding:
             return self.fail(edit, "no statement found at that line")
         statement = min(holding, key=lambda s: s[2] - s[1])[0]

@@ -177,8 +177,12 @@ def fix_findings(events: Sequence[Event], findings: Sequence[Finding], every_dra
         old = _read(path)
         new = one.apply(keep)
         result.notes += one.notes
-        if new != old and is_user_file(path):  # never a library's file, the standard library's or rngtrace's
-            result.texts[path] = (old, new)
+        if new == old or not is_user_file(path):  # never a library's file, the standard library's or rngtrace's
+            continue
+        if not _in_working_directory(path):  # a log names any path it likes: only the project's files change
+            result.notes.append(f"{path} is outside the working directory: left as it is (run fix from there)")
+            continue
+        result.texts[path] = (old, new)
     result.notes += _kept_seeds(decided, keep)
     return result
 
@@ -232,6 +236,11 @@ def diff(result: Result) -> str:
             old.splitlines(keepends=True), new.splitlines(keepends=True), f"a/{shown}", f"b/{shown}"
         )
     return "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in out)
+
+
+def _in_working_directory(path: str) -> bool:
+    cwd = current_dir()
+    return bool(cwd) and os.path.realpath(path).startswith(os.path.join(os.path.realpath(cwd), ""))
 
 
 def _shown(path: str) -> str:
