@@ -252,7 +252,7 @@ def test_the_users_seed_becomes_the_generators_seed_where_it_was(fixed):
         """)  # fmt: skip
 
 
-def test_a_seed_in_another_function_than_the_draws_goes_and_the_generator_is_made_after_the_imports(fixed):
+def test_a_seed_in_another_function_than_the_draws_makes_the_files_generator_anew_where_it_was(fixed):
     source = """\
         import numpy as np
 
@@ -271,7 +271,7 @@ def test_a_seed_in_another_function_than_the_draws_goes_and_the_generator_is_mad
     assert fixed(source, every_draw=True) == textwrap.dedent("""\
         --- a/prog.py
         +++ b/prog.py
-        @@ -1,12 +1,14 @@
+        @@ -1,12 +1,15 @@
          import numpy as np
         +
         +rng = np.random.default_rng(1)
@@ -279,7 +279,8 @@ def test_a_seed_in_another_function_than_the_draws_goes_and_the_generator_is_mad
 
          def setup():
         -    np.random.seed(1)
-        +    pass
+        +    global rng
+        +    rng = np.random.default_rng(1)
 
 
          def draw():

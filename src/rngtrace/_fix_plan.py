@@ -112,7 +112,8 @@ class Generator:
     #: the call that makes it, names marked, ``{seed}`` to fill: ``<numpy.random.default_rng>({seed})``
     make: str
     seed: str
-    #: made where the file's seeds of the stream were (replacing them), else right after its imports
+    #: made only where the file's seeds of the stream were (replacing them); else right after its imports
+    #: too, and made anew at each seed (as the seed reset the legacy stream there)
     at_seeds: bool
 
 

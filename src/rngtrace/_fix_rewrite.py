@@ -59,6 +59,8 @@ class _Finder(cst.CSTVisitor):
         self.names: list[tuple[str, int]] = []
         self.assigned: list[tuple[str, int, cst.BaseExpression]] = []  # (name, line, value)
         self.expression_calls: dict[int, tuple[cst.SimpleStatementLine, cst.Expr]] = {}  # id(call) -> statement
+        self.nested: set[int] = set()  # id(statement) of those inside a function or class body
+        self._depth = 0
 
     def _lines(self, node: cst.CSTNode) -> tuple[int, int]:
         where = self.get_metadata(PositionProvider, node)
@@ -71,7 +73,21 @@ class _Finder(cst.CSTVisitor):
     def visit_Name(self, node: cst.Name) -> None:
         self.names.append((node.value, self._lines(node)[0]))
 
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self._depth += 1
+
+    def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
+        self._depth -= 1
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        self._depth += 1
+
+    def leave_ClassDef(self, original_node: cst.ClassDef) -> None:
+        self._depth -= 1
+
     def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
+        if self._depth:
+            self.nested.add(id(node))
         for small in node.body:
             if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
                 self.expression_calls[id(small.value)] = (node, small)
@@ -350,31 +366,31 @@ class _Rewriter(cst.CSTTransformer):
         return cst.FlattenSentinel([*before, *statements, *added])
 
     def seeded(self, original: cst.CSTNode, result: Any) -> Any:
-        """A seed statement: the generator made in its place, or removed, or kept with the generator after it."""
+        """A seed statement: the generator made (again) in its place, or after it where the seed must stay.
+
+        Inside a function the name is declared ``global``: the generator is the file's, and the seed
+        made it anew at that moment, as the legacy seed reset the stream.
+        """
         found = self.fix.seeds.get(id(original))
         if found is None or not isinstance(result, cst.SimpleStatementLine):
             return result
         expression, edit = found
-        kept, in_place = edit.stream in self.keep, self.fix.at_seeds.get(edit.stream, False)
-        if kept and not in_place:
-            return result
         call = expression.value
         args = positional(call) if isinstance(call, cst.Call) else []
         seed = self.fix.wrapper.module.code_for_node(args[0].value) if args and not is_none(args[0].value) else None
         made = _statement(self.fix.generator_line(edit.stream, seed))
-        if kept:
-            return cst.FlattenSentinel([result, made])
+        lines = [made]
+        if id(original) in self.fix.finder.nested:
+            lines.insert(0, _statement(f"global {self.fix.names[edit.stream]}"))
+        if edit.stream in self.keep:
+            return cst.FlattenSentinel([result, *lines])
         at = next(i for i, small in enumerate(original.body) if small is expression)  # type: ignore[attr-defined]
         body = list(result.body)
-        body[at : at + 1] = [made.body[0]] if in_place else []
-        return result.with_changes(body=body) if body else cst.RemoveFromParent()
-
-    def leave_IndentedBlock(
-        self, original_node: cst.IndentedBlock, updated_node: cst.IndentedBlock
-    ) -> cst.IndentedBlock:
-        if not updated_node.body:  # its only statement was a seed the fix removed
-            return updated_node.with_changes(body=[cst.SimpleStatementLine([cst.Pass()])])
-        return updated_node
+        if len(body) > 1:  # other statements share its line: the generator's go in its place on that line
+            body[at : at + 1] = [small for line in lines for small in line.body]
+            return result.with_changes(body=body)
+        lines[0] = lines[0].with_changes(leading_lines=result.leading_lines)
+        return cst.FlattenSentinel(lines)
 
     def leave_Module(self, original_node: cst.Module, updated_node: cst.Module) -> cst.Module:
         if not self.first:
