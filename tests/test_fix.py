@@ -564,3 +564,37 @@ def test_a_library_draw_no_argument_controls_is_left_and_keeps_the_seed(fixed, t
     header = fix_face.header(done, "run.json")
     assert "init (prog.py:6) draws from numpy inside jitterlib, which takes no seed argument: not rewritten" in header
     assert "numpy's seed stays, the generator made beside it: init (prog.py:6) still draws from numpy's" in header
+
+
+def test_a_library_that_reseeds_after_your_seed_no_longer_governs_your_draws(fixed, tmp_path, monkeypatch):
+    packages = tmp_path / "site-packages"
+    packages.mkdir()
+    (packages / "reseeder.py").write_text("import numpy as np\n\n\ndef setup():\n    np.random.seed(1)\n")
+    monkeypatch.syspath_prepend(str(packages))
+    source = """\
+        import numpy as np
+
+        import reseeder
+
+        np.random.seed(666)
+        reseeder.setup()
+        x = np.random.rand(1)
+        """
+    try:
+        done = fixed(source, result=True)
+    finally:
+        sys.modules.pop("reseeder", None)
+    assert [f.kind for f in done.plan.addressed] == ["reseeded"]
+    assert bare(fix_face.diff(done)) == textwrap.dedent("""\
+        --- a/prog.py
+        +++ b/prog.py
+        @@ -2,6 +2,6 @@
+
+         import reseeder
+
+        -np.random.seed(666)
+        +rng = np.random.default_rng(666)
+         reseeder.setup()
+        -x = np.random.rand(1)
+        +x = rng.random(1)
+        """)  # fmt: skip

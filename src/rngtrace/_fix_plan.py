@@ -237,8 +237,18 @@ class _Planner:
         for i in finding.events:
             if 0 <= i < len(self.events):
                 self.event(self.events[i], model=finding.kind in ("interleaved", "unseeded") and i == last)
+        if finding.kind == "reseeded" and finding.events:
+            self.governed(self.events[finding.events[0]])
         if self.count() > before:
             self.addressed.append(finding)
+
+    def governed(self, seed: Event) -> None:
+        """The user's draws after their ``seed`` in its file: another seed came between, a generator will not."""
+        home = call_of(seed.stack)
+        for e in self.events[seed.index + 1 :] if home is not None else ():
+            call = call_of(e.stack) if e.kind == DRAW and _base(e.stream) == _base(seed.stream) else None
+            if call is not None and call.callee is None and call.line.filename == home.line.filename:  # type: ignore[union-attr]
+                self.event(e)
 
     def event(self, e: Event, model: bool = False) -> None:
         """The edit one event calls for at the user's line it came from, or a note saying why none."""
