@@ -33,7 +33,7 @@ from .sources import stream as stream_info
 from .trace import Trace
 
 INSTALL = "rngtrace fix rewrites with LibCST, which is not installed: pip install 'rngtrace[fix]'"
-USAGE = f"{PROG} fix [--write] LOG\n       {PROG} fix [--write] -- script.py [args ...]"
+USAGE = f"{PROG} fix [--write] [--all] LOG\n       {PROG} fix [--write] [--all] -- script.py [args ...]"
 DESCRIPTION = (
     "Rewrite the lines of your code that the findings of a run name: legacy draws to a generator of "
     "their own, library calls given their own seed. Prints a unified diff; --write applies it. "
