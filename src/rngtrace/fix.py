@@ -87,9 +87,7 @@ def command(args: argparse.Namespace) -> int:
         say(f"{PROG}: error: {stop}")
         return 2
     _print(header(result, name) + diff(result))
-    if write:
-        _write_files(result)
-    return 0
+    return _write_files(result) if write else 0
 
 
 def _need_libcst() -> None:
@@ -129,8 +127,8 @@ def _load(path: str, max_size: int | None) -> tuple[Trace, str]:
 
 def _run_traced(argv: list[str]) -> tuple[Trace, str]:
     """Run ``script.py args`` under ``rngtrace run`` in a child process; its log, once it ran to the end."""
-    script = argv[0]
-    if not os.path.isfile(script):
+    script = " ".join(argv[:2]) if argv[0] == "-m" else argv[0]  # -m module runs as rngtrace run -m does
+    if argv[0] != "-m" and not os.path.isfile(script):
         raise _Stop(f"no such script: {script!r}; check the path")
     with tempfile.TemporaryDirectory(prefix="rngtrace-fix-") as folder:
         log = os.path.join(folder, "run.json")
@@ -249,16 +247,22 @@ def _shown(path: str) -> str:
     return path if relative.startswith("..") else relative
 
 
-def _write_files(result: Result) -> None:
+def _write_files(result: Result) -> int:
+    """Write each changed file; 2 where one cannot be written (said, and the rest left as they are)."""
     written = []
     for path, (_old, new) in result.texts.items():
-        with open(path, "rb") as source:
-            encoding, _ = tokenize.detect_encoding(source.readline)
-        with open(path, "w", encoding=encoding, newline="") as out:
-            out.write(new)
+        try:
+            with open(path, "rb") as source:
+                encoding, _ = tokenize.detect_encoding(source.readline)
+            with open(path, "w", encoding=encoding, newline="") as out:
+                out.write(new)
+        except (OSError, UnicodeError) as error:
+            say(f"{PROG}: error: cannot write {_shown(path)} ({getattr(error, 'strerror', None) or error}); check it")
+            return 2
         written.append(_shown(path))
     if written:
         say(f"{PROG}: wrote {', '.join(written)}")
+    return 0
 
 
 def _print(text: str) -> None:
