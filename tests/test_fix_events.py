@@ -199,3 +199,14 @@ def test_a_file_of_an_installed_package_is_never_rewritten(tmp_path, monkeypatch
     assert done.texts == {}
     assert path.read_text() == source
     assert "no line of yours is on the stack" in fix_face.header(done, "run.json")
+
+
+def test_a_generator_from_entropy_with_no_seeded_form_declared_is_said_not_rewritten(prog):
+    path = prog("""\
+        import numpy as np
+
+        rng = np.random.Generator(np.random.PCG64())
+        """)
+    done = fix_face.fix_findings(*unseeded(path, 3, "numpy.random.Generator"))
+    assert done.texts == {}
+    assert "numpy.random.Generator at prog.py:3 (entropy): no rewrite known for it" in fix_face.header(done, "r.json")
