@@ -52,6 +52,20 @@ class Stream:
     reseeded_at_fork: bool = False
     #: its library's own random files (``numpy/random/``), never taken for the code that called
     library_files: tuple[str, ...] = ()
+    #: how the texts above spell the library's modules where not by their own name: ``{"np": "numpy"}``
+    import_names: Mapping[str, str] = field(default_factory=dict)
+    #: legacy functions that take the shape as separate arguments: ``rand(d0, d1)`` is ``random((d0, d1))``
+    shape_arguments: frozenset[str] = frozenset()
+    #: legacy functions whose upper bound is inclusive (``endpoint=True``) and whose lone argument is that
+    #: bound, from 1: ``random_integers(5)`` is ``integers(1, 5, endpoint=True)``
+    inclusive_high: frozenset[str] = frozenset()
+    #: legacy functions the generator has no method for -> why (``rngtrace fix`` leaves them and says so)
+    no_equivalent: Mapping[str, str] = field(default_factory=dict)
+    #: generators started from OS entropy at a user's line -> how a seed is given: "" (as the call's first
+    #: argument: ``default_rng()`` -> ``default_rng(0)``) or the method that takes one instead (``manual_seed``)
+    entropy_seeded: Mapping[str, str] = field(default_factory=dict)
+    #: what moving the draws to ``make_generator`` does to their values, for ``rngtrace fix``'s header
+    values_change: str = ""
 
     def own_draw(self, method: str, api: str, seed: str = "seed") -> str:
         """The user's draw ``api`` from a generator of their own, or "" where the stream declares none."""

@@ -15,7 +15,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
-from . import check, ranks
+from . import check, fix, ranks
 from ._cli_outputs import check_output, check_renderer, printable_name, save, write, write_html
 from ._cli_run import run_command
 from ._errors import LogError
@@ -26,7 +26,7 @@ from .diff import compare
 from .render import render, render_diff
 from .trace import Trace
 
-_COMMANDS = ("run", "check", "show", "diff", "ranks")
+_COMMANDS = ("run", "check", "show", "diff", "ranks", "fix")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -111,13 +111,14 @@ def _parser() -> argparse.ArgumentParser:
     parser = _Parser(prog=PROG, description="Find the code that draws from or reseeds your global random streams.")
     parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     commands = parser.add_subparsers(
-        title="commands", metavar="{run,check,show,diff,ranks}", required=True, parser_class=_Parser
+        title="commands", metavar="{run,check,show,diff,ranks,fix}", required=True, parser_class=_Parser
     )
     _add_run(commands)
     _add_show(commands)
     _add_diff(commands)
     check.add_parser(commands)
     ranks.add_parser(commands)
+    fix.add_parser(commands)
     return parser
 
 

@@ -28,4 +28,11 @@ STREAM = Stream(
     "np.random.default_rng(seed + worker_id) in each",
     entropy_at_start=True,
     library_files=("numpy/random/",),
+    import_names={"np": "numpy"},
+    shape_arguments=frozenset({"rand", "randn"}),
+    inclusive_high=frozenset({"random_integers"}),
+    no_equivalent={"tomaxint": "Generator has no tomaxint"},
+    entropy_seeded={"numpy.random.default_rng": "", "numpy.random.RandomState": ""},
+    values_change="NumPy's Generator draws other values than the legacy stream for the same seed (and its "
+    "normal, exponential and gamma samplers use other algorithms)",
 )

@@ -37,4 +37,10 @@ STREAM = Stream(
     per_process_fix="seed each process from its id (torch.manual_seed(base + worker_id)) or pass each a "
     "torch.Generator seeded from its id",
     library_files=("torch/random.py", "torch/cuda/random.py"),
+    entropy_seeded={
+        "torch.Generator.seed": "manual_seed",
+        "torch.seed": "manual_seed",
+        "torch.cuda.seed": "manual_seed",
+        "torch.cuda.seed_all": "manual_seed_all",
+    },
 )
