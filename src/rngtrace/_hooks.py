@@ -83,6 +83,14 @@ def unregister_post_import_hook(module: str, hook: Callable) -> None:
                 del importer._post_import_hooks[module]
 
 
+def _waiting(module: str, hook: Callable) -> bool:
+    """Whether ``hook`` is among wrapt's post-import hooks for ``module``."""
+    import wrapt.importer as importer
+
+    with importer._post_import_hooks_lock:
+        return hook in (importer._post_import_hooks.get(module) or ())
+
+
 def _named_as(wrapper: Callable, original: Any) -> Callable:
     wrapper.__name__ = getattr(original, "__name__", wrapper.__name__)
     wrapper.__qualname__ = getattr(original, "__qualname__", wrapper.__qualname__)
@@ -109,7 +117,10 @@ class ProcessHooks:
         self.child: Any | None = None
         self._starts = False  # BaseProcess.start is wanted (a trace records)
         self._import_hook: Callable | None = None  # the post-import hook waiting for multiprocessing
-        self._at_exit = False  # ``at_exit`` is registered with atexit
+        #: whether ``at_exit`` is registered with atexit; None while a pass is under way (the next redoes it)
+        self._at_exit: bool | None = False
+        #: what atexit calls: one object, registered and taken out as itself
+        self.at_exit: Callable[[], None] = self._child_exits
         self._forks = False  # the fork handlers are registered (never undone)
 
     def set(self, starts: bool, child: Any | None) -> None:
@@ -129,7 +140,7 @@ class ProcessHooks:
     def describe(self) -> list[str]:
         """Each of these hooks in place now (empty when none is)."""
         out = self.patches.hooks_on()
-        if self._at_exit:
+        if self._at_exit is not False:
             out.append("atexit: the recording child's end")
         if self._import_hook is not None:
             out.append(f"import hook for {PROCESS_MODULE}")
@@ -171,10 +182,15 @@ class ProcessHooks:
         self.patches.hook(START, plan)
 
     def _watch(self) -> None:
-        if self._import_hook is not None:
-            return
         import wrapt
 
+        hook = self._import_hook
+        if hook is None:
+            hook = self._import_hook = self._when_imported()  # first: an undo finds what to take out
+        if not _waiting(PROCESS_MODULE, hook):  # never twice: a registration cut short is made again
+            wrapt.register_post_import_hook(hook, PROCESS_MODULE)
+
+    def _when_imported(self) -> Callable[[Any], None]:
         def imported(module: Any) -> None:
             def install() -> None:
                 if self._import_hook is imported and self._starts:
@@ -184,8 +200,7 @@ class ProcessHooks:
 
             self._call_if_free(install)
 
-        self._import_hook = imported
-        wrapt.register_post_import_hook(imported, PROCESS_MODULE)
+        return imported
 
     # -- a recording child's ways out and its messages to its parent ------------------------
     def _child_on(self) -> None:
@@ -194,19 +209,21 @@ class ProcessHooks:
         queues = sys.modules.get("multiprocessing.queues")
         if queues is not None:
             patches.hook(QUEUES, lambda: self._queue_plan(queues))
-        if not self._at_exit:
-            atexit.unregister(self.at_exit)  # never twice: a registration cut short before the flag is made again
+        if self._at_exit is not True:
+            self._at_exit = None  # first: a registration cut short is made again by the next pass
+            atexit.unregister(self.at_exit)  # never twice
             atexit.register(self.at_exit)
             self._at_exit = True
 
     def _child_off(self) -> None:
-        if self._at_exit:
+        if self._at_exit is not False:
+            self._at_exit = None
             atexit.unregister(self.at_exit)
             self._at_exit = False
         self.patches.unhook(QUEUES)
         self.patches.unhook(EXIT)
 
-    def at_exit(self) -> None:
+    def _child_exits(self) -> None:
         """What ``atexit`` calls: the recording child ends its trace and writes the rest."""
         child = self.child
         if child is not None:

@@ -152,6 +152,7 @@ class Patches:
         self.strays: list[Entry] = []
         #: the process's own hooks by name (``hook``): never a stream's, never in ``wrappers()``
         self.hook_sets: dict[str, PatchSet] = {}
+        self.hooks_made: set[str] = set()  # the hook sets made in full (a making cut short is made again)
         self._swap = _swapper()
         #: changes whenever a set is made or its entries change: a joined list is reused while it holds
         self.version = 0
@@ -201,19 +202,25 @@ class Patches:
     def hook(self, name: str, plan: Callable[[], Iterable[tuple[Any, str, Any]]]) -> None:
         """Put hook set ``name`` in place: made by ``plan`` at its first use, and anew where someone patched over it."""
         hook_set = self.hook_sets.get(name)
-        if hook_set is not None:
+        if hook_set is not None and name in self.hooks_made:
             if hook_set.applied:
-                return
+                if all(e[0].get(e[1], INHERITED) is e[3] for e in hook_set.entries):
+                    return
+                self._undo(hook_set)  # a pass cut short, or someone patched over one: off, then on again
             hook_set.applied = True  # first: a pure-Python pass cut short is undone by the next call
             if self._swap(hook_set.entries, True, INHERITED, hook_set.stamps):
                 return
             hook_set.applied = False
+        elif hook_set is not None:
+            self._undo(hook_set)  # its making was cut short: what it put on comes off first
+        self.hooks_made.discard(name)
         hook_set = self.hook_sets[name] = PatchSet(None)
         try:
             hook_set.build(plan())
         except BaseException:
             self._undo(hook_set)
             raise
+        self.hooks_made.add(name)
 
     def unhook(self, name: str) -> None:
         """Take hook set ``name`` off (where it is on; an attribute someone patched over since becomes a stray)."""
