@@ -136,11 +136,13 @@ class HubChildren:
             try:
                 child = self._start_child(parents)
             except Exception:  # noqa: BLE001 (a child the tracer cannot follow runs untraced)
-                child = self._child = None
+                child, writer, self._child = None, self._child, None
                 try:
                     os.remove(self.spool.reserved)  # the parent need not wait for it
                 except OSError:
                     pass
+                if writer is not None:  # made before what failed: it stops, and SIGTERM kills at once again
+                    writer.stop_recording()
         if child is None:
             self.spool.forget()
         elif self.catchall is not None:
