@@ -122,20 +122,27 @@ class ProcessHooks:
         #: what atexit calls: one object, registered and taken out as itself
         self.at_exit: Callable[[], None] = self._child_exits
         self._forks = False  # the fork handlers are registered (never undone)
+        #: whether BaseProcess.start (or its import hook), and a child's hooks, may be on: False only once
+        #: taken off in full, so that asking for them off again costs nothing
+        self._start_may_be_on = False
+        self._child_may_be_on = False
 
     def set(self, starts: bool, child: Any | None) -> None:
         """Hook ``BaseProcess.start`` where ``starts``, and the ways out and queues where ``child`` (idempotent)."""
         self._starts = starts
         if starts:
             self._start_on()
-        else:
+        elif self._start_may_be_on:
             self._start_off()
+            self._start_may_be_on = False  # only now: an undo cut short is done again by the next
         if child is not None:
             self.child = child  # first: from now on every hook calls this child's writer
+            self._child_may_be_on = True
             self._child_on()
-        else:
+        elif self._child_may_be_on:
             self._child_off()
-            self.child = None  # only now: an undo cut short before this line is done again
+            self.child = None
+            self._child_may_be_on = False
 
     def describe(self) -> list[str]:
         """Each of these hooks in place now (empty when none is)."""
@@ -154,11 +161,11 @@ class ProcessHooks:
 
     # -- BaseProcess.start ----------------------------------------------------------------
     def _start_on(self) -> None:
-        module = sys.modules.get(PROCESS_MODULE)
-        if module is None:
+        self._start_may_be_on = True  # first: whatever part of this is done, an undo takes it off
+        if sys.modules.get(PROCESS_MODULE) is None:
             self._watch()
         else:
-            self._wrap_start(module)
+            self.patches.hook(START, self._start_plan)
 
     def _start_off(self) -> None:
         hook = self._import_hook
@@ -167,19 +174,15 @@ class ProcessHooks:
             self._import_hook = None  # only now: an unwatch cut short by a Ctrl-C is finished by the retry
         self.patches.unhook(START)
 
-    def _wrap_start(self, module: Any) -> None:
-        cls = module.BaseProcess
+    def _start_plan(self) -> list[tuple[Any, str, Any]]:
+        cls = sys.modules[PROCESS_MODULE].BaseProcess
+        original = cls.__dict__["start"]
 
-        def plan() -> list[tuple[Any, str, Any]]:
-            original = cls.__dict__["start"]
+        def start(process: Any, _original: Any = original) -> Any:
+            return self._spawning(process, _original)
 
-            def start(process: Any, _original: Any = original) -> Any:
-                return self._spawning(process, _original)
-
-            start.__wrapped__ = original  # type: ignore[attr-defined]
-            return [(cls, "start", _named_as(start, original))]
-
-        self.patches.hook(START, plan)
+        start.__wrapped__ = original  # type: ignore[attr-defined]
+        return [(cls, "start", _named_as(start, original))]
 
     def _watch(self) -> None:
         import wrapt
@@ -194,7 +197,7 @@ class ProcessHooks:
         def imported(module: Any) -> None:
             def install() -> None:
                 if self._import_hook is imported and self._starts:
-                    self._wrap_start(module)
+                    self.patches.hook(START, self._start_plan)
                 if self._import_hook is imported:
                     self._import_hook = None
 

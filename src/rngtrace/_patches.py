@@ -22,11 +22,10 @@ checked by identity (torch.compile's guards), is the same object, recording. Its
 hooks go on after the set's attributes and come off before them; both passes
 are idempotent, so one cut short by an interrupt is completed by the next.
 
-The process's own hooks that are attributes (``os._exit``, ``BaseProcess.start``,
-``multiprocessing``'s queue methods) are patch sets too, named ones (``Patches.hook``),
-kept apart from the streams' so that no finding or catch-all mistakes them for a
-stream's wrappers; ``_hooks`` says when each is wanted, and holds the hooks that are
-no attribute (post-import hooks, ``atexit``).
+The process's own hooks that are attributes (``os._exit``, ``BaseProcess.start``, the
+queues' ``put`` and ``get``) are named patch sets (``Patches.hook``), apart from the
+streams' (the catch-all never takes them for a stream's wrappers); ``_hooks`` says when
+each is wanted, and holds the hooks that are no attribute (post-import hooks, ``atexit``).
 """
 
 from __future__ import annotations
@@ -204,9 +203,12 @@ class Patches:
         hook_set = self.hook_sets.get(name)
         if hook_set is not None and name in self.hooks_made:
             if hook_set.applied:
-                if all(e[0].get(e[1], INHERITED) is e[3] for e in hook_set.entries):
+                for namespace, attr, _original, wrapper, _type in hook_set.entries:
+                    if namespace.get(attr, INHERITED) is not wrapper:
+                        self._undo(hook_set)  # a pass cut short, or someone patched over one: off, then on again
+                        break
+                else:
                     return
-                self._undo(hook_set)  # a pass cut short, or someone patched over one: off, then on again
             hook_set.applied = True  # first: a pure-Python pass cut short is undone by the next call
             if self._swap(hook_set.entries, True, INHERITED, hook_set.stamps):
                 return
