@@ -69,8 +69,15 @@ def _child(dataset: run._DrawingDataset, out: int) -> None:
         os.write(out, (repr(parts) + "\n").encode())
         real_exit(code)
 
-    if HUB._child is not None:
-        HUB._child._real_exit = leave  # after the writer's last write, as a worker's os._exit is
+    writer = HUB._child
+    if writer is not None:  # the hub's os._exit hook calls the writer's leave, then the real exit
+        last_write = writer.leave
+
+        def leave_after_last_write(code: int) -> None:
+            last_write(code)
+            leave(code)
+
+        writer.leave = leave_after_last_write
     else:
         os._exit = leave
     try:

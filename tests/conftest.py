@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import atexit
+import os
 import random
 import sys
 import threading
@@ -46,10 +48,38 @@ def _namespaces() -> dict[str, dict[str, object]]:
     return out
 
 
+def _registered_with_atexit(fn: object) -> bool:
+    """Whether ``fn`` is registered with atexit: asked by taking it out (atexit's reference goes), and put back."""
+    held = sys.getrefcount(fn)
+    atexit.unregister(fn)
+    if sys.getrefcount(fn) == held:
+        return False
+    atexit.register(fn)
+    return True
+
+
+def _process_hooks() -> dict[str, object]:
+    """What the hooks for child processes replace or register: os._exit, atexit, BaseProcess.start, the queues."""
+    hooks: dict[str, object] = {
+        "os._exit": os._exit,
+        "rngtrace's atexit handler": _registered_with_atexit(HUB.hooks.at_exit),
+    }
+    process = sys.modules.get("multiprocessing.process")
+    if process is not None:
+        hooks["BaseProcess.start"] = vars(process.BaseProcess).get("start")
+    queues = sys.modules.get("multiprocessing.queues")
+    if queues is not None:
+        for cls in (queues.SimpleQueue, queues.Queue):
+            for name in ("put", "get"):
+                hooks[f"{cls.__name__}.{name}"] = vars(cls).get(name)
+    return hooks
+
+
 def _global_hooks() -> dict[str, object]:
     hooks: dict[str, object] = {
         "profile": sys.getprofile(),
         "threading.profile": threading.getprofile() if hasattr(threading, "getprofile") else None,
+        **_process_hooks(),
     }
     if sys.version_info >= (3, 12):
         hooks["monitoring"] = tuple(sys.monitoring.get_tool(i) for i in range(6))
@@ -84,6 +114,8 @@ def nothing_left_behind():
         assert after_hooks.get(key) == value, f"{key} changed: {value!r} -> {after_hooks.get(key)!r}"
     if "post-import hooks" in after_hooks:
         assert not any(after_hooks["post-import hooks"].values()), after_hooks["post-import hooks"]
+    ours = [key for key, value in _process_hooks().items() if getattr(value, "__module__", "").startswith("rngtrace")]
+    assert not ours and not after_hooks["rngtrace's atexit handler"], f"rngtrace's hooks left in place: {ours}"
     after_ns = _namespaces()
     for name, attrs in before_ns.items():
         now = after_ns.get(name, {})

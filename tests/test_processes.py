@@ -449,7 +449,7 @@ def test_multiprocessing_imported_inside_a_block_still_has_its_spawned_children_
 
 
 def test_a_spool_file_cut_short_mid_record_keeps_every_record_before_the_cut(tmp_path):
-    from rngtrace._processes import ChildLog
+    from rngtrace._childlogs import ChildLog
     from rngtrace._spool import record as _record
 
     event = ("numpy", "draw", "numpy.random.rand", 1, 5, 1, None)

@@ -96,7 +96,7 @@ def install_alone(hub: Any, session: Any) -> bool:
     for name, _source in plan.sources:
         rec.reseeded(name)
     hub.put_catchall()
-    hub.spawns.set(True, hub)
+    hub.set_process_hooks((session,))
     return True
 
 
@@ -118,5 +118,5 @@ def uninstall_alone(hub: Any) -> bool:
     hub.forget_streams([name for name, _source in plan.sources])
     if hub.catchall is not None:
         hub.take_catchall()
-    hub.spawns.set(False, hub)
+    hub.set_process_hooks(())
     return True

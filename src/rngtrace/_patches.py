@@ -22,8 +22,10 @@ checked by identity (torch.compile's guards), is the same object, recording. Its
 hooks go on after the set's attributes and come off before them; both passes
 are idempotent, so one cut short by an interrupt is completed by the next.
 
-Post-import hooks (wrapt's registry) live here too: a stream whose library is
-imported inside a trace is installed the moment it is.
+The process's own hooks that are attributes (``os._exit``, ``BaseProcess.start``, the
+queues' ``put`` and ``get``) are named patch sets (``Patches.hook``), apart from the
+streams' (the catch-all never takes them for a stream's wrappers); ``_hooks`` says when
+each is wanted, and holds the hooks that are no attribute (post-import hooks, ``atexit``).
 """
 
 from __future__ import annotations
@@ -147,6 +149,9 @@ class Patches:
         #: per stream, references to its functions found in other modules' globals (``learn``)
         self.learned: dict[str, PatchSet] = {}
         self.strays: list[Entry] = []
+        #: the process's own hooks by name (``hook``): never a stream's, never in ``wrappers()``
+        self.hook_sets: dict[str, PatchSet] = {}
+        self.hooks_made: set[str] = set()  # the hook sets made in full (a making cut short is made again)
         self._swap = _swapper()
         #: changes whenever a set is made or its entries change: a joined list is reused while it holds
         self.version = 0
@@ -191,6 +196,43 @@ class Patches:
         patch_set = self.sets.get(name)
         if patch_set is not None and patch_set.applied:
             self._undo(patch_set)
+
+    # -- the process's own hooks (os._exit, BaseProcess.start, multiprocessing's queues) ------
+    def hook(self, name: str, plan: Callable[[], Iterable[tuple[Any, str, Any]]]) -> None:
+        """Put hook set ``name`` in place: made by ``plan`` at its first use, and anew where someone patched over it."""
+        hook_set = self.hook_sets.get(name)
+        if hook_set is not None and name in self.hooks_made:
+            if hook_set.applied:
+                for namespace, attr, _original, wrapper, _type in hook_set.entries:
+                    if namespace.get(attr, INHERITED) is not wrapper:
+                        self._undo(hook_set)  # a pass cut short, or someone patched over one: off, then on again
+                        break
+                else:
+                    return
+            hook_set.applied = True  # first: a pure-Python pass cut short is undone by the next call
+            if self._swap(hook_set.entries, True, INHERITED, hook_set.stamps):
+                return
+            hook_set.applied = False
+        elif hook_set is not None:
+            self._undo(hook_set)  # its making was cut short: what it put on comes off first
+        self.hooks_made.discard(name)
+        hook_set = self.hook_sets[name] = PatchSet(None)
+        try:
+            hook_set.build(plan())
+        except BaseException:
+            self._undo(hook_set)
+            raise
+        self.hooks_made.add(name)
+
+    def unhook(self, name: str) -> None:
+        """Take hook set ``name`` off (where it is on; an attribute someone patched over since becomes a stray)."""
+        hook_set = self.hook_sets.get(name)
+        if hook_set is not None and hook_set.applied:
+            self._undo(hook_set)
+
+    def hooks_on(self) -> list[str]:
+        """``module.attribute`` for each of the process's own hooks in place now."""
+        return [line for hook_set in self.hook_sets.values() if hook_set.applied for line in hook_set.describe()]
 
     # -- several streams in one pass -----------------------------------------------
     def apply_many(self, names: list[str]) -> list[PatchSet] | None:
@@ -357,48 +399,3 @@ def _owner_name(namespace: dict, kind: type | None) -> str:
     if kind is not None:
         return f"{kind.__module__}.{kind.__qualname__}"
     return str(namespace.get("__name__", "?"))
-
-
-class ImportWatch:
-    """Post-import hooks: install a stream the moment its library is imported inside a trace."""
-
-    def __init__(self) -> None:
-        #: stream -> (module, hook) for each stream waiting for its library's import
-        self.hooks: dict[str, tuple[str, Callable]] = {}
-
-    def watching(self) -> list[str]:
-        """The streams waiting for their library's import."""
-        return sorted(self.hooks)
-
-    def watch(self, name: str, module: str, on_import: Callable[[str], None]) -> None:
-        """Call ``on_import(name)`` when ``module`` is imported (at once if it already is)."""
-        if name in self.hooks:
-            return
-        import wrapt
-
-        def hook(_module: Any, name: str = name) -> None:
-            if self.hooks.pop(name, None) is not None:
-                on_import(name)
-
-        self.hooks[name] = (module, hook)
-        wrapt.register_post_import_hook(hook, module)
-
-    def unwatch(self, name: str) -> None:
-        entry = self.hooks.get(name)
-        if entry is None:
-            return
-        unregister_post_import_hook(*entry)
-        del self.hooks[name]  # only now: an undo cut short before this line is done again
-
-
-def unregister_post_import_hook(module: str, hook: Callable) -> None:
-    """Take ``hook`` out of wrapt's post-import hooks for ``module`` (where it still is)."""
-    # wrapt has no public unregister; its hook list is the documented registry.
-    import wrapt.importer as importer
-
-    with importer._post_import_hooks_lock:
-        hooks = importer._post_import_hooks.get(module)
-        if hooks and hook in hooks:
-            hooks.remove(hook)
-            if not hooks:
-                del importer._post_import_hooks[module]

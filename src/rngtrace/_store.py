@@ -230,7 +230,7 @@ class RawStore:
 
     # -- child processes ------------------------------------------------------
     def merge_child(self, log: Any) -> None:
-        """Append a child's spooled events (``_processes.ChildLog``), keeping its pid.
+        """Append a child's spooled events (``_childlogs.ChildLog``), keeping its pid.
 
         A child's events arrive with their stacks already resolved into frames and
         their threads named; here they become raw events with stack ids below

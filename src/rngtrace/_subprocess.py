@@ -15,7 +15,7 @@ environment or ``site``), children given an environment without
 ``PYTHONPATH``, and interpreters where this version of rngtrace cannot be
 imported (another virtual environment, another Python). ``multiprocessing``'s
 own helpers (spawned workers, the resource tracker, the forkserver) are left
-to ``_processes``: a spawned worker's target starts its trace.
+to ``_spawned``: a spawned worker's target starts its trace.
 """
 
 from __future__ import annotations
@@ -76,7 +76,7 @@ def follow(hub: Any) -> Iterator[None]:
 
 def _write_boot(hub: Any) -> str | None:
     """Write the children's ``sitecustomize`` into the spool folder; its folder, or None if it cannot."""
-    from ._processes import child_spec
+    from ._spawned import child_spec
 
     sessions = hub.active
     if not sessions:
@@ -113,17 +113,18 @@ def _multiprocessing_helper() -> bool:
 
 def begin(spool: str, spec: tuple, version: str) -> None:
     """In a Python child at start-up: record into a trace of its own, spooled to the parent's."""
-    from . import _processes
+    from . import _roles
+    from ._childlogs import SUFFIX
 
     if version != _version() or _multiprocessing_helper() or not os.path.isdir(spool):
-        return  # another rngtrace writes another spool; multiprocessing's children are _processes'
+        return  # another rngtrace writes another spool; multiprocessing's children are _spawned's
     from ._hub import HUB
 
     # Named by its command line, as ps would show it (cut short: the log says which child, not all of it).
     argv = list(getattr(sys, "orig_argv", None) or ["python", *sys.argv])
     command = " ".join([os.path.basename(argv[0]), *argv[1:]])
-    _processes.COMMAND = command if len(command) <= 60 else command[:59] + "…"
-    file = os.path.join(spool, f"sub-{os.getpid()}{_processes.SUFFIX}")
+    _roles.COMMAND = command if len(command) <= 60 else command[:59] + "…"
+    file = os.path.join(spool, f"sub-{os.getpid()}{SUFFIX}")
     # Made here, by the child: the parent's trace has ended if the folder has gone.
     os.close(os.open(file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
     HUB.start_spawned(_Started(file, tuple(spec), "subprocess"))

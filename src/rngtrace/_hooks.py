@@ -1,0 +1,268 @@
+"""The hooks that are no stream's patches: post-import hooks, and what child processes need.
+
+A stream whose library is not imported yet waits for it with a post-import hook
+(``ImportWatch``: installed the moment it is imported inside a trace). Child
+processes need four more (``ProcessHooks``): ``BaseProcess.start`` while any trace
+records (a spawned or forkserver child gets a target that records), and, in a
+child that records, its ways out (``os._exit``, which multiprocessing and
+DataLoader workers leave through, and ``atexit``) and the ``put`` and ``get`` of
+multiprocessing's queues (a worker's events are written before it sends a result
+or waits for work).
+
+The attributes among them are named patch sets (``Patches.hook``): swapped as a
+stream's are, in one C call where the accelerator is, and undone the same way, an
+undo never overwriting what someone put there since. The rest (a registration with
+``atexit`` or with wrapt's post-import hooks) is kept here, each with a flag set
+so that a pass cut short by a Ctrl-C is completed by the next. The hub asks for
+all of them in one call, ``ProcessHooks.set``, at the end of every reconcile: what
+takes a trace's patches off takes these off too.
+
+One hook is never taken off: ``os.register_at_fork`` has no way back. The hub
+registers it once per process, at its first trace (``watch_forks``), and its
+handlers return at once while no trace records.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from ._patches import Patches
+
+#: the module whose import brings ``BaseProcess``
+PROCESS_MODULE = "multiprocessing.process"
+#: the process's own hook sets (``Patches.hook``), by name
+START, EXIT, QUEUES = "BaseProcess.start", "os._exit", "multiprocessing queues"
+
+
+class ImportWatch:
+    """Post-import hooks: install a stream the moment its library is imported inside a trace."""
+
+    def __init__(self) -> None:
+        #: stream -> (module, hook) for each stream waiting for its library's import
+        self.hooks: dict[str, tuple[str, Callable]] = {}
+
+    def watching(self) -> list[str]:
+        """The streams waiting for their library's import."""
+        return sorted(self.hooks)
+
+    def watch(self, name: str, module: str, on_import: Callable[[str], None]) -> None:
+        """Call ``on_import(name)`` when ``module`` is imported (at once if it already is)."""
+        if name in self.hooks:
+            return
+        import wrapt
+
+        def hook(_module: Any, name: str = name) -> None:
+            if self.hooks.pop(name, None) is not None:
+                on_import(name)
+
+        self.hooks[name] = (module, hook)
+        wrapt.register_post_import_hook(hook, module)
+
+    def unwatch(self, name: str) -> None:
+        entry = self.hooks.get(name)
+        if entry is None:
+            return
+        unregister_post_import_hook(*entry)
+        del self.hooks[name]  # only now: an undo cut short before this line is done again
+
+
+def unregister_post_import_hook(module: str, hook: Callable) -> None:
+    """Take ``hook`` out of wrapt's post-import hooks for ``module`` (where it still is)."""
+    # wrapt has no public unregister; its hook list is the documented registry.
+    import wrapt.importer as importer
+
+    with importer._post_import_hooks_lock:
+        hooks = importer._post_import_hooks.get(module)
+        if hooks and hook in hooks:
+            hooks.remove(hook)
+            if not hooks:
+                del importer._post_import_hooks[module]
+
+
+def _waiting(module: str, hook: Callable) -> bool:
+    """Whether ``hook`` is among wrapt's post-import hooks for ``module``."""
+    import wrapt.importer as importer
+
+    with importer._post_import_hooks_lock:
+        return hook in (importer._post_import_hooks.get(module) or ())
+
+
+def _named_as(wrapper: Callable, original: Any) -> Callable:
+    wrapper.__name__ = getattr(original, "__name__", wrapper.__name__)
+    wrapper.__qualname__ = getattr(original, "__qualname__", wrapper.__qualname__)
+    wrapper.__doc__ = getattr(original, "__doc__", None)
+    return wrapper
+
+
+class ProcessHooks:
+    """What child processes need hooked, made exactly what the sessions need by ``set``.
+
+    ``spawning(process, start)`` is what ``BaseProcess.start`` calls while a trace records
+    (the hub's); ``call_if_free(fn)`` runs ``fn`` under the hub's lock unless it is taken.
+    The multiprocessing hook goes on where ``multiprocessing`` is not imported yet as a
+    post-import hook, which wraps ``BaseProcess.start`` the moment it is: in whichever
+    thread imports it, only if the hub's lock is free (taken in C: a Ctrl-C cannot leave
+    it held); where it is busy, the hub is reconciling, and its ``set`` finds the module.
+    """
+
+    def __init__(self, patches: Patches, spawning: Callable[[Any, Callable], Any], call_if_free: Callable) -> None:
+        self.patches = patches
+        self._spawning = spawning
+        self._call_if_free = call_if_free
+        #: the recording child's writer, which os._exit, atexit and the queues call first; None elsewhere
+        self.child: Any | None = None
+        self._starts = False  # BaseProcess.start is wanted (a trace records)
+        self._import_hook: Callable | None = None  # the post-import hook waiting for multiprocessing
+        #: whether ``at_exit`` is registered with atexit; None while a pass is under way (the next redoes it)
+        self._at_exit: bool | None = False
+        #: what atexit calls: one object, registered and taken out as itself
+        self.at_exit: Callable[[], None] = self._child_exits
+        self._forks = False  # the fork handlers are registered (never undone)
+        #: whether BaseProcess.start (or its import hook), and a child's hooks, may be on: False only once
+        #: taken off in full, so that asking for them off again costs nothing
+        self._start_may_be_on = False
+        self._child_may_be_on = False
+
+    def set(self, starts: bool, child: Any | None) -> None:
+        """Hook ``BaseProcess.start`` where ``starts``, and the ways out and queues where ``child`` (idempotent)."""
+        self._starts = starts
+        if starts:
+            self._start_on()
+        elif self._start_may_be_on:
+            self._start_off()
+            self._start_may_be_on = False  # only now: an undo cut short is done again by the next
+        if child is not None:
+            self.child = child  # first: from now on every hook calls this child's writer
+            self._child_may_be_on = True
+            self._child_on()
+        elif self._child_may_be_on:
+            self._child_off()
+            self.child = None
+            self._child_may_be_on = False
+
+    def describe(self) -> list[str]:
+        """Each of these hooks in place now (empty when none is)."""
+        out = self.patches.hooks_on()
+        if self._at_exit is not False:
+            out.append("atexit: the recording child's end")
+        if self._import_hook is not None:
+            out.append(f"import hook for {PROCESS_MODULE}")
+        return out
+
+    def watch_forks(self, before: Callable[[], None], after_in_child: Callable[[], None]) -> None:
+        """Have ``before`` and ``after_in_child`` run around every fork from now on (once per process)."""
+        if not self._forks:
+            os.register_at_fork(before=before, after_in_child=after_in_child)
+            self._forks = True
+
+    # -- BaseProcess.start ----------------------------------------------------------------
+    def _start_on(self) -> None:
+        self._start_may_be_on = True  # first: whatever part of this is done, an undo takes it off
+        if sys.modules.get(PROCESS_MODULE) is None:
+            self._watch()
+        else:
+            self.patches.hook(START, self._start_plan)
+
+    def _start_off(self) -> None:
+        hook = self._import_hook
+        if hook is not None:
+            unregister_post_import_hook(PROCESS_MODULE, hook)
+            self._import_hook = None  # only now: an unwatch cut short by a Ctrl-C is finished by the retry
+        self.patches.unhook(START)
+
+    def _start_plan(self) -> list[tuple[Any, str, Any]]:
+        cls = sys.modules[PROCESS_MODULE].BaseProcess
+        original = cls.__dict__["start"]
+
+        def start(process: Any, _original: Any = original) -> Any:
+            return self._spawning(process, _original)
+
+        start.__wrapped__ = original  # type: ignore[attr-defined]
+        return [(cls, "start", _named_as(start, original))]
+
+    def _watch(self) -> None:
+        import wrapt
+
+        hook = self._import_hook
+        if hook is None:
+            hook = self._import_hook = self._when_imported()  # first: an undo finds what to take out
+        if not _waiting(PROCESS_MODULE, hook):  # never twice: a registration cut short is made again
+            wrapt.register_post_import_hook(hook, PROCESS_MODULE)
+
+    def _when_imported(self) -> Callable[[Any], None]:
+        def imported(module: Any) -> None:
+            def install() -> None:
+                if self._import_hook is imported and self._starts:
+                    self.patches.hook(START, self._start_plan)
+                if self._import_hook is imported:
+                    self._import_hook = None
+
+            self._call_if_free(install)
+
+        return imported
+
+    # -- a recording child's ways out and its messages to its parent ------------------------
+    def _child_on(self) -> None:
+        patches = self.patches
+        patches.hook(EXIT, self._exit_plan)
+        queues = sys.modules.get("multiprocessing.queues")
+        if queues is not None:
+            patches.hook(QUEUES, lambda: self._queue_plan(queues))
+        if self._at_exit is not True:
+            self._at_exit = None  # first: a registration cut short is made again by the next pass
+            atexit.unregister(self.at_exit)  # never twice
+            atexit.register(self.at_exit)
+            self._at_exit = True
+
+    def _child_off(self) -> None:
+        if self._at_exit is not False:
+            self._at_exit = None
+            atexit.unregister(self.at_exit)
+            self._at_exit = False
+        self.patches.unhook(QUEUES)
+        self.patches.unhook(EXIT)
+
+    def _child_exits(self) -> None:
+        """What ``atexit`` calls: the recording child ends its trace and writes the rest."""
+        child = self.child
+        if child is not None:
+            child.at_exit()
+
+    def _exit_plan(self) -> list[tuple[Any, str, Any]]:
+        original = os._exit
+
+        def _exit(code: int, _original: Any = original) -> None:
+            child = self.child
+            if child is not None:
+                child.leave(code)  # multiprocessing and DataLoader workers leave through it, skipping atexit
+            _original(code)
+
+        return [(os, "_exit", _named_as(_exit, original))]
+
+    def _queue_plan(self, queues: Any) -> list[tuple[Any, str, Any]]:
+        """Each queue's ``put`` and ``get`` write the child's events first.
+
+        A pool worker, a ProcessPoolExecutor worker and a DataLoader worker each hand their
+        results to a queue and wait for work on one: written before that, nothing the parent
+        has received can be lost, nor anything drawn by a worker killed while it waits.
+        """
+        plan = []
+        for cls in (queues.SimpleQueue, queues.Queue):
+            for name, before in (("put", "before_send"), ("get", "before_wait")):
+                original = cls.__dict__.get(name)
+                if original is not None:
+                    plan.append((cls, name, self._first(before, original)))
+        return plan
+
+    def _first(self, before: str, original: Any) -> Callable:
+        def hooked(queue: Any, *args: Any, **kwargs: Any) -> Any:
+            child = self.child
+            if child is not None:
+                getattr(child, before)()
+            return original(queue, *args, **kwargs)
+
+        return _named_as(hooked, original)

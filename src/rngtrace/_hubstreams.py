@@ -1,0 +1,185 @@
+"""The hub's part for streams that arrive during a trace (``_hub.Hub`` mixes it in).
+
+A library imported inside a trace has its stream installed the moment it is, or, where
+the hub's lock is taken, once it is let go (``_imported``: called with an import lock
+held, it never waits). A reference bound before the trace (``from random import
+randrange``) is patched once the catch-all saw a call through it (``learn``). And the
+catch-all itself: put in with the first source, taken off with the last, and swapped
+for the profile hook by the first move it could have seen (``_arm``).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from types import FrameType
+from typing import TYPE_CHECKING, Any
+
+from . import _catchall
+from ._patches import Patches
+from ._record import Recording
+from ._session import Session, note_origins
+from .sources import declared, load_source
+from .sources._base import unmoved
+
+#: module namespaces remembered as searched (each held, so the table is bounded)
+LEARNED_FROM_LIMIT = 1024
+
+
+class HubStreams:
+    """Streams arriving during a trace, and the catch-all that finds the moves no patch saw."""
+
+    # What this part uses of the rest of the hub (``_hub.Hub`` makes them).
+    rec: Recording
+    patches: Patches
+    catchall: _catchall.CatchAll | None
+    _pending_imports: set[str]
+    _import_states: dict[str, dict]
+    _learned_from: dict[tuple[str, int], dict]
+    _hook_wanted: bool
+
+    if TYPE_CHECKING:
+
+        @property
+        def active(self) -> tuple[Session, ...]: ...
+        def _locked(self, fn: Callable, *args: Any) -> Any: ...
+        def _if_free(self, fn: Callable, *args: Any) -> Any: ...
+        def _after_unlock(self) -> None: ...
+        def _settle(self, sessions: tuple) -> None: ...
+
+    # -- the catch-all ------------------------------------------------------------------
+    def put_catchall(self) -> None:
+        """Install the catch-all (``_catchall``); with the profile hook at once where the last trace needed it."""
+        # 3.10/3.11: the last trace found moves through references the patches miss, so
+        # the profile hook goes in at once, to attribute (and learn) them from the first.
+        self.catchall = _catchall.install(self, hook=self._hook_wanted)
+        self._hook_wanted = False  # this trace says again whether the next one needs it
+
+    def take_catchall(self) -> None:
+        """Take the catch-all off."""
+        if self.catchall is not None:  # idempotent: an interrupted one is completed by the retry
+            self.catchall.uninstall()
+        self.catchall = None
+
+    def forget_streams(self, names: list[str]) -> None:
+        """Streams whose patches came off: no longer installed, their fingerprints unknown."""
+        installed, fingerprint = self.rec.sources, self.rec.fingerprint
+        for name in names:
+            installed.pop(name).forget()
+            fingerprint(name).clear()
+
+    def wrappers(self) -> list[object]:
+        """Every replacement currently patched in."""
+        return self.patches.wrappers()
+
+    # -- a library imported inside a trace ------------------------------------------------
+    def _imported(self, name: str) -> None:
+        """A watched library was imported inside a trace: install its stream now, or soon.
+
+        Called by the import system with the module's import lock held. Waiting for
+        the hub's lock here could deadlock with a thread that holds it and is itself
+        importing that module (to install its stream), so the stream is only queued
+        unless the lock is free; whoever holds it takes the queue when it lets go.
+        """
+        self._note_import_state(name)
+        self._pending_imports.add(name)
+        self._after_unlock()
+
+    def _note_import_state(self, name: str) -> None:
+        """The state a library's stream starts from, read where it is imported, before any draw.
+
+        Where the lock is taken, the stream is installed only once it is let go, and the
+        draws made meanwhile (the importing thread's first ones) are recorded by no
+        wrapper: measured from here, the end-of-block check reports them, never silent.
+        """
+        if not any(name in s.streams and name not in s.start_states for s in self.active):
+            return
+        try:
+            self._import_states[name] = load_source(name).snapshot()
+        except Exception:  # noqa: BLE001 (the stream is still installed; measured from then on)
+            self._import_states.pop(name, None)
+
+    def _take_imports(self) -> None:
+        """Install the streams whose library was imported while a trace wanted them (lock held)."""
+        while self._pending_imports:
+            name = self._pending_imports.pop()
+            sessions = self.active
+            wanting = [s for s in sessions if name in s.streams and name not in s.start_states]
+            if not wanting:
+                self._import_states.pop(name, None)
+                continue
+            self._settle(sessions)
+            source = self.rec.sources.get(name)
+            imported = self._import_states.pop(name, None)
+            if source is not None:
+                states = source.snapshot()
+                if imported is not None and not unmoved(source, imported, states):
+                    # Drawn from between the import and now, while the lock was taken: no wrapper saw it.
+                    self.rec.unattributed(
+                        name,
+                        None,
+                        f"moved after {declared()[name].module} was imported, "
+                        "before rngtrace could put its wrappers in place",
+                    )
+                for s in wanting:
+                    s.start_states[name] = states
+                    if s.compared:
+                        note_origins((s,), source, "start")  # e.g. numpy imported by the program rngtrace run runs
+
+    # -- references bound before the trace, and the profile hook armed by a move ------------
+    def learn(self, stream: str, frame: FrameType | None) -> None:
+        """The catch-all saw ``frame`` reach ``stream`` around the patches: patch its module's references.
+
+        Once per module and stream; only when the hub's lock is free, since the
+        catch-all runs inside any code, which may be waiting for it (a later call learns).
+        """
+        if frame is None:
+            return
+        namespace = frame.f_globals
+        key = (stream, id(namespace))
+        if key in self._learned_from or self._if_free(self._learn, stream, key, namespace) is NotImplemented:
+            return
+        self._after_unlock()
+
+    def _learn(self, stream: str, key: tuple[str, int], namespace: dict) -> None:
+        if len(self._learned_from) >= LEARNED_FROM_LIMIT:
+            self._learned_from.clear()  # searched again if met again: a bound, not a loss
+        self._learned_from[key] = namespace
+        self.patches.learn(stream, namespace)
+
+    def _start_pinning(self, pinnable: Any) -> None:
+        self._locked(self._start_pinning_locked, pinnable)
+
+    def _start_pinning_locked(self, pinnable: Any) -> None:
+        # Any thread may get here: only the catch-all still installed may start its sweeper.
+        if pinnable is self.catchall:
+            pinnable.start_pinning()  # type: ignore[union-attr]  # the profile hook's, which pins
+
+    def _unattributed(self, stream: str) -> None:
+        source = self.rec.sources.get(stream)
+        # Arm the profile hook only where it can see what moved the stream.
+        if source is not None and source.profile_visible:
+            self._hook_wanted = True
+            if isinstance(self.catchall, _catchall.ArmedCatchAll):
+                self._arm()
+
+    def hook_found(self) -> None:
+        """The profile hook attributed a call: the next trace should have it from its start too."""
+        self._hook_wanted = True
+
+    def _arm(self) -> None:
+        """Swap the armed catch-all for the profile hook, now that there is something to find."""
+        self._locked(self._arm_locked)
+
+    def _arm_locked(self) -> None:
+        armed = self.catchall
+        if not isinstance(armed, _catchall.ArmedCatchAll):
+            return
+        if sys.getprofile() is not None:
+            return  # another profiler took the slot: stay armed, never displace it
+        armed.uninstall()
+        self.catchall = None
+        self.catchall = armed.arm()
+        for session in self.active:
+            if _catchall.ARMED_NOTE not in session.trace.notes:
+                session.trace.notes.append(_catchall.ARMED_NOTE)
