@@ -329,7 +329,7 @@ def test_findings_print_first_in_two_lines_and_a_fix_in_two(monkeypatch):
     assert finding[3].startswith("         or draw your own at test_findings.py:")
 
 
-def test_a_package_drawing_as_it_is_imported_is_named_by_its_import(package):
+def test_a_package_drawing_as_it_is_imported_after_the_seed_is_at_import_named_by_its_module(package):
     with rng_trace(print=False, streams="numpy") as trace:
         np.random.seed(0)
         package(
@@ -342,8 +342,9 @@ def test_a_package_drawing_as_it_is_imported_is_named_by_its_import(package):
         )
         np.random.rand()
     (finding,) = trace.findings
-    assert "inside the import of drawsonimport (" in finding.message
-    assert finding.fix.startswith("wrap the import of drawsonimport at ")
+    assert finding.kind == "at-import" and finding.level == "cause"
+    assert finding.message.startswith("1 numpy draw at import of drawsonimport (drawsonimport.py:3, imported at ")
+    assert finding.fix.startswith(f"import drawsonimport before your seed at {ME}:")
 
 
 def test_a_loader_named_by_interleaved_is_not_named_again_by_global_generator_in_later_epochs():
