@@ -98,9 +98,7 @@ def _findings(trace: RawStore, groups: dict[tuple[str, str], dict[int, int]]) ->
         used = [s.index for s in seeds if s is not None] if line is not None else []
         firsts = [i for _, i in order]
         found.append(
-            Finding(
-                "duplicate", stream, tuple(pid for pid, _ in order), message, tuple(sorted([*used, *firsts])), fix
-            )
+            Finding("duplicate", stream, tuple(pid for pid, _ in order), message, tuple(sorted([*used, *firsts])), fix)
         )
     found.sort(key=lambda f: f.events)
     return found

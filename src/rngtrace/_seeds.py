@@ -73,7 +73,7 @@ def seed_roles(events: list[Event]) -> dict[int, SeedRole]:
         if role == USER:
             users[library] = e
             if e.detail not in (None, "None"):
-                values.setdefault(e.pid, set()).add(e.detail)  # type: ignore[arg-type]
+                values.setdefault(e.pid, set()).add(e.detail)
         elif role in (ENTROPY, RESEED, AT_IMPORT):
             users.pop(library, None)  # that seed governs the draws after it now
     return roles

@@ -12,12 +12,11 @@ below the import system's), read from the stack alone.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ._model import Event, Frame
-import os
-
 from ._paths import is_user_file, package_of, short_path
 
 #: how a library's generic call wrappers are named: the user-facing call is the frame below them

@@ -48,9 +48,7 @@ class Stacks:
         if sid is None:
             sid = self._stack_ids[stack] = len(self.stacks)
             self.stacks.append([self._frame(f) for f in stack])
-            self._facts.append(
-                (_origin(stack, self.cwd), called_at(stack, self.cwd), your_code(stack, self.cwd))
-            )
+            self._facts.append((_origin(stack, self.cwd), called_at(stack, self.cwd), your_code(stack, self.cwd)))
         self._by_identity[id(stack)] = (stack, sid)
         return sid
 

@@ -64,7 +64,9 @@ def header(trace: Trace) -> str:
     pids = process_ids(trace)
     where = f" in {len(pids):,} processes" if len(pids) > 1 else ""
     said = verdict(trace.findings)
-    return printable(f"rngtrace: {plural(len(trace), 'event')}{where} — " + " · ".join(parts) + (f" — {said}" if said else ""))
+    return printable(
+        f"rngtrace: {plural(len(trace), 'event')}{where} — " + " · ".join(parts) + (f" — {said}" if said else "")
+    )
 
 
 def _kind_key(kind: str) -> tuple:

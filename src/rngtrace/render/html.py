@@ -261,8 +261,9 @@ def _findings_card(findings: Sequence[Any]) -> str:
 
 
 def _finding_item(i: int, f: Any) -> str:
+    risk = ' class="risk"' if f.level == RISK else ""
     return (
-        f'<li data-finding="{i}" class="{_h(f.level)}"><span class="f-kind">{_h(f.kind)}</span> {_h(f.message)}'
+        f'<li data-finding="{i}"{risk}><span class="f-kind">{_h(f.kind)}</span> {_h(f.message)}'
         + (f'<div class="fix"><b>fix:</b> {_h(f.fix)}</div>' if f.fix else "")
         + (
             f'<div class="f-events">events {_h(", ".join(f"#{n}" for n in f.events[:20]))}'
