@@ -4,7 +4,8 @@ Top to bottom: a header with counts per stream and kind, and whether a cause was
 found; the findings, each with its fix: the causes (what made the run
 irreproducible) under their heading, then the risks (reproducible as run) under
 theirs; where child processes drew too, the processes (pid, role, how each
-started and ended); every event in order (the first ``max_lines`` of a long log) with the frame that called the API, the first
+started and ended); every event in order (the first ``max_lines`` of a long log)
+with the frame that called the API (or the module being imported), the first
 frame in the user's own code and, across processes, the pid that made it; draws
 grouped by call site, always for all of them, saying in how many processes each
 drew; hints naming the generator to draw from instead; the trace's notes.
