@@ -136,7 +136,7 @@ def test_run_survives_a_program_that_deletes_its_working_directory_and_saves_whe
     write(tmp_path / "prog.py", LEAVES_ITS_DIRECTORY)
     done = rngtrace("run", "--json", "log.json", "--html", "log.html", "prog.py", cwd=tmp_path)
     assert (done.returncode, done.stdout) == (0, "done\n"), done.stderr
-    assert done.stderr.startswith("rngtrace: 3 events — random: 3 draws\n")
+    assert done.stderr.startswith("rngtrace: 3 events — random: 3 draws — 1 cause found\n")
     assert done.stderr.endswith("rngtrace: log saved to log.json\nrngtrace: HTML report saved to log.html\n")
     saved = json.loads((tmp_path / "log.json").read_text(encoding="utf-8"))
     assert len(saved["events"]) == 3 and (tmp_path / "log.html").exists()
@@ -406,7 +406,7 @@ def test_a_program_that_closes_its_stdout_exits_0_as_it_does_alone(tmp_path):
     alone = subprocess.run([sys.executable, "closes.py"], cwd=tmp_path, capture_output=True, timeout=60, check=False)
     done = rngtrace("run", "closes.py", cwd=tmp_path)
     assert alone.returncode == done.returncode == 0, done.stderr  # was 1 under rngtrace run
-    assert done.stderr.startswith("rngtrace: 1 event — random: 1 draw\n")
+    assert done.stderr.startswith("rngtrace: 1 event — random: 1 draw — 1 cause found\n")
 
 
 def test_a_program_that_closes_its_stderr_keeps_its_exit_status(tmp_path):

@@ -60,7 +60,7 @@ def test_the_story_opens_its_log_with_the_interleaved_finding():
     assert out.returncode == 0, out.stderr
     blocks = out.stderr.split("\n\n")
     assert blocks[1].splitlines()[:3] == [
-        "Findings (1):",
+        "Causes (1):",
         "  ! interleaved: 1 numpy draw inside acc/devinit.py:10 (init) comes between your seed at story.py:8",
         "    and your draw at story.py:10: your numbers depend on it",
     ]
@@ -323,13 +323,13 @@ def test_findings_print_first_in_two_lines_and_a_fix_in_two(monkeypatch):
         train_test_split(np.arange(20.0))
         np.random.rand()
     blocks = log.getvalue().split("\n\n")
-    assert blocks[1].startswith("Findings (1):") and blocks[2].startswith("Events:")
+    assert blocks[1].startswith("Causes (1):") and blocks[2].startswith("Events:")
     finding = blocks[1].splitlines()[1:]
     assert len(finding) == 5 and finding[2].startswith("    fix: train_test_split(..., random_state=0) at ")
     assert finding[3].startswith("         or draw your own at test_findings.py:")
 
 
-def test_a_package_drawing_as_it_is_imported_is_named_by_its_import(package):
+def test_a_package_drawing_as_it_is_imported_after_the_seed_is_at_import_named_by_its_module(package):
     with rng_trace(print=False, streams="numpy") as trace:
         np.random.seed(0)
         package(
@@ -342,8 +342,9 @@ def test_a_package_drawing_as_it_is_imported_is_named_by_its_import(package):
         )
         np.random.rand()
     (finding,) = trace.findings
-    assert "inside the import of drawsonimport (" in finding.message
-    assert finding.fix.startswith("wrap the import of drawsonimport at ")
+    assert finding.kind == "at-import" and finding.level == "cause"
+    assert finding.message.startswith("1 numpy draw at import of drawsonimport (drawsonimport.py:3, imported at ")
+    assert finding.fix.startswith(f"import drawsonimport before your seed at {ME}:")
 
 
 def test_a_loader_named_by_interleaved_is_not_named_again_by_global_generator_in_later_epochs():
@@ -395,3 +396,67 @@ def test_every_finding_kind_is_in_a_registry_and_documented_in_order():
     names = [kind.name for kind in KINDS] + [kind.name for kind in ACROSS_RUNS]
     assert named == names
     assert "divergent" in names
+
+
+# -- issue 24: the user's value repeated, restores, levels -------------------------------------------
+
+
+def test_a_library_seeding_with_the_users_value_is_the_users_seed_repeated_and_another_value_is_reseeded(package):
+    lib = package(
+        "trainerlib",
+        """\
+        import numpy as np
+
+        class Trainer:
+            def __init__(self, seed):
+                np.random.seed(seed)  # the seed the user configured, passed on
+        """,
+    )
+    with rng_trace(print=False, streams="numpy") as trace:
+        np.random.seed(0)
+        lib.Trainer(0)
+        np.random.rand()
+    assert trace.findings == []
+    with rng_trace(print=False, streams="numpy") as trace:
+        np.random.seed(0)
+        lib.Trainer(1234)  # the seed-sweep trap: a value of its own
+        np.random.rand()
+    assert kinds(trace) == ["reseeded"]
+
+
+def test_a_restore_is_neither_reseeded_nor_unseeded():
+    from rngtrace._model import Event, Frame
+    from rngtrace._seeds import RESTORE, is_restore, seed_roles
+
+    line = (Frame(HERE, 5, "<module>"),)
+    library = (Frame("/x/site-packages/lightning/fabric/utilities/seed.py", 153, "_set_rng_states"), *line)
+    events = [
+        Event(0, "numpy", "seed", "numpy.random.seed", None, line, "MainThread", 1, "42"),
+        Event(1, "numpy", "restore", "numpy.random.set_state", None, library, "MainThread", 1, None),
+    ]
+    assert is_restore(events[1]) and seed_roles(events)[1].role == RESTORE
+
+
+def test_causes_come_before_risks_whatever_the_registry_order():
+    from rngtrace._findings import by_level
+    from rngtrace._model import Finding
+
+    risk = Finding("global-generator", "torch", (1,), "m", (), "", "risk")
+    cause = Finding("duplicate", "numpy", (1,), "m", (), "", "cause")
+    assert by_level([risk, cause]) == [cause, risk]
+
+
+def test_every_kind_declares_a_level_and_global_generator_alone_is_a_risk():
+    from rngtrace._findings import ACROSS_RUNS, KINDS
+
+    levels = {kind.name: kind.level for kind in (*KINDS, *ACROSS_RUNS)}
+    assert {name for name, level in levels.items() if level == "risk"} == {"global-generator"}
+    assert set(levels.values()) == {"cause", "risk"}
+
+
+def test_a_library_drawing_at_import_after_the_seed_with_nothing_drawn_after_it_is_no_finding(package):
+    with rng_trace(print=False, streams="numpy") as trace:
+        np.random.seed(0)
+        package("drawsatimportonly", "import numpy as np\n\nJITTER = np.random.rand()\n")
+    assert trace.findings == []
+    assert "drawsatimportonly.py:3 at import of drawsatimportonly" in render(trace)

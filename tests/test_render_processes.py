@@ -144,10 +144,10 @@ def test_findings_come_first_with_their_sentence_fix_and_events():
     (finding,) = trace.findings
     log = render(trace)
     blocks = log.split("\n\n")
-    at = next(i for i, block in enumerate(blocks) if block.startswith("Findings"))
+    at = next(i for i, block in enumerate(blocks) if block.startswith("Causes"))
     assert at == 1 and blocks[at + 1].startswith("Processes (2):") and blocks[at + 2].startswith("Events:")
     lines = blocks[at].splitlines()
-    assert lines[0] == "Findings (1):" and lines[1].startswith("  ! duplicate: 2 processes drew")
+    assert lines[0] == "Causes (1):" and lines[1].startswith("  ! duplicate: 2 processes drew")
     said = " ".join(" ".join(line.split()) for line in lines[1:])
     assert " ".join(finding.message.split()) in said and f"fix: {' '.join(finding.fix.split())}" in said
     assert lines[-1] == "    events " + ", ".join(f"#{i}" for i in finding.events)

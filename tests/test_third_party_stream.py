@@ -232,7 +232,7 @@ def test_streams_takes_the_toy_stream_and_traces_only_it(site, tmp_path):
     write(tmp_path / "prog.py", "import random\nimport toystream\nrandom.random()\ntoystream.draw()\n")
     done = rngtrace(site, "run", "--streams", "toy", "prog.py", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
-    assert done.stderr.startswith("rngtrace: 1 event — toy: 1 draw\n"), done.stderr
+    assert done.stderr.startswith("rngtrace: 1 event — toy: 1 draw — 1 cause found\n"), done.stderr
 
 
 # -- events --------------------------------------------------------------------------------

@@ -9,8 +9,9 @@ Listed, in their rank, in ``_findings.KINDS``.
 
 from __future__ import annotations
 
+from ._duplicates import in_which
 from ._fixes import ARGUMENT, TORCH_DATA, and_list, library_fix, line_of
-from ._model import DRAW, Event, Finding, Frame
+from ._model import DRAW, RISK, Event, Finding, Frame
 from ._store import RawStore
 from ._words import stream_base
 from ._yours import call_of
@@ -29,7 +30,7 @@ def named_lines(events: list[Event], found: list[Finding]) -> set[tuple[str, int
     }
 
 
-def global_generator(events: list[Event], named: set[tuple[str, int]]) -> list[Finding]:
+def global_generator(trace: RawStore, events: list[Event], named: set[tuple[str, int]]) -> list[Finding]:
     """Calls that take a generator but drew from the global stream: once per user line."""
     groups: dict[tuple, list[Event]] = {}
     for e in events:
@@ -45,7 +46,7 @@ def global_generator(events: list[Event], named: set[tuple[str, int]]) -> list[F
         if what == "loader" and not any("sampler.py" in f.filename for e in group for f in e.stack):
             continue  # no shuffle: only the workers' base seed was drawn (interleaved's business, if any)
         calls.setdefault((what, stream), {})[line] = group
-    return [_generator_finding(what, lines) for (what, _stream), lines in calls.items()]
+    return [_generator_finding(trace, what, lines) for (what, _stream), lines in calls.items()]
 
 
 def _generator_call(event: Event) -> tuple | None:
@@ -65,13 +66,14 @@ def _generator_call(event: Event) -> tuple | None:
     return None
 
 
-def _generator_finding(what: str, lines: dict[Frame, list[Event]]) -> Finding:
+def _generator_finding(trace: RawStore, what: str, lines: dict[Frame, list[Event]]) -> Finding:
     group = [e for events in lines.values() for e in events]
     group.sort(key=lambda e: e.index)
     stream = group[0].stream
     shown = [line_of(line) for line in list(lines)[:2]]
     more = len(lines) - len(shown)
     at = and_list(shown + ([f"{more} more line{'s' * (more > 1)}"] if more else []))
+    at += in_which(trace, tuple(e.pid for e in group))
     if what == "loader":
         message = (
             f"the DataLoader iterated at {at} shuffles with torch's global generator (no "
@@ -89,7 +91,8 @@ def _generator_finding(what: str, lines: dict[Frame, list[Event]]) -> Finding:
         fix = library_fix(group[0]) or f"{what}(..., random_state=0)"
         if len(lines) > 1:
             fix = fix.rsplit(" at ", 1)[0] + " at each"
-    return Finding("global-generator", stream, (group[0].pid,), message, tuple(e.index for e in group), fix)
+    pids = tuple(dict.fromkeys(e.pid for e in group))
+    return Finding("global-generator", stream, pids, message, tuple(e.index for e in group), fix, RISK)
 
 
 # -- settings ------------------------------------------------------------------------------

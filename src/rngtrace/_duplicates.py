@@ -3,6 +3,9 @@
 Each process notes where its streams started anew (``RawStore.origins``: the
 state at a fork, after each seed); matched with its first draw from there, two
 processes whose first draws came from one state digest drew the same numbers.
+Where that state was made by a seed each process ran (a constant seed in a
+DataLoader's ``worker_init_fn``), the finding names that line and its fix.
+Also here: how every finding names a process other than the traced one (``in_which``).
 """
 
 from __future__ import annotations
@@ -11,9 +14,34 @@ import bisect
 import os
 from typing import Any
 
-from ._model import DRAW, Finding, Process
+from ._model import DRAW, SEED, Event, Finding, Frame, Process
+from ._paths import short_path
 from ._store import RawStore
+from ._words import stream_base
+from ._yours import call_of
 from .sources import stream as stream_info
+
+#: a DataLoader worker's own seed, which PyTorch makes differ per worker: what a worker seeds from
+_WORKER_SEED = "torch.initial_seed() % 2**32"
+
+
+def in_which(trace: RawStore, pids: tuple[int, ...]) -> str:
+    """`` in python fold.py 0 (pid 31566)``: the processes a finding is about, "" for the traced one alone."""
+    others = [pid for pid in dict.fromkeys(pids) if pid != trace.pid]
+    if not others:
+        return ""
+    roles = {p.pid: p for p in trace.processes}
+    names = [_name(pid, roles.get(pid), trace.pid) for pid in dict.fromkeys(pids)]
+    more = len(names) - 2
+    return " in " + _and(names[:2] + ([f"{more} more process{'es' * (more > 1)}"] if more > 0 else []))
+
+
+def _name(pid: int, process: Process | None, traced: int) -> str:
+    if pid == traced:
+        return f"the traced process (pid {pid})"
+    if process is not None and process.role:
+        return f"{process.role} (pid {pid})"
+    return f"pid {pid}"
 
 
 def duplicates(trace: RawStore) -> list[Finding]:
@@ -42,6 +70,11 @@ def duplicates(trace: RawStore) -> list[Finding]:
             k = bisect.bisect_left(made, at)
             if k < len(made) and made[k] < end:
                 groups.setdefault((stream, digest), {}).setdefault(pid, made[k])
+    return _findings(trace, groups)
+
+
+def _findings(trace: RawStore, groups: dict[tuple[str, str], dict[int, int]]) -> list[Finding]:
+    """One finding per stream and shared state that two or more processes drew from first."""
     found = []
     roles = {p.pid: p for p in trace.processes}
     events = trace.events
@@ -57,11 +90,54 @@ def duplicates(trace: RawStore) -> list[Finding]:
             f"{len(order)} processes drew from the {stream} stream starting from the same state, so they drew "
             f"the same numbers: {who}; first draw{'s' if len(sites) > 1 else ''} at {_and(sites)}"
         )
+        seeds = [_seed_before(events, pid, stream, i) for pid, i in order]
+        line = _shared_seed_line(seeds)
+        if line is not None:
+            message += f"; each started from the seed at {_site_of(line)}"
+            fix = _seed_fix(stream, line, trace, [pid for pid, _ in order]) or fix
+        used = [s.index for s in seeds if s is not None] if line is not None else []
+        firsts = [i for _, i in order]
         found.append(
-            Finding("duplicate", stream, tuple(pid for pid, _ in order), message, tuple(i for _, i in order), fix)
+            Finding("duplicate", stream, tuple(pid for pid, _ in order), message, tuple(sorted([*used, *firsts])), fix)
         )
     found.sort(key=lambda f: f.events)
     return found
+
+
+def _seed_before(events: list[Event], pid: int, stream: str, first: int) -> Event | None:
+    """The last seed of ``stream``'s library that process ``pid`` made before its draw ``first``, or None."""
+    base = stream_base(stream)
+    for e in reversed(events[:first]):
+        if e.pid == pid and e.kind == SEED and stream_base(e.stream) == base:
+            return e
+    return None
+
+
+def _shared_seed_line(seeds: list[Event | None]) -> Frame | None:
+    """The line every process seeded at with one value (the user's ``seed_worker``), or None."""
+    if any(s is None for s in seeds):
+        return None
+    lines = {(s.frame, s.detail) for s in seeds if s is not None}
+    if len(lines) != 1:
+        return None
+    frame, _value = lines.pop()
+    return frame
+
+
+def _seed_fix(stream: str, line: Frame, trace: RawStore, pids: list[int]) -> str:
+    """The seed at ``line`` made to differ per process: from the worker's own torch seed in a DataLoader worker."""
+    info = stream_info(stream_base(stream))
+    call = info.seed_call if info is not None else ""
+    roles = {p.pid: p.role or "" for p in trace.processes}
+    if not call.endswith("(0)") or not all(roles.get(pid, "").startswith("DataLoader worker") for pid in pids):
+        return ""
+    if call_of((line,)) is None:
+        return ""  # a library's seed: not the user's line to change
+    return f"{call[: -len('(0)')]}({_WORKER_SEED}) at {_site_of(line)}, which PyTorch makes differ per worker"
+
+
+def _site_of(frame: Frame) -> str:
+    return f"{short_path(frame.filename)}:{frame.lineno} in {frame.function}"
 
 
 def _who(pid: int, process: Process | None, traced: int) -> str:

@@ -5,26 +5,33 @@ nothing here runs while a trace records. Each kind is a function in the analysis
 layer, listed in one of two ordered registries, and docs/findings.md lists them
 in the same order (a test checks it):
 
-- ``KINDS``: the kinds read from one trace (its processes merged), in the order
-  a log lists them, most telling first: this order is the ranking.
-  ``interleaved``, ``reseeded`` and ``unseeded`` are ``_seed_findings``';
-  ``global-generator`` and ``settings`` ``_call_findings``'; ``duplicate``
-  (processes that drew the same numbers) ``_duplicates``'.
+- ``KINDS``: the kinds read from one trace (every process it merged), in the
+  order a log lists them, most telling first: this order is the ranking.
+  ``interleaved`` and ``reseeded`` are ``_seed_findings``'; ``at-import`` and
+  ``unseeded`` ``_start_findings``'; ``global-generator`` and ``settings``
+  ``_call_findings``'; ``duplicate`` (processes that drew the same numbers)
+  ``_duplicates``'.
 - ``ACROSS_RUNS``: the kinds that compare the logs of several runs rather than
   read one: ``divergent`` (``_divergent``), where the ranks of one job stop
   drawing alike, which ``rngtrace ranks`` reports.
+
+Each kind has a level: ``cause`` (this run's numbers depend on something the
+user's seeds do not govern) or ``risk`` (reproducible as run, but any change
+before it moves the numbers: ``global-generator``). A log lists every cause
+before any risk, and says in its first line whether it found a cause.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ._call_findings import global_generator, named_lines, settings
 from ._divergent import RankLog, divergent
 from ._duplicates import duplicates
-from ._model import Event, Finding
-from ._seed_findings import interleaved, reseeded, unseeded
+from ._model import CAUSE, LEVELS, RISK, Event, Finding
+from ._seed_findings import interleaved, reseeded
+from ._start_findings import at_import, unseeded
 from ._store import RawStore
 
 
@@ -37,6 +44,8 @@ class Kind:
     about: str
     #: (trace, its events, what the kinds before it found) -> the findings of this kind
     find: Callable[[RawStore, list[Event], list[Finding]], list[Finding]]
+    #: ``cause`` or ``risk``: what every finding of this kind is
+    level: str = CAUSE
 
 
 @dataclass(frozen=True)
@@ -48,6 +57,7 @@ class AcrossRuns:
     about: str
     #: (the runs' logs, each a process's log of one block) -> the findings of this kind
     find: Callable[[Sequence[RankLog]], list[Finding]]
+    level: str = CAUSE
 
 
 #: Every kind a trace's findings can be, in the order a log lists them: most telling first. This
@@ -56,21 +66,29 @@ KINDS: tuple[Kind, ...] = (
     Kind(
         "interleaved",
         "after your seed, other code draws from the stream before your next draw",
-        lambda trace, events, found: interleaved(events),
+        lambda trace, events, found: interleaved(trace, events),
     ),
     Kind(
-        "reseeded", "other code seeds the stream again after your seed", lambda trace, events, found: reseeded(events)
+        "reseeded",
+        "other code seeds the stream again, with another value, after your seed",
+        lambda trace, events, found: reseeded(trace, events),
+    ),
+    Kind(
+        "at-import",
+        "a library seeds or draws from the stream as it is imported, after your seed",
+        lambda trace, events, found: at_import(trace, events),
     ),
     Kind(
         "unseeded",
-        "a stream drawn from before any seed (seen from the program's start), or seeded from OS entropy",
+        "a stream drawn from before any seed (in a process seen from its start), or seeded from OS entropy",
         lambda trace, events, found: unseeded(trace, events),
     ),
     # A line another finding named already (a DataLoader between a seed and a draw) is not named again.
     Kind(
         "global-generator",
         "a call that takes a generator (generator=, random_state=) drew from the global stream",
-        lambda trace, events, found: global_generator(events, named_lines(events, found)),
+        lambda trace, events, found: global_generator(trace, events, named_lines(events, found)),
+        RISK,
     ),
     Kind(
         "settings",
@@ -96,17 +114,27 @@ ACROSS_RUNS: tuple[AcrossRuns, ...] = (
 
 
 def findings(trace: RawStore) -> list[Finding]:
-    """Every finding for ``trace``, in the order of ``KINDS``; none on a clean run."""
+    """Every finding for ``trace``: causes, then risks, each in the order of ``KINDS``; none on a clean run."""
     events = trace.events
     found: list[Finding] = []
     for kind in KINDS:
-        found += kind.find(trace, events, found)
-    return found
+        found += [replace(f, level=kind.level) for f in kind.find(trace, events, found)]
+    return by_level(found)
 
 
 def across_runs(logs: Sequence[RankLog]) -> list[Finding]:
     """Every finding that comparing ``logs`` (one per process and block) makes, in the order of ``ACROSS_RUNS``."""
     found: list[Finding] = []
     for kind in ACROSS_RUNS:
-        found += kind.find(logs)
-    return found
+        found += [replace(f, level=kind.level) for f in kind.find(logs)]
+    return by_level(found)
+
+
+def by_level(found: list[Finding]) -> list[Finding]:
+    """``found`` with every cause before any risk, in their order otherwise."""
+    return sorted(found, key=lambda f: LEVELS.index(f.level) if f.level in LEVELS else len(LEVELS))
+
+
+def causes(found: Sequence[Finding]) -> list[Finding]:
+    """The findings that are causes: what made this run's numbers depend on something the seeds do not govern."""
+    return [f for f in found if f.level == CAUSE]

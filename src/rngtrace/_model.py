@@ -160,9 +160,16 @@ class Process:
     events: int
 
 
+#: a finding's level: this run's numbers depend on something the user's seeds do not govern
+CAUSE = "cause"
+#: reproducible as run, but any change before it moves the numbers
+RISK = "risk"
+LEVELS = (CAUSE, RISK)
+
+
 @dataclass(frozen=True)
 class Finding:
-    """A conclusion drawn from the events: what made the run irreproducible, and what to change."""
+    """A conclusion drawn from the events: what made the run irreproducible, or may, and what to change."""
 
     kind: str
     stream: str
@@ -171,6 +178,8 @@ class Finding:
     #: indexes into ``trace.events`` of the events it rests on
     events: tuple[int, ...]
     fix: str = ""
+    #: ``CAUSE`` (the numbers depend on something the seeds do not govern) or ``RISK`` (reproducible as run)
+    level: str = CAUSE
 
 
 # Raw event: (stream, kind, api, count, stack_id, thread_ident, detail). An unattributed

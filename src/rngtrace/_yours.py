@@ -5,11 +5,14 @@ The user's line is the innermost frame of a stack in the user's own code
 not rngtrace). ``call_of`` adds the call made there: the outermost library
 frame, past generic wrappers and private base classes (``KMeans.fit``, not
 ``_BaseKMeans.fit_predict``). Where no frame is the user's, a headline names the
-innermost frame (``line_to_name``): the call that drew.
+innermost frame (``line_to_name``): the call that drew. ``import_of`` tells the
+module being imported when an event was made (its ``<module>`` frame, right
+below the import system's), read from the stack alone.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -32,6 +35,49 @@ _WRAPPERS = frozenset(
 )
 #: the import system's own frames: a package drawing as it is imported is named by its import
 _IMPORT_MACHINERY = ("<frozen importlib._bootstrap", "<frozen importlib._bootstrap_external")
+
+
+@dataclass(frozen=True)
+class Import:
+    """The import an event was made in: the module whose body was running."""
+
+    #: the dotted name of the module being imported (``reseedlib.legacy``)
+    module: str
+    #: the position in the stack of that module's ``<module>`` frame
+    index: int
+    #: whether the module imported is one of the user's own files
+    yours: bool
+
+
+def import_of(stack: Sequence[Frame], outermost: bool = False) -> Import | None:
+    """The module being imported when ``stack`` was recorded: the innermost one (or the outermost), or None.
+
+    Its ``<module>`` frame is the one right inside the import system's own frames;
+    a draw in a function that body called is made at its import too.
+    """
+    found = None
+    for i in range(len(stack) - 1):
+        frame = stack[i]
+        if frame.function == "<module>" and stack[i + 1].filename.startswith(_IMPORT_MACHINERY):
+            found = Import(module_name(frame.filename), i, is_user_file(frame.filename))
+            if not outermost:
+                break
+    return found
+
+
+def module_name(filename: str) -> str:
+    """``reseedlib.legacy`` for ``.../site-packages/reseedlib/legacy.py``: a module's dotted name, from its file."""
+    path = short_path(filename)
+    if path.startswith("<stdlib>/"):
+        path = path[len("<stdlib>/") :]
+    elif os.path.isabs(path):  # the user's file outside the working directory: its own name
+        path = os.path.basename(path)
+    path = path.replace("\\", "/")
+    for ending in ("/__init__.py", ".py"):
+        if path.endswith(ending):
+            path = path[: -len(ending)]
+            break
+    return path.replace("/", ".")
 
 
 def is_yours(frame: Frame | None) -> bool:

@@ -13,11 +13,13 @@ from typing import Any
 
 from ._errors import LogError
 from ._model import (  # noqa: F401 (the value classes are this module's public names too)
+    CAUSE,
     DRAW,
     FORMAT,
     FORMAT_VERSION,
     KINDS,
     NO_STACK,
+    RISK,
     SEED,
     UNATTRIBUTED,
     Event,
@@ -119,6 +121,11 @@ class Trace(RawStore):
             "from_start": self.from_start,
             "settings": dict(self.settings),
             "untraced": list(self.untraced),
+            # Written for other readers (a CI step, jq); rngtrace works them out again when it reads a log,
+            # so a log gets the findings of the rngtrace that reads it.
+            "findings": [
+                [f.kind, f.level, f.stream, list(f.pids), f.message, list(f.events), f.fix] for f in self.findings
+            ],
         }
 
     @classmethod

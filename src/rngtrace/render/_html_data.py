@@ -17,7 +17,7 @@ from .._paths import package_of, short_path
 from .._yours import is_yours
 from ..sources import declared
 from ..trace import DRAW, SEED, UNATTRIBUTED, Event, Frame, Trace
-from .base import EMPTY, describe, printable, role_of, stream_key, where_moved, your_code
+from .base import EMPTY, called_at, printable, role_of, stream_key, where_moved, your_code
 
 YOUR_CODE = "your code"
 _KIND_CODES = {DRAW: 0, SEED: 1, UNATTRIBUTED: 2}
@@ -48,9 +48,7 @@ class Stacks:
         if sid is None:
             sid = self._stack_ids[stack] = len(self.stacks)
             self.stacks.append([self._frame(f) for f in stack])
-            self._facts.append(
-                (_origin(stack, self.cwd), describe(stack[0] if stack else None, self.cwd), your_code(stack, self.cwd))
-            )
+            self._facts.append((_origin(stack, self.cwd), called_at(stack, self.cwd), your_code(stack, self.cwd)))
         self._by_identity[id(stack)] = (stack, sid)
         return sid
 

@@ -137,6 +137,10 @@ ul.findings li.on { background:var(--mine-bg); border-left-color:var(--mine); }
 ul.findings .f-kind { font-weight:600; color:var(--odd); margin-right:4px; }
 ul.findings .fix { margin-top:4px; }
 ul.findings .f-events { margin-top:2px; color:var(--dim); font-size:12.5px; }
+ul.findings li.risk { border-left-color:var(--dim); background:#f7f7f7; }
+ul.findings li.risk .f-kind { color:var(--dim); }
+#findings h3 { font-size:13px; margin:10px 0 6px; }
+#findings h3:first-of-type { margin-top:0; }
 footer { color:var(--dim); font-size:12px; padding:4px 28px 24px; }
 @media (max-width:1000px) { .timeline-row { flex-direction:column; } #detail { max-width:none; width:100%;
   position:static; } .card { margin:12px; } header.top { padding:16px 12px 8px; } }

@@ -20,9 +20,9 @@ from .._words import plural as plural
 from .._words import printable as printable
 from .._words import stream_base as stream_base
 from .._words import stream_key as stream_key
-from .._yours import is_yours, user_frame
+from .._yours import import_of, is_yours, user_frame
 from ..sources import stream as stream_info
-from ..trace import DRAW, SEED, UNATTRIBUTED, Event, Frame, Process, Statistic, Trace, Window
+from ..trace import CAUSE, DRAW, SEED, UNATTRIBUTED, Event, Finding, Frame, Process, Statistic, Trace, Window
 
 #: paint(text, style) -> text, wrapped in the ANSI code for the style or left alone
 Paint = Callable[[str, str], str]
@@ -63,7 +63,10 @@ def header(trace: Trace) -> str:
         parts.append(f"{stream}: " + ", ".join(plural(counts[stream, k], k) for k in kinds))
     pids = process_ids(trace)
     where = f" in {len(pids):,} processes" if len(pids) > 1 else ""
-    return printable(f"rngtrace: {plural(len(trace), 'event')}{where} — " + " · ".join(parts))
+    said = verdict(trace.findings)
+    return printable(
+        f"rngtrace: {plural(len(trace), 'event')}{where} — " + " · ".join(parts) + (f" — {said}" if said else "")
+    )
 
 
 def _kind_key(kind: str) -> tuple:
@@ -75,6 +78,30 @@ def describe(frame: Frame | None, cwd: str) -> str:
     if frame is None:
         return EMPTY
     return printable(f"{short_path(frame.filename, cwd)}:{frame.lineno} in {frame.function}")
+
+
+def called_at(stack: tuple[Frame, ...], cwd: str) -> str:
+    """``describe`` of the calling frame; a call made as a module was imported names that module.
+
+    ``reseedlib/legacy.py:4 at import of reseedlib.legacy``, or, a function deeper,
+    ``rich/style.py:12 in Style.__init__, at import of rich.style``.
+    """
+    frame = stack[0] if stack else None
+    imported = import_of(stack)
+    if frame is None or imported is None:
+        return describe(frame, cwd)
+    if imported.index == 0:
+        return printable(f"{short_path(frame.filename, cwd)}:{frame.lineno} at import of {imported.module}")
+    return describe(frame, cwd) + printable(f", at import of {imported.module}")
+
+
+def verdict(findings: list[Finding]) -> str:
+    """What the findings come to, for a log's first line: ``1 cause found``, or ``no cause found in this run``."""
+    causes = sum(f.level == CAUSE for f in findings)
+    if causes:
+        return f"{causes:,} cause{'s' * (causes > 1)} found"
+    risks = len(findings)
+    return f"no cause found in this run; {risks:,} risk{'s' * (risks > 1)} below" if risks else ""
 
 
 def where_moved(window: Window, cwd: str) -> str:
@@ -311,7 +338,7 @@ def ended(process: Process) -> str:
 
 def site_key(event: Event | Statistic, cwd: str) -> tuple[str, str, str, str]:
     """(stream, api, calling line, user's line): how the call-site tables group draws."""
-    return (event.stream, event.api, describe(event.frame, cwd), your_code(event.stack, cwd))
+    return (event.stream, event.api, called_at(event.stack, cwd), your_code(event.stack, cwd))
 
 
 def processes_per_site(trace: Trace, cwd: str) -> dict[tuple, set[int]]:
@@ -323,7 +350,7 @@ def processes_per_site(trace: Trace, cwd: str) -> dict[tuple, set[int]]:
             continue
         where = lines.get(id(e.stack))
         if where is None:
-            where = lines[id(e.stack)] = (describe(e.frame, cwd), your_code(e.stack, cwd))
+            where = lines[id(e.stack)] = (called_at(e.stack, cwd), your_code(e.stack, cwd))
         out.setdefault((e.stream, e.api, *where), set()).add(e.pid)
     return out
 

@@ -27,7 +27,7 @@ from typing import Any
 
 from .._paths import current_dir
 from .._version import __version__
-from ..trace import DRAW, SEED, UNATTRIBUTED, Event, Trace
+from ..trace import CAUSE, DRAW, RISK, SEED, UNATTRIBUTED, Event, Trace
 from . import _html_page
 from ._html_data import (
     OTHER_COLOR,
@@ -238,12 +238,32 @@ def _card_table(
     )
 
 
+#: each level's heading in the findings panel, in the order it lists them
+_LEVELS = ((CAUSE, "Causes"), (RISK, "Risks: reproducible as run, but a change before them moves your numbers"))
+
+
 def _findings_card(findings: Sequence[Any]) -> str:
-    """Each finding's sentence and fix; clicking one lights up the events it rests on."""
+    """The causes, then the risks: each finding's sentence and fix; clicking one lights up its events."""
     if not findings:
         return ""
-    items = "".join(
-        f'<li data-finding="{i}"><span class="f-kind">{_h(f.kind)}</span> {_h(f.message)}'
+    groups = []
+    for level, title in _LEVELS:
+        items = "".join(_finding_item(i, f) for i, f in enumerate(findings) if f.level == level)
+        if items:
+            groups.append(f'<h3 class="level-{_h(level)}">{_h(title)}</h3><ul class="findings">{items}</ul>')
+    causes = sum(f.level == CAUSE for f in findings)
+    said = f"{causes:,} cause{'s' * (causes != 1)}" if causes else "no cause found in this run"
+    return (
+        '<section class="card" id="findings"><div class="card-head"><h2>Findings</h2>'
+        f'<span class="help">{_h(said)} · click one to light up its events on the timeline.</span></div>'
+        f"{''.join(groups)}</section>"
+    )
+
+
+def _finding_item(i: int, f: Any) -> str:
+    risk = ' class="risk"' if f.level == RISK else ""
+    return (
+        f'<li data-finding="{i}"{risk}><span class="f-kind">{_h(f.kind)}</span> {_h(f.message)}'
         + (f'<div class="fix"><b>fix:</b> {_h(f.fix)}</div>' if f.fix else "")
         + (
             f'<div class="f-events">events {_h(", ".join(f"#{n}" for n in f.events[:20]))}'
@@ -252,12 +272,6 @@ def _findings_card(findings: Sequence[Any]) -> str:
             else ""
         )
         + "</li>"
-        for i, f in enumerate(findings)
-    )
-    return (
-        '<section class="card" id="findings"><div class="card-head"><h2>Findings</h2>'
-        f'<span class="help">{_h(len(findings))} · click one to light up its events on the timeline.</span></div>'
-        f'<ul class="findings">{items}</ul></section>'
     )
 
 

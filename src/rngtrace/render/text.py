@@ -1,9 +1,11 @@
 """The draw log: a finished Trace as aligned text a person reads at a glance.
 
-Top to bottom: a header with counts per stream and kind; the findings (what made
-the run irreproducible), each with its fix; where child processes drew too, the
-processes (pid, role, how each started and ended); every event in order (the
-first ``max_lines`` of a long log) with the frame that called the API, the first
+Top to bottom: a header with counts per stream and kind, and whether a cause was
+found; the findings, each with its fix: the causes (what made the run
+irreproducible) under their heading, then the risks (reproducible as run) under
+theirs; where child processes drew too, the processes (pid, role, how each
+started and ended); every event in order (the first ``max_lines`` of a long log)
+with the frame that called the API (or the module being imported), the first
 frame in the user's own code and, across processes, the pid that made it; draws
 grouped by call site, always for all of them, saying in how many processes each
 drew; hints naming the generator to draw from instead; the trace's notes.
@@ -17,7 +19,7 @@ from collections.abc import Sequence
 
 from .._paths import current_dir
 from .._yours import is_yours
-from ..trace import DRAW, SEED, UNATTRIBUTED, Event, Finding, Trace
+from ..trace import CAUSE, DRAW, RISK, SEED, UNATTRIBUTED, Event, Finding, Trace
 from .base import (
     EMPTY,
     ENTROPY,
@@ -25,7 +27,7 @@ from .base import (
     Row,
     Table,
     api_label,
-    describe,
+    called_at,
     ended,
     format_table,
     header,
@@ -121,7 +123,7 @@ def _event_table(events: Sequence[Event], cwd: str, several: bool = False) -> Ta
     table = Table(titles, "<>" + ">" * len(pid) + "<<<<<<", note_column=2 + len(pid))
     for e in events:
         odd = e.kind == UNATTRIBUTED
-        called = describe(e.frame, cwd)
+        called = called_at(e.stack, cwd)
         cells = [
             ("!" if odd else "", "alert"),
             (str(e.index), ""),
@@ -209,14 +211,25 @@ def _processes(trace: Trace, paint: Paint) -> list[str]:
     return [paint(f"Processes ({len(processes):,}):", "bold")] + format_table(table, paint)
 
 
+#: each level's heading, in the order the log lists them
+_LEVELS = (
+    (CAUSE, "Causes", ""),
+    (RISK, "Risks", "reproducible as run, but a change before them moves your numbers"),
+)
+
+
 def _findings(trace: Trace, paint: Paint) -> list[str]:
-    """Each finding: its kind and sentence, the line to change, and the events it rests on."""
-    findings = trace.findings
-    if not findings:
-        return []
-    lines = [paint(f"Findings ({len(findings):,}):", "bold")]
-    for f in findings:
-        lines += _finding(f, paint)
+    """The causes, then the risks: each finding's kind and sentence, the line to change, its events."""
+    lines: list[str] = []
+    for level, title, about in _LEVELS:
+        found = [f for f in trace.findings if f.level == level]
+        if not found:
+            continue
+        if lines:
+            lines.append("")
+        lines.append(paint(f"{title} ({len(found):,}):", "bold") + (paint(f" {about}", "dim") if about else ""))
+        for f in found:
+            lines += _finding(f, paint)
     return lines
 
 
