@@ -19,7 +19,7 @@ import pytest
 from literal_traces import build, draw, seed
 from torch_traces import cudnn_benchmark_trace
 
-from rngtrace import rng_trace
+from rngtrace import Trace, rng_trace
 from rngtrace._paths import short_path
 from rngtrace.render.text import render
 
@@ -218,9 +218,30 @@ def test_a_stream_drawn_before_any_seed_is_unseeded_when_the_trace_saw_the_progr
     assert "np.random.seed(0) at the program's start" in finding.fix
 
 
-def test_a_block_cannot_tell_unseeded_and_torchs_fixed_default_seed_is_no_finding():
+def test_a_block_cannot_tell_unseeded_and_a_torch_build_starting_from_its_fixed_seed_is_no_finding():
     assert build(draw("numpy.random.rand", 1, (HERE, 5, "<module>"))).findings == []
-    assert build(draw("torch.rand", 4, (HERE, 5, "<module>")), from_start=True).findings == []
+    fixed = {"torch.starts_fixed": True}
+    assert build(draw("torch.rand", 4, (HERE, 5, "<module>")), from_start=True, settings=fixed).findings == []
+
+
+def test_torch_drawn_before_any_seed_is_unseeded_where_its_build_starts_from_os_entropy(tmp_path):
+    # torch 2.13 starts its default generator from OS entropy: torch.initial_seed() differs per process.
+    pytest.importorskip("torch")
+    (tmp_path / "prog.py").write_text("import torch\nx = torch.rand(2)\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "rngtrace", "run", "--json", "log.json", "prog.py"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    trace = Trace.load(tmp_path / "log.json")
+    starts_fixed = trace.settings["torch.starts_fixed"]
+    kinds = [f.kind for f in trace.findings]
+    assert kinds == ([] if starts_fixed else ["unseeded"])
+    if not starts_fixed:
+        assert "prog.py:2 before it is ever seeded" in trace.findings[0].message
     seeded = build(
         seed("numpy.random.seed", "0", (HERE, 4, "<module>")),
         draw("numpy.random.rand", 1, (HERE, 5, "f")),

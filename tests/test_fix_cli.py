@@ -41,11 +41,6 @@ def examples(tmp_path):
 
 
 _NEEDS = {"story": "numpy", "cluster": "sklearn", "train": "torch", "loader": "torch"}
-#: torch 2.13 starts its default generator from OS entropy, and no finding names that yet (torch's
-#: declaration says its stream starts from a fixed seed): train.py's model and dropout draw differently
-_TORCH_ENTROPY = pytest.mark.xfail(
-    strict=True, reason="torch's default generator starts from OS entropy; no finding names it, so no fix seeds it"
-)
 
 
 @pytest.mark.parametrize("name", ["story", "cluster", "train", "loader"])
@@ -64,7 +59,7 @@ def test_a_fixed_example_runs_and_shows_none_of_the_findings_the_fix_addressed(e
 
 
 @pytest.mark.parametrize(
-    "name", ["story", "cluster", pytest.param("train", marks=_TORCH_ENTROPY), "loader"]
+    "name", ["story", "cluster", "train", "loader"]
 )  # fmt: skip
 def test_two_runs_of_a_fixed_example_draw_the_same(examples, name):
     pytest.importorskip(_NEEDS[name])

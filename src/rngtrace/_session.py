@@ -65,9 +65,12 @@ def note_origins(sessions: Sequence[Session], source: Any, why: str) -> None:
         digests = state_digests(source)
     except Exception:  # noqa: BLE001 (a state that cannot be read is no finding, never an error)
         return
+    fixed = source.starts_fixed() if why == "start" else None
     for session in sessions:
         at = len(session.trace.raw)
         session.origins.extend((sub, digest, why, at) for sub, digest in digests.items())
+        if fixed is not None:  # the findings ask: does a draw before any seed repeat run to run?
+            session.trace.settings[f"{source.name}.starts_fixed"] = fixed
 
 
 def validate_streams(streams: Any) -> frozenset:

@@ -138,6 +138,8 @@ def unseeded(trace: RawStore, events: list[Event]) -> list[Finding]:
         info = stream_info(base)
         if info is None or not info.entropy_at_start:
             continue
+        if trace.settings.get(f"{base}.starts_fixed") and pid == trace.pid:
+            continue  # this build starts the stream from a fixed seed, seen where the trace began
         start = starts.get(pid)
         if start is None:
             continue

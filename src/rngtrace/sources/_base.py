@@ -133,6 +133,14 @@ class Source(ABC):
     def forget(self) -> None:  # noqa: B027 (optional: most sources keep nothing)
         """Drop any reference kept while tracing (called when hooks come off)."""
 
+    def starts_fixed(self) -> bool | None:
+        """Whether the stream stands where the library's fixed default seed puts it (None: cannot say).
+
+        Asked once, where a trace sees the program start: a stream that starts from a fixed
+        seed draws alike in every run before any seed, one that starts from OS entropy does not.
+        """
+        return None
+
     @classmethod
     def settings(cls) -> dict[str, bool]:
         """The library's flags that decide whether its results repeat, read once when a trace ends.

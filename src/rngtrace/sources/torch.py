@@ -448,6 +448,10 @@ def _cuda_seed_wrapper(rec: Any, api: str, original: Callable, device_at: int | 
     )
 
 
+#: the seed torch's default CPU generator starts from in builds that do not take OS entropy
+_DEFAULT_SEED = 67280421310721
+
+
 # -- the source -------------------------------------------------------------------------
 class TorchSource(Source):
     """The streams behind ``torch.rand()``, ``nn.init``, dropout and ``torch.manual_seed()``."""
@@ -470,6 +474,15 @@ class TorchSource(Source):
             }
         except Exception:  # noqa: BLE001 (a torch that cannot say is no finding, never an error)
             return {}
+
+    def starts_fixed(self) -> bool | None:
+        # PyTorch builds differ: some start the CPU generator from the fixed default seed, others
+        # (2.13 here) from OS entropy. Compared with a generator given that seed: one read, at start.
+        try:
+            fixed = torch.Generator().manual_seed(_DEFAULT_SEED).get_state()
+            return bool(torch.equal(_cpu_generator().get_state(), fixed))
+        except Exception:  # noqa: BLE001 (a state that cannot be read says nothing)
+            return None
 
     def __init__(self) -> None:
         # Taken before any patch goes on: these are the originals, for references

@@ -37,6 +37,9 @@ STREAM = Stream(
     per_process_fix="seed each process from its id (torch.manual_seed(base + worker_id)) or pass each a "
     "torch.Generator seeded from its id",
     library_files=("torch/random.py", "torch/cuda/random.py"),
+    # Builds differ: 2.13 starts the CPU generator from OS entropy; a build that starts it from
+    # the fixed default seed says so where a trace sees the program start (TorchSource.starts_fixed).
+    entropy_at_start=True,
     entropy_seeded={
         "torch.Generator.seed": "manual_seed",
         "torch.seed": "manual_seed",
