@@ -138,7 +138,7 @@ def test_spawned_pool_workers_drawing_unseeded_are_unseeded_with_the_per_process
         r"before it is ever seeded",
         text,
     ), lines
-    assert "before it is ever seeded, so every run draws differently" in " ".join(lines)
+    assert "before it is ever seeded, so every run draws differently" in text
     assert (
         "fix: seed each process from its id (np.random.seed(base + worker_id)) or draw from "
         "np.random.default_rng(seed + worker_id) in each (the draw at pool_workers.py:8)" in text
