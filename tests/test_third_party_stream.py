@@ -344,8 +344,8 @@ def test_a_library_drawing_between_the_users_toy_seed_and_draw_is_interleaved_wi
         "your numbers depend on it"
     )
     assert fix == (
-        f"wrap warm_up() at prog.py:{line(script, '@call')} in `with rngtrace.rng_isolate():`, "
-        f"or draw your own at prog.py:{line(script, '@draw')}: gen = toystream.Generator(0); gen.draw(...)"
+        f"draw your own at prog.py:{line(script, '@draw')}: gen = toystream.Generator(0); gen.draw(...), "
+        f"or wrap warm_up() at prog.py:{line(script, '@call')} in `with rngtrace.rng_isolate():`"
     )
 
 

@@ -9,7 +9,7 @@ Listed, in their rank, in ``_findings.KINDS``.
 
 from __future__ import annotations
 
-from ._fixes import ARGUMENT, TORCH_DATA, and_list, library_fix, line_of
+from ._fixes import ARGUMENT, TORCH_DATA, and_list, library_fix, line_of, seed_right_before
 from ._model import DRAW, Event, Finding, Frame
 from ._store import RawStore
 from ._words import stream_base
@@ -86,7 +86,7 @@ def _generator_finding(what: str, lines: dict[Frame, list[Event]]) -> Finding:
             f"{what} at {at} draws from {'NumPy' if stream == 'numpy' else stream}'s global "
             f"stream (no random_state=): its result changes with every draw before it"
         )
-        fix = library_fix(group[0]) or f"{what}(..., random_state=0)"
+        fix = library_fix(group[0]) or seed_right_before(group[0])  # never an argument the call may not take
         if len(lines) > 1:
             fix = fix.rsplit(" at ", 1)[0] + " at each"
     return Finding("global-generator", stream, (group[0].pid,), message, tuple(e.index for e in group), fix)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._fixes import and_list, isolate, library_fix, line_of, model_built, own_generator, place_of
+from ._fixes import and_list, interleaved_fix, isolate, library_fix, line_of, model_built, own_generator, place_of
 from ._model import DRAW, SEED, Event, Finding
 from ._paths import cell_label
 from ._store import RawStore
@@ -104,15 +104,7 @@ def _interleaved_finding(seed: Event, others: list[Event], draw: Event) -> Findi
         f"{n} {draw.stream} draw{'s' * (n > 1)} inside {where} come{'s' * (n == 1)} between your seed at "
         f"{seed_line} and {yours}: your numbers depend on {'them' if n > 1 else 'it'}"
     )
-    home = _seed_file(seed)
-    fixes = list(dict.fromkeys(library_fix(e) or isolate(e, home) for e in others))
-    first = and_list(fixes[:3]) + (f" (and {len(fixes) - 3} more)" if len(fixes) > 3 else "")
-    if built is not None:
-        value = seed.detail if seed.detail not in (None, "None") else "seed"
-        fix = f"{first}, or torch.manual_seed({value}) right before building the model at {line_of(built)}"
-    else:
-        own = own_generator(draw, seed.detail)
-        fix = f"{first}, or draw your own at {line_of(draw.frame)}: {own}" if own else first  # type: ignore[arg-type]
+    fix = interleaved_fix(seed, others, draw, built, _seed_file(seed))
     return Finding(
         "interleaved", draw.stream, (draw.pid,), message, (seed.index, *(e.index for e in others), draw.index), fix
     )

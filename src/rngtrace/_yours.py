@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ._callables import is_comprehension, public_owner
 from ._model import Event, Frame
 from ._paths import is_user_file, package_of, short_path
 
@@ -75,6 +76,8 @@ class Call:
         parts = [p for p in frame.function.split(".") if p not in ("<locals>", "")] or [frame.function or "?"]
         if parts[-1] == "__init__" and len(parts) > 1:
             return parts[-2]
+        if self.callee is not None and _private_owner(self.callee):  # the class the user built: GridSearchCV.fit
+            parts[-2:-1] = [public_owner(self.callee, self.line) or parts[-2]]
         return ".".join(parts[-2:])
 
 
@@ -101,7 +104,9 @@ def _callee(inside: Sequence[Frame]) -> Frame:
     frames = [
         f
         for f in reversed(inside)
-        if f.function.rsplit(".", 1)[-1] not in _WRAPPERS and not f.filename.startswith(_IMPORT_MACHINERY)
+        if f.function.rsplit(".", 1)[-1] not in _WRAPPERS
+        and not is_comprehension(f)  # fit.<listcomp> is no call a user wrote
+        and not f.filename.startswith(_IMPORT_MACHINERY)
     ] or [inside[-1]]
     callee = frames[0]
     if _private_owner(callee):

@@ -36,5 +36,6 @@ STREAM = Stream(
     ),
     per_process_fix="seed each process from its id (torch.manual_seed(base + worker_id)) or pass each a "
     "torch.Generator seeded from its id",
+    fork_call="torch.random.fork_rng()",
     library_files=("torch/random.py", "torch/cuda/random.py"),
 )
