@@ -115,7 +115,10 @@ def _callee(inside: Sequence[Frame]) -> Frame:
             (
                 f
                 for f in frames[1:]
-                if "." in f.function and not _private_owner(f) and package_of(f.filename) == package
+                if "." in f.function
+                and not _private_owner(f)
+                and not f.function.rsplit(".", 1)[-1].startswith("_")  # GridSearchCV._run_search: no user's call
+                and package_of(f.filename) == package
             ),
             callee,
         )
