@@ -155,13 +155,9 @@ def _numbers(indexes: Sequence[int]) -> str:
 
 
 def _where(event: Event, cwd: str) -> str:
-    """``train.py:7 in <module> (in torch/nn/modules/linear.py:128 in ...)``: the user's line, then the library's."""
+    """``train.py:7 in <module>``: the user's line an event came from, else the line that called."""
     line = line_to_name(event)
-    if line is None:
-        return "a line no stack recorded"
-    inner = event.frame
-    library = f" (in {describe(inner, cwd)})" if inner is not None and inner != line else ""
-    return describe(line, cwd) + library
+    return describe(line, cwd) if line is not None else "a line no stack recorded"
 
 
 def _stack(event: Event, cwd: str) -> list[str]:
