@@ -5,8 +5,8 @@ from __future__ import annotations
 import importlib
 import json
 import os
-import re
 import random
+import re
 import socket
 import subprocess
 import sys

@@ -62,6 +62,7 @@ def module_of(frame: Frame) -> Any | None:
     return module
 
 
+@functools.lru_cache(maxsize=4096)
 def resolve(frame: Frame) -> tuple[Any, type | None] | None:
     """(the function that ran ``frame``, the class it is a method of or None), or None where unknown."""
     module = module_of(frame)

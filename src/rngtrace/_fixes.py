@@ -15,6 +15,7 @@ file is the user's is ``_paths``' question.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import Any
 
@@ -70,7 +71,7 @@ def library_fix(event: Event) -> str | None:
     path = call.callee.filename.replace("\\", "/")
     argument = ARGUMENT.get(call.package or "")
     if argument:
-        return _argument_fix(event.stack, call, argument)
+        return _argument_fix(tuple(event.stack), call, argument)
     if call.package == "torch":
         if TORCH_DATA in path:
             return f"DataLoader(..., generator=torch.Generator().manual_seed(0)) for the loader at {line_of(call.line)}"
@@ -79,7 +80,8 @@ def library_fix(event: Event) -> str | None:
     return None
 
 
-def _argument_fix(stack: Sequence[Frame], call: Any, argument: str) -> str | None:
+@functools.lru_cache(maxsize=1024)  # a loop's draws share one stack: resolved once
+def _argument_fix(stack: tuple[Frame, ...], call: Any, argument: str) -> str | None:
     """``train_test_split(..., random_state=0) at train.py:14``, or the constructor of the object the user built
     (``RandomForestClassifier(n_estimators=10, random_state=0) at grid.py:7``): only a callable that takes it."""
     found = resolve(call.callee)
