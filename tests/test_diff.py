@@ -129,7 +129,44 @@ def test_the_headline_names_the_users_line_where_a_library_drew():
         return ("numpy", "draw", "numpy.random.RandomState.permutation", count, stack, None)
 
     text = render_diff(compare(trace(split(80)), trace(split(90))))
-    assert "the numpy draw at /p/train.py:14 in <module> differs: A drew 80 values, B 90" in text
+    assert (
+        "the numpy draw at /p/train.py:14 in <module> (in sklearn/utils/_indexing.py:600 in resample) "
+        "differs: A drew 80 values, B 90"
+    ) in text
+
+
+def loader_draw(user_line: int, function: str = "<module>") -> tuple:
+    stack = [
+        (f"{SITE_PACKAGES}/torch/utils/data/dataloader.py", 692, "_BaseDataLoaderIter.__init__"),
+        ("/p/train_val.py", user_line, function),
+        *([("/p/train_val.py", 40, "<module>")] if function != "<module>" else []),
+    ]
+    return ("torch", "draw", "torch.Tensor.random_", 1, stack, None)
+
+
+def test_one_library_line_reached_from_two_of_the_users_lines_is_two_calls():
+    # validate()'s loader and the training loop's draw at the same torch line: B's extra one is validate()'s.
+    a = trace(loader_draw(26), loader_draw(26))
+    b = trace(loader_draw(26), loader_draw(20, "validate"), loader_draw(26))
+    first = compare(a, b).first
+    assert first.kind == ONLY_B and first.b == (b.events[1],)
+    assert (
+        "B has 1 extra torch draw at /p/train_val.py:20 in validate "
+        "(in torch/utils/data/dataloader.py:692 in _BaseDataLoaderIter.__init__), "
+        "before the draw both runs make at /p/train_val.py:26 in <module>"
+    ) in render_diff(compare(a, b))
+
+
+def test_a_stack_deeper_than_the_frames_shown_is_shown_down_to_the_users_first_line():
+    frames = [(f"{SITE_PACKAGES}/framework/loop.py", 100 + i, f"step{i}") for i in range(12)]
+    deep = ("numpy", "draw", "numpy.random.rand", 1, [*frames, ("/p/fit.py", 21, "<module>")], None)
+    report = render_diff(compare(trace(rand()), trace(deep, rand())))
+    rows = report.split("only in B\n", 1)[1].splitlines()
+    assert [row.strip() for row in rows[:13]] == [
+        *(f"framework/loop.py:{100 + i} in step{i}" for i in range(12)),
+        "/p/fit.py:21 in <module>",
+    ]
+    assert "more frame" not in report
 
 
 def test_a_seed_to_another_value_differs():

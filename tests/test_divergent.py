@@ -50,7 +50,8 @@ def test_an_extra_draw_on_one_rank_is_divergent_naming_its_line_each_side_and_th
     (finding,) = across_runs([rank(0, *step()), rank(1, *step(extra=True))])
     assert finding.kind == "divergent" and finding.stream == "random"
     assert finding.message == (
-        "random: the ranks stop drawing alike at its event 4: rank 0 made no more (3 random events in all); "
+        "random: the ranks stop drawing alike at their 4th random draw or seed: "
+        "rank 0 made no more (3 random events in all); "
         "rank 1 drew random.random ×1 at train.py:9; so later draws differ between them"
     )
     assert finding.pids == (100, 101) and finding.events == (-1, 3)
@@ -91,7 +92,8 @@ def test_a_block_only_one_rank_ran_is_compared_as_empty_and_named_by_its_block()
     logs = [rank(0, *step()), rank(1, *step()), rank(1, *step(), block=2, pid=101)]
     (finding,) = divergent(logs)
     assert finding.message.startswith(
-        "random: the ranks stop drawing alike at its event 1 in block 2: rank 0 made no more (0 random events in all)"
+        "random: the ranks stop drawing alike at their 1st random draw or seed in block 2: "
+        "rank 0 made no more (0 random events in all)"
     )
     assert finding.pids == (100, 101) and finding.events == (-1, 0)
     assert [(split.block, split.position) for split in splits(logs)] == [(2, 0)]

@@ -125,6 +125,7 @@ LAYERS = (
             "_logfields",
             "_logjson",
             "_logfile",
+            "_callables",
             "_yours",
             "_fixes",
             "_duplicates",

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import random
+import re
 import socket
 import subprocess
 import sys
@@ -14,6 +16,7 @@ import pytest
 
 from rngtrace import Trace, rng_trace
 from rngtrace.ranks import findings, load_logs, main
+from rngtrace.render.text import render
 
 HERE = os.path.basename(__file__)
 
@@ -190,9 +193,9 @@ def test_an_extra_draw_on_one_rank_exits_1_naming_its_line_and_both_stacks(tmp_p
     assert status == 1 and err == ""
     lines = out.splitlines()
     assert lines[0] == "rngtrace ranks: the 2 ranks stop drawing alike in 1 stream"
-    assert "random: the ranks part at its event 4 (3 alike before it" in out
-    assert "\n  rank 0  no event 4: 3 random events in all\n" in out
-    assert "\n  rank 1  draw random.random ×1\n" in out
+    assert "random: the ranks part at their 4th random draw or seed (3 alike before it" in out
+    assert "\n  rank 0      made no more: 3 random events in all\n" in out
+    assert "\n  rank 1  #3  draw random.random ×1\n" in out
     assert f"{HERE}:{EXTRA_LINE} in work" in out
     assert "fix: make every rank draw alike from random" in out
 
@@ -206,7 +209,7 @@ def test_a_draw_at_another_line_is_a_divergence(tmp_path, monkeypatch, capsys):
         random.random()  # the same api, count and stream, from another line
     status, out, _ = ranks(tmp_path, capsys)
     assert status == 1
-    assert "part at its event 1 (0 alike before it)" in out
+    assert "part at their 1st random draw or seed (0 alike before it)" in out
 
 
 def test_a_draw_of_another_api_at_the_same_line_is_a_divergence(tmp_path, monkeypatch, capsys):
@@ -216,7 +219,7 @@ def test_a_draw_of_another_api_at_the_same_line_is_a_divergence(tmp_path, monkey
             random.random() if rank == 0 else random.uniform(0, 1)
     status, out, _ = ranks(tmp_path, capsys)
     assert status == 1
-    assert "rank 0  draw random.random" in out and "rank 1  draw random.uniform" in out
+    assert "rank 0  #0  draw random.random" in out and "rank 1  #0  draw random.uniform" in out
 
 
 def test_ranks_started_from_different_folders_still_match(tmp_path, monkeypatch, capsys):
@@ -237,7 +240,10 @@ def test_three_ranks_name_the_ranks_on_each_side(tmp_path, monkeypatch, capsys):
         as_rank(monkeypatch, rank, tmp_path, extra=rank == 1)
     status, out, _ = ranks(tmp_path, capsys)
     assert status == 1
-    assert "\n  ranks 0 and 2  no event 4: 3 random events in all\n  rank 1         draw random.random ×1\n" in out
+    assert (
+        "\n  ranks 0 and 2      made no more: 3 random events in all\n  rank 1         #3  draw random.random ×1\n"
+        in out
+    )
     [finding] = findings(load_logs(tmp_path)[0])
     assert finding.kind == "divergent" and finding.stream == "random"
     assert finding.pids == (os.getpid(),) * 3 and finding.events == (-1, -1, 3)
@@ -252,8 +258,8 @@ def test_a_block_only_one_rank_ran_is_compared_as_empty(tmp_path, monkeypatch, c
     as_rank(monkeypatch, 1, tmp_path)  # rank 1's second block: rank-1.2.json
     status, out, _ = ranks(tmp_path, capsys)
     assert status == 1
-    assert "random: the ranks part at its event 1 in block 2" in out
-    assert "rank 0  no event 1: 0 random events in all" in out
+    assert "random: the ranks part at their 1st random draw or seed in block 2" in out
+    assert "rank 0      made no more: 0 random events in all" in out
     [finding] = findings(load_logs(tmp_path)[0])
     assert finding.pids == (os.getpid(), os.getpid()) and finding.events == (-1, 0)
 
@@ -266,6 +272,50 @@ def test_events_past_max_events_are_not_called_a_divergence(tmp_path, monkeypatc
     status, out, _ = ranks(tmp_path, capsys)
     assert status == 0
     assert "(rank-0.json kept its first 2 events of 3 (max_events): the rest were not compared)" in out
+
+
+DEEP_LIBRARY = """\
+import random
+
+
+def layer(n):
+    if n == 0:
+        return random.random()
+    return layer(n - 1)
+"""
+
+
+def test_a_deep_library_stack_is_shown_down_to_the_users_line(tmp_path, monkeypatch, capsys):
+    # A framework's stack is deeper than the frames shown: the user's line under it is never cut off.
+    site = tmp_path / "site-packages"
+    site.mkdir()
+    (site / "deeplib.py").write_text(DEEP_LIBRARY)
+    monkeypatch.syspath_prepend(str(site))
+    deeplib = importlib.import_module("deeplib")
+    monkeypatch.setitem(sys.modules, "deeplib", deeplib)
+    logs = tmp_path / "logs"
+    for rank in (0, 1):
+        monkeypatch.setenv("RANK", str(rank))
+        with rng_trace(log_dir=logs, print=False):
+            random.seed(0)
+            random.uniform(0, 1)
+            deep = sys._getframe().f_lineno + 1
+            deeplib.layer(10) if rank == 0 else random.random()
+    status, out, _ = ranks(logs, capsys)
+    assert status == 1
+    rank_0 = out.split("\n  rank 0  ", 1)[1].split("\n  rank 1  ", 1)[0].splitlines()
+    assert rank_0[0] == "#2  draw random.random ×1"
+    shown = [line.strip() for line in rank_0]
+    mine = next(i for i, line in enumerate(shown) if line.endswith(f"{HERE}:{deep} in {deep_test.__name__}"))
+    frames = [line.rsplit("/", 1)[-1] for line in shown[1:mine]]
+    assert frames == ["deeplib.py:6 in layer"] + ["deeplib.py:7 in layer"] * 10
+    assert not [line for line in shown[:mine] if "more frame" in line]
+    # The draw is numbered #2, as rank 0's own log numbers it.
+    log = render(Trace.load(logs / "rank-0.json"))
+    assert re.search(r"^\s+2\s+random\s+draw\s+random\.random ×1\s+\S*deeplib\.py:6 in layer", log, re.M)
+
+
+deep_test = test_a_deep_library_stack_is_shown_down_to_the_users_line  # the name its stack shows
 
 
 def test_alike_blocks_are_counted(tmp_path, monkeypatch, capsys):
@@ -405,9 +455,9 @@ def test_a_gloo_job_with_an_extra_draw_on_rank_1_names_its_line(gloo_job, capsys
     status, out, _ = ranks(gloo_job / "extra", capsys)
     extra_line = RANK_SCRIPT.splitlines().index("        torch.rand(1)  # EXTRA") + 1
     assert status == 1
-    assert "torch: the ranks part at its event 3" in out
-    assert "rank 0  no event 3: 2 torch events in all" in out
-    assert "rank 1  draw torch.rand" in out and f"train.py:{extra_line} in step" in out
+    assert "torch: the ranks part at their 3rd torch draw or seed" in out
+    assert "rank 0      made no more: 2 torch events in all" in out
+    assert "rank 1  #2  draw torch.rand" in out and f"train.py:{extra_line} in step" in out
     [finding] = findings(load_logs(gloo_job / "extra")[0])
     assert finding.kind == "divergent" and f"train.py:{extra_line}" in finding.message
 

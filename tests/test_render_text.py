@@ -17,6 +17,7 @@ ANSI = re.compile(r"\x1b\[[0-9;]*m")
 SITE = sysconfig.get_paths()["purelib"]
 STDLIB = sysconfig.get_paths()["stdlib"]
 SKLEARN = os.path.join(SITE, "sklearn", "utils", "_indexing.py")
+OTHER_LIBRARY = os.path.join(SITE, "otherlib", "core.py")  # a package with no seeding argument rngtrace knows
 TORCH_LINEAR = "/opt/conda/lib/python3.11/site-packages/torch/nn/modules/linear.py"
 RANDOM_PY = os.path.join(STDLIB, "random.py")
 
@@ -329,18 +330,43 @@ def test_a_model_built_is_hinted_with_manual_seed_not_the_init_it_called_inside(
     assert "torch.manual_seed(seed) before building the model" in hint and "pass generator=g" not in hint
 
 
-def test_a_library_draw_is_hinted_with_random_state_not_a_generator_method(here):
-    hint = section(
-        render(build(draw("numpy.random.permutation", 64, (SKLEARN, 5, "f"), (here("s.py"), 2, "m")))), "Hint:"
-    )
-    assert "rng.permutation" not in hint and "random_state=0 for scikit-learn and scipy" in hint
+def test_a_library_draw_a_finding_named_is_not_hinted_again(here):
+    # scikit-learn drew from the global stream: the global-generator finding gives the fix, the Hint does not repeat it.
+    log = render(build(draw("numpy.random.permutation", 64, (SKLEARN, 5, "f"), (here("s.py"), 2, "m"))))
+    assert "global-generator" in log and "Hint" not in log
 
 
 def test_library_hint_appears_only_when_a_library_drew(here):
     mine = render(build(draw("random.random", 1, (here("s.py"), 1, "<module>"))))
-    theirs = render(build(draw("random.random", 1, (SKLEARN, 1, "f"), (here("s.py"), 1, "<module>"))))
+    theirs = render(build(draw("random.random", 1, (OTHER_LIBRARY, 1, "f"), (here("s.py"), 1, "<module>"))))
     assert "rng_isolate" not in mine
-    assert "rng_isolate" in theirs
+    assert theirs.endswith(
+        "Hint: where a library draws, give the call its own seed, or wrap it in `with rngtrace.rng_isolate():`."
+    )
+
+
+def test_a_torch_library_draw_is_hinted_with_fork_rng_not_rng_isolate(here):
+    # Code that draws only from torch is isolated with torch's own block: the fixed program needs no rngtrace.
+    log = render(build(draw("torch.rand", 4, (OTHER_LIBRARY, 1, "f"), (here("s.py"), 1, "<module>"))))
+    assert section(log, "Hint:").splitlines()[-1] == (
+        "  Where a library draws: give the call its own seed (generator=g for torch), "
+        "or wrap it in `with torch.random.fork_rng():`."
+    )
+    assert "rng_isolate" not in log
+
+
+def test_several_streams_drawn_by_a_library_name_each_ones_block_rng_isolate_last(here):
+    story = (here("s.py"), 1, "<module>")
+    log = render(
+        build(
+            draw("torch.rand", 4, (OTHER_LIBRARY, 1, "f"), story),
+            draw("random.random", 1, (OTHER_LIBRARY, 2, "g"), story),
+        )
+    )
+    assert section(log, "Hint:").splitlines()[-1] == (
+        "  Where a library draws: give the call its own seed (generator=g for torch), or wrap it in "
+        "`with torch.random.fork_rng():` for torch or `with rngtrace.rng_isolate():` for random."
+    )
 
 
 # -- end to end --------------------------------------------------------------------------

@@ -344,8 +344,8 @@ def test_a_library_drawing_between_the_users_toy_seed_and_draw_is_interleaved_wi
         "your numbers depend on it"
     )
     assert fix == (
-        f"wrap warm_up() at prog.py:{line(script, '@call')} in `with rngtrace.rng_isolate():`, "
-        f"or draw your own at prog.py:{line(script, '@draw')}: gen = toystream.Generator(0); gen.draw(...)"
+        f"draw your own at prog.py:{line(script, '@draw')}: gen = toystream.Generator(0); gen.draw(...), "
+        f"or wrap warm_up() at prog.py:{line(script, '@call')} in `with rngtrace.rng_isolate():`"
     )
 
 
@@ -470,7 +470,8 @@ def test_rngtrace_diff_of_two_runs_that_differ_in_a_toy_draw_names_the_toy_strea
     b = tmp_path / "b" / "prog.py"
     # The user's line that called into the installed package, then the package's own frame in the table.
     assert (
-        f"First divergence: B has 1 extra toy draw at b/prog.py:{line(b, '@draw') - 1} in <module>, "
+        f"First divergence: B has 1 extra toy draw at b/prog.py:{line(b, '@draw') - 1} in <module> "
+        f"(in devlib.py:{line(site / 'devlib.py', '@lib-draw')} in warm_up), "
         f"before the draw both runs make at b/prog.py:{line(b, '@draw')} in <module>"
     ) in flat(done.stdout)
     assert f"devlib.py:{line(site / 'devlib.py', '@lib-draw')} in warm_up" in done.stdout

@@ -10,7 +10,7 @@ Listed, in their rank, in ``_findings.KINDS``.
 from __future__ import annotations
 
 from ._duplicates import in_which
-from ._fixes import ARGUMENT, TORCH_DATA, and_list, library_fix, line_of
+from ._fixes import ARGUMENT, TORCH_DATA, and_list, library_fix, line_of, seed_right_before
 from ._model import DRAW, RISK, Event, Finding, Frame
 from ._store import RawStore
 from ._words import stream_base
@@ -88,7 +88,7 @@ def _generator_finding(trace: RawStore, what: str, lines: dict[Frame, list[Event
             f"{what} at {at} draws from {'NumPy' if stream == 'numpy' else stream}'s global "
             f"stream (no random_state=): its result changes with every draw before it"
         )
-        fix = library_fix(group[0]) or f"{what}(..., random_state=0)"
+        fix = library_fix(group[0]) or seed_right_before(group[0])  # never an argument the call may not take
         if len(lines) > 1:
             fix = fix.rsplit(" at ", 1)[0] + " at each"
     pids = tuple(dict.fromkeys(e.pid for e in group))

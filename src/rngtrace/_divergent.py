@@ -162,7 +162,7 @@ def finding(split: Split) -> Finding:
     events = tuple(index for side in split.sides for index in side.indexes)
     parts = [f"{ranks_named(side.ranks)} {_made(side, split.stream)}" for side in split.sides]
     message = (
-        f"{split.stream}: the ranks stop drawing alike at its event {split.position + 1}"
+        f"{split.stream}: the ranks stop drawing alike at their {nth(split)}"
         f"{in_block(split)}: " + "; ".join(parts) + "; so later draws differ between them"
     )
     info = stream_info(split.stream)
@@ -182,6 +182,13 @@ def _made(side: Side, stream: str) -> str:
     where = f" at {printable(line_of(frame))}" if frame is not None else ""
     verb = {DRAW: "drew", SEED: "seeded with"}.get(event.kind, "made")
     return f"{verb} {api_label(event)}{where}"
+
+
+def nth(split: Split) -> str:
+    """``4th torch draw or seed``: the place in its stream where the ranks part (a log's ``#N`` counts all streams)."""
+    n = split.position + 1
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n:,}{suffix} {split.stream} draw or seed"
 
 
 def ranks_named(labels: Sequence[str]) -> str:

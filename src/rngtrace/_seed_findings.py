@@ -15,7 +15,7 @@ words of each fix ``_fixes``'. Listed, in their rank, in ``_findings.KINDS``.
 from __future__ import annotations
 
 from ._duplicates import in_which
-from ._fixes import and_list, isolate, library_fix, line_of, model_built, own_generator, place_of
+from ._fixes import and_list, interleaved_fix, isolate, line_of, model_built, place_of
 from ._model import DRAW, Event, Finding, Frame
 from ._paths import cell_label
 from ._seeds import ENTROPY, RESEED, RESTORE, USER, SeedRole, seed_home, seed_roles
@@ -88,15 +88,7 @@ def _interleaved_finding(trace: RawStore, seed: Event, others: list[Event], draw
         f"{n} {draw.stream} draw{'s' * (n > 1)} inside {where} come{'s' * (n == 1)} between your seed at "
         f"{seed_line} and {yours}{in_which(trace, (draw.pid,))}: your numbers depend on {'them' if n > 1 else 'it'}"
     )
-    home = seed_home(seed)
-    fixes = list(dict.fromkeys(library_fix(e) or isolate(e, home) for e in others))
-    first = and_list(fixes[:3]) + (f" (and {len(fixes) - 3} more)" if len(fixes) > 3 else "")
-    if built is not None:
-        value = seed.detail if seed.detail not in (None, "None") else "seed"
-        fix = f"{first}, or torch.manual_seed({value}) right before building the model at {line_of(built)}"
-    else:
-        own = own_generator(draw, seed.detail)
-        fix = f"{first}, or draw your own at {line_of(draw.frame)}: {own}" if own else first  # type: ignore[arg-type]
+    fix = interleaved_fix(seed, others, draw, built, seed_home(seed))
     return Finding(
         "interleaved", draw.stream, (draw.pid,), message, (seed.index, *(e.index for e in others), draw.index), fix
     )

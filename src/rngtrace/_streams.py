@@ -50,6 +50,9 @@ class Stream:
     entropy_at_start: bool = False
     #: a fork gives the child a freshly seeded stream (``random`` reseeds at fork)
     reseeded_at_fork: bool = False
+    #: the library's own block that puts the stream back after it, as a user writes it: ``torch.random.fork_rng()``;
+    #: a fix proposes it before ``rngtrace.rng_isolate()``, which would make rngtrace a dependency of the program
+    fork_call: str = ""
     #: its library's own random files (``numpy/random/``), never taken for the code that called
     library_files: tuple[str, ...] = ()
     #: how the texts above spell the library's modules where not by their own name: ``{"np": "numpy"}``

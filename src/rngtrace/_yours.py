@@ -16,6 +16,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ._callables import is_comprehension, public_owner, resolve
 from ._model import Event, Frame
 from ._paths import is_user_file, package_of, short_path
 
@@ -119,8 +120,18 @@ class Call:
         if self.callee is not None and self.callee.function == "<module>":  # a package drew as it was imported
             return f"the import of {self.package or short_path(self.callee.filename)}"
         parts = [p for p in frame.function.split(".") if p not in ("<locals>", "")] or [frame.function or "?"]
+        if self.callee is not None and len(parts) == 1:  # Python 3.10 names no class: read it from the code
+            found = resolve(self.callee)
+            if found is not None and found[1] is not None:
+                parts.insert(0, found[1].__name__)
         if parts[-1] == "__init__" and len(parts) > 1:
             return parts[-2]
+        if self.callee is not None and len(parts) > 1 and parts[-2].startswith(("_", "Base")):
+            public = public_owner(self.callee, self.line)  # the class the user built: GridSearchCV.fit
+            if public:
+                parts[-2] = public
+            elif frame.function == parts[-1]:
+                del parts[-2]  # a private class read from the code (3.10): the method alone, as before
         return ".".join(parts[-2:])
 
 
@@ -147,7 +158,9 @@ def _callee(inside: Sequence[Frame]) -> Frame:
     frames = [
         f
         for f in reversed(inside)
-        if f.function.rsplit(".", 1)[-1] not in _WRAPPERS and not f.filename.startswith(_IMPORT_MACHINERY)
+        if f.function.rsplit(".", 1)[-1] not in _WRAPPERS
+        and not is_comprehension(f)  # fit.<listcomp> is no call a user wrote
+        and not f.filename.startswith(_IMPORT_MACHINERY)
     ] or [inside[-1]]
     callee = frames[0]
     if _private_owner(callee):
@@ -156,7 +169,10 @@ def _callee(inside: Sequence[Frame]) -> Frame:
             (
                 f
                 for f in frames[1:]
-                if "." in f.function and not _private_owner(f) and package_of(f.filename) == package
+                if "." in f.function
+                and not _private_owner(f)
+                and not f.function.rsplit(".", 1)[-1].startswith("_")  # GridSearchCV._run_search: no user's call
+                and package_of(f.filename) == package
             ),
             callee,
         )

@@ -2,9 +2,10 @@
 
 Each stream is aligned on its own, so a draw in another stream or a thread's
 different interleaving does not shift it. An event is keyed by its kind, its
-api and the line that called it; the line's file is named by its path after
-site-packages or by its bare file name, so runs from two checkouts or two
-virtualenvs in different places still align. An unattributed move has no line
+api, the line that called it and the user's lines on its stack (the same
+library line reached from ``train()`` and from ``validate()`` is two calls); a
+file is named by its path after site-packages or by its bare file name, so runs
+from two checkouts or two virtualenvs in different places still align. An unattributed move has no line
 (the call that noticed it did not make it): it is keyed by its kind and api
 alone, so the line that happened to notice it never parts two runs. Within the
 aligned calls, a draw of another number of values or a seed with another value
@@ -28,6 +29,7 @@ from typing import Any
 from ._model import DRAW, KINDS, SEED, Event, Frame
 from ._paths import package_tail
 from ._store import RawStore
+from ._yours import is_yours
 
 #: origins made by a seed: the state a seed gave; every other origin is a state the stream came with
 _SEEDED = "seed"
@@ -154,9 +156,16 @@ def _position(events: list[Event], start: int, stop: int, end: int) -> int:
 
 
 def _key(event: Event) -> tuple:
+    """What makes two events the same call: kind, api, the calling line, and the user's lines that led there.
+
+    The user's lines tell apart one library line reached from two places (a DataLoader iterated in
+    ``train()`` and in ``validate()``, a model called from each), which would otherwise align crosswise.
+    """
     frame = event.frame
-    site = (file_key(frame.filename), frame.lineno) if frame else None
-    return (event.kind, event.api, site)
+    if frame is None:
+        return (event.kind, event.api, None, ())
+    yours = tuple((file_key(f.filename), f.lineno) for f in event.stack if is_yours(f))
+    return (event.kind, event.api, (file_key(frame.filename), frame.lineno), yours)
 
 
 @functools.lru_cache(maxsize=4096)

@@ -17,14 +17,15 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ._cli_outputs import write
-from ._divergent import RankLog, Split, compared_events, finding, in_block, plural_events, ranks_named, splits
+from ._divergent import RankLog, Split, compared_events, finding, in_block, nth, plural_events, ranks_named, splits
 from ._errors import LogError
 from ._findings import across_runs
 from ._logdir import LOG_NAME
 from ._paths import current_dir
 from ._say import PROG, add_max_log_size, say
+from ._yours import line_to_name, user_index
 from .render.base import api_label, describe, plural, printable, stream_key
-from .trace import DRAW, SEED, Finding, Trace
+from .trace import DRAW, SEED, Event, Finding, Trace
 
 #: frames printed per stack at a divergence; the rest are counted
 _SHOWN_FRAMES = 8
@@ -123,27 +124,50 @@ def report(logs: Sequence[RankLog], found: Sequence[Split], left_out: int = 0) -
 
 
 def _split_lines(split: Split) -> list[str]:
+    """The split's headline, then each side: its event with the ``#N`` its own log gives it, and its stack."""
     cwd = current_dir()
-    event_n = f"event {split.position + 1}"
-    last = f"; the last at {describe(split.before.frame, cwd)}" if split.before is not None else ""
+    last = f"; the last at {_where(split.before, cwd)}" if split.before is not None else ""
     lines = [
         printable(
-            f"{split.stream}: the ranks part at its {event_n}{in_block(split)} ({split.position} alike before it{last})"
+            f"{split.stream}: the ranks part at their {nth(split)}{in_block(split)} "
+            f"({split.position:,} alike before it{last})"
         )
     ]
-    width = max(len(ranks_named(side.ranks)) for side in split.sides)
-    for side in split.sides:
-        name = ranks_named(side.ranks).ljust(width)
+    names = [ranks_named(side.ranks) for side in split.sides]
+    numbers = [_numbers(side.indexes) for side in split.sides]
+    width, number = max(len(n) for n in names), max(len(n) for n in numbers)
+    for side, name, numbered in zip(split.sides, names, numbers):
         event = side.event
+        head = f"  {name:<{width}}  {numbered:<{number}}  "
         if event is None:
-            lines.append(printable(f"  {name}  no {event_n}: {plural_events(side.total, split.stream)} in all"))
+            lines.append(printable(f"{head}made no more: {plural_events(side.total, split.stream)} in all"))
             continue
-        lines.append(f"  {name}  {event.kind} {api_label(event)}")
-        lines += [f"  {'':{width}}    {describe(frame, cwd)}" for frame in event.stack[:_SHOWN_FRAMES]]
-        if len(event.stack) > _SHOWN_FRAMES:
-            lines.append(f"  {'':{width}}    … {len(event.stack) - _SHOWN_FRAMES} more frames")
+        lines.append(printable(f"{head}{event.kind} {api_label(event)}"))
+        lines += [printable(f"{'':{len(head)}}{frame}") for frame in _stack(event, cwd)]
     lines.append(printable(f"  fix: {finding(split).fix}"))
     return lines
+
+
+def _numbers(indexes: Sequence[int]) -> str:
+    """``#5``, or ``#5, #7`` where the ranks of one side numbered it differently in their logs; "" for none."""
+    shown = list(dict.fromkeys(f"#{i}" for i in indexes if i >= 0))
+    return ", ".join(shown)
+
+
+def _where(event: Event, cwd: str) -> str:
+    """``train.py:7 in <module>``: the user's line an event came from, else the line that called."""
+    line = line_to_name(event)
+    return describe(line, cwd) if line is not None else "a line no stack recorded"
+
+
+def _stack(event: Event, cwd: str) -> list[str]:
+    """The event's frames, innermost first: at least ``_SHOWN_FRAMES``, never cut above the user's first frame."""
+    frames = event.stack
+    limit = max(_SHOWN_FRAMES, (user_index(frames) or 0) + 1)
+    shown = [describe(frame, cwd) for frame in frames[:limit]]
+    if len(frames) > limit:
+        shown.append(f"… {plural(len(frames) - limit, 'more frame')}")
+    return shown
 
 
 # -- the command -----------------------------------------------------------------------

@@ -205,29 +205,69 @@ def _takes_no_generator(api: str, info: Stream) -> bool:
 
 
 def hints(trace: Trace) -> list[str]:
-    """For each library whose global stream was drawn from: the generator to use instead."""
+    """For each library whose global stream was drawn from: the generator to use instead.
+
+    A call site a finding's fix already named (its stream, api and calling line) is left out: the Hint
+    block says what the findings did not.
+    """
+    said = _said_sites(trace)
     drawn: dict[str, list[Statistic]] = {}
-    library = False
     for stat in trace.statistics("lineno"):  # most calls first
-        drawn.setdefault(printable(stream_base(stat.stream)), []).append(stat)  # escaped before it is measured
-        library = library or not is_yours(stat.frame)
+        if (stat.stream, stat.api, stat.frame) not in said:
+            drawn.setdefault(printable(stream_base(stat.stream)), []).append(stat)  # escaped before it is measured
     if not drawn:
         return []
     lines = []
     width = max(len(base) for base in drawn)
     for base in sorted(drawn, key=stream_key):
-        said = _hint(base, drawn[base])
-        if not said:
+        hint = _hint(base, drawn[base])
+        if not hint:
             continue  # only libraries drew from it: the line below says what they take
-        first, *rest = said
+        first, *rest = hint
         lines.append(printable(f"  {base:<{width}}  {first}"))  # first and rest name the apis drawn
         lines.extend(printable(f"  {'':<{width}}  {line}") for line in rest)
-    where = f"give the call its own seed{_library_seeds(drawn)} or wrap it in rngtrace.rng_isolate()."
+    # Library draws the lines above do not explain (a loader, a module's init, a draw that takes no generator).
+    unexplained = {
+        base: [s for s in stats if not is_yours(s.frame) and not _explained(s)] for base, stats in drawn.items()
+    }
+    library = {base: stats for base, stats in unexplained.items() if stats}
+    where = f"give the call its own seed{_library_seeds(library)}, or {_isolate_words(library)}."
     if not lines:  # no stream drawn declared a generator of one's own: only the library advice stands
         return [f"Hint: where a library draws, {where}"] if library else []
     if library:
         lines.append(f"  Where a library draws: {where}")
     return ["Hint: draw from a generator you own, seeded once, so no other code shifts your numbers:", *lines]
+
+
+def _said_sites(trace: Trace) -> set[tuple[str, str, Frame | None]]:
+    """(stream, api, calling line) of every draw a finding with a fix names."""
+    events = trace.events
+    return {
+        (e.stream, e.api, e.frame)
+        for f in trace.findings
+        if f.fix
+        for i in f.events
+        if 0 <= i < len(events) and (e := events[i]).kind == DRAW
+    }
+
+
+def _explained(stat: Statistic) -> bool:
+    """Whether a torch line of the hint says what to do about this library draw."""
+    path = stat.frame.filename.replace("\\", "/") if stat.frame is not None else ""
+    info = stream_info(stream_base(stat.stream))
+    no_generator = info is not None and _takes_no_generator(stat.api, info)
+    return _TORCH_DATA in path or _TORCH_MODULES in path or no_generator
+
+
+def _isolate_words(library: dict[str, list[Statistic]]) -> str:
+    """``wrap it in `with torch.random.fork_rng():``` where every library-drawn stream has a fork block of its
+    own; ``rngtrace.rng_isolate()``, which makes the program depend on rngtrace, last."""
+    forks = {base: info.fork_call for base in library if (info := stream_info(base)) is not None and info.fork_call}
+    blocks = [f"`with {call}:`" + (f" for {base}" if len(library) > 1 else "") for base, call in forks.items()]
+    rest = [base for base in library if base not in forks]
+    if rest:
+        blocks.append("`with rngtrace.rng_isolate():`" + (f" for {', '.join(rest)}" if forks else ""))
+    return "wrap it in " + " or ".join(blocks)
 
 
 def _library_seeds(drawn: dict[str, list[Statistic]]) -> str:
@@ -301,7 +341,7 @@ def _argument_hint(info: Stream, make: str, name: str, stats: list[Statistic], a
             f"{', '.join(fixed)} take{'s' if len(fixed) == 1 else ''} no generator: "
             "call torch.manual_seed(seed) once where the run starts"
         )
-    return lines
+    return lines if plain or loader else lines[1:]  # the generator's line only where a line passes it
 
 
 # -- processes: which one made an event, and what each one was ----------------------

@@ -113,15 +113,15 @@ def _and(items: Sequence[str]) -> str:
 
 
 def _findings(diff: TraceDiff, paint: Paint, cwd: str) -> list[str]:
-    """A line per finding only one run has."""
+    """A line per finding only one run has: the other run has none of its kind and stream naming the same lines."""
     lines = []
     found = {
-        side: {_finding_key(f, trace, cwd): f for f in trace.findings}
+        side: [(f, _finding_lines(f, trace)) for f in trace.findings]
         for side, trace in (("A", cast(Trace, diff.a)), ("B", cast(Trace, diff.b)))
     }
     for side, other in (("A", "B"), ("B", "A")):
-        for key, f in found[side].items():
-            if key not in found[other]:
+        for f, named in found[side]:
+            if not any(_same_finding(f, named, g, theirs) for g, theirs in found[other]):
                 lines.append(paint(f"Only in {side}: ", "alert") + printable(f"{f.kind}: {f.message}"))
     return lines
 
@@ -144,17 +144,25 @@ def _ran(processes: Sequence[Process]) -> str:
     return f"{len(processes):,} process{'' if len(processes) == 1 else 'es'} ({what})"
 
 
-def _finding_key(f: Finding, trace: Trace, cwd: str) -> tuple:
-    """A finding as both runs can name it: its kind, stream and the lines of its events (pids differ)."""
+def _finding_lines(f: Finding, trace: Trace) -> frozenset:
+    """The lines a finding's events name, as both runs can name them (the user's line, else the calling one)."""
     events = trace.events
-    lines = frozenset(
-        (file_key(events[i].frame.filename), events[i].frame.lineno)  # type: ignore[union-attr]
-        if events[i].frame
-        else None
-        for i in f.events
-        if 0 <= i < len(events)
-    )
-    return (f.kind, f.stream, lines)
+    named = (line_to_name(events[i]) for i in f.events if 0 <= i < len(events))
+    return frozenset((file_key(line.filename), line.lineno) if line is not None else None for line in named)
+
+
+def _same_finding(f: Finding, lines: frozenset, g: Finding, theirs: frozenset) -> bool:
+    """Whether two runs' findings are one: same kind and stream, and one's lines all among the other's.
+
+    A run that made more of the same draws (another epoch, a validation pass) names more lines or events
+    in the same finding; pids and counts differ between runs and are not compared. A finding with no
+    events (a setting) is the same where its sentence is.
+    """
+    if (f.kind, f.stream) != (g.kind, g.stream):
+        return False
+    if not lines or not theirs:
+        return not lines and not theirs and f.message == g.message
+    return lines <= theirs or theirs <= lines
 
 
 # -- the first divergence ----------------------------------------------------------
@@ -164,7 +172,7 @@ def _headline(d: Divergence, cwd: str) -> str:
     """One sentence saying where the runs part and what each did there."""
     if d.kind == VALUES:
         x, y = d.a[0], d.b[0]
-        where = f"the {x.stream} {x.kind} at {describe(line_to_name(x), cwd)} differs"
+        where = f"the {x.stream} {x.kind} {_at([x], cwd)} differs"
         if x.kind == SEED:
             return f"{where}: A seeded {_seed(x)}, B {_seed(y)}"
         return f"{where}: A drew {x.count:,} value{'' if x.count == 1 else 's'}, B {y.count:,}"
@@ -176,7 +184,7 @@ def _headline(d: Divergence, cwd: str) -> str:
         text = f"A has {_count(d.a)} {_at(d.a, cwd)} where B has {_count(d.b)} {_at(d.b, cwd)}"
     shared = d.next_b if d.kind == ONLY_B else d.next_a  # in the timeline the sentence is about
     if shared is not None:
-        return f"{text}, before the {_noun([shared])} both runs make {_at([shared], cwd)}"
+        return f"{text}, before the {_noun([shared])} both runs make {_at([shared], cwd, library=False)}"
     return f"{text}, at the end of the {d.stream} stream"
 
 
@@ -196,20 +204,36 @@ def _noun(events: Sequence[Event]) -> str:
     return "unattributed move" if kind == UNATTRIBUTED else kind
 
 
-def _at(events: Sequence[Event], cwd: str) -> str:
-    """``at story.py:9 in <module>``, or ``starting at ...`` when they come from several lines.
+def _at(events: Sequence[Event], cwd: str, *, library: bool = True) -> str:
+    """``at train_val.py:20 in validate (in torch/utils/data/dataloader.py:692 in ...)``: the user's line, then the
+    library's (where ``library``).
 
-    An unattributed move has no line of its own: it is placed by its window
-    (``between #3 story.py:9 and #5 story.py:10``), never at the call that noticed it.
+    The user's line is the innermost one of the user's frames every event came through (for one event, its first
+    user frame): the place to change. ``starting at`` where they share none. An unattributed move has no line of
+    its own: it is placed by its window (``between #3 story.py:9 and #5 story.py:10``), never at the call that
+    noticed it.
     """
     first = events[0]
     if first.window is not None:
         where = between(first.window, cwd)
         return where if len(events) == 1 else f"starting {where}"
-    line = line_to_name(first)
-    where = describe(line, cwd)
-    same = all(line_to_name(e) == line for e in events)
-    return f"at {where}" if same else f"starting at {where}"
+    yours = _shared_user_frame(events)
+    line = yours or line_to_name(first)
+    if line is None:
+        return "at a line no stack recorded"
+    same = yours is not None or all(line_to_name(e) == line for e in events)
+    where = f"{'at' if same else 'starting at'} {describe(line, cwd)}"
+    inner = first.frame
+    if library and inner is not None and inner != line and not is_yours(inner):
+        drew = "in" if all(e.frame == inner for e in events) else "starting in"
+        where += f" ({drew} {describe(inner, cwd)})"
+    return where
+
+
+def _shared_user_frame(events: Sequence[Event]) -> Frame | None:
+    """The innermost of the first event's user frames that every event's stack holds, or None."""
+    rest = [set(e.stack) for e in events[1:]]
+    return next((f for f in events[0].stack if is_yours(f) and all(f in stack for stack in rest)), None)
 
 
 def _first(d: Divergence, paint: Paint, cwd: str) -> list[str]:
@@ -260,9 +284,10 @@ def _stack(event: Event, cwd: str) -> list[tuple[str, str]]:
     outermost = user_index(frames[::-1])
     if outermost is not None:
         frames = frames[: len(frames) - outermost]
-    shown = [(describe(f, cwd), "" if is_yours(f) else "dim") for f in frames[:_STACK]]
-    if len(frames) > _STACK:
-        shown.append((f"… {len(frames) - _STACK} more frames", "dim"))
+    limit = max(_STACK, (user_index(frames) or 0) + 1)  # never cut above the user's first frame
+    shown = [(describe(f, cwd), "" if is_yours(f) else "dim") for f in frames[:limit]]
+    if len(frames) > limit:
+        shown.append((f"… {plural(len(frames) - limit, 'more frame')}", "dim"))
     return shown
 
 

@@ -36,6 +36,7 @@ STREAM = Stream(
     ),
     per_process_fix="seed each process from its id (torch.manual_seed(base + worker_id)) or pass each a "
     "torch.Generator seeded from its id",
+    fork_call="torch.random.fork_rng()",
     library_files=("torch/random.py", "torch/cuda/random.py"),
     # Builds differ: 2.13 starts the CPU generator from OS entropy; a build that starts it from
     # the fixed default seed says so where a trace sees the program start (TorchSource.starts_fixed).
