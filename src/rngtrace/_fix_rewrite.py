@@ -10,13 +10,13 @@ Comments and formatting survive: only the calls named change.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper, PositionProvider, QualifiedNameProvider
+from libcst.metadata import MetadataWrapper
 
-from ._fix_plan import MARK, AddArgument, Draw, Edit, FilePlan, GiveSeed, PassGenerator, Seed, SeedBefore, legacy
+from ._fix_edits import MARK, AddArgument, Draw, Edit, FilePlan, GiveSeed, PassGenerator, Seed, SeedBefore, legacy
+from ._fix_find import Finder, FoundCall
 from ._fix_syntax import (
     Spelling,
     dotted,
@@ -40,71 +40,6 @@ class Unparsable(Exception):
     """The file is not Python that LibCST can parse; it is named and left alone."""
 
 
-@dataclass
-class _Call:
-    node: cst.Call
-    start: int
-    end: int
-    names: frozenset[str]  # the qualified names it calls, as the file's imports resolve them
-
-
-class _Finder(cst.CSTVisitor):
-    """Every call, statement, name and assignment of a file, with the lines it spans."""
-
-    METADATA_DEPENDENCIES = (PositionProvider, QualifiedNameProvider)
-
-    def __init__(self) -> None:
-        self.calls: list[_Call] = []
-        self.statements: list[tuple[cst.CSTNode, int, int]] = []  # (statement, first line, last line)
-        self.names: list[tuple[str, int]] = []
-        self.assigned: list[tuple[str, int, cst.BaseExpression]] = []  # (name, line, value)
-        self.expression_calls: dict[int, tuple[cst.SimpleStatementLine, cst.Expr]] = {}  # id(call) -> statement
-        self.nested: set[int] = set()  # id(statement) of those inside a function or class body
-        self._depth = 0
-
-    def _lines(self, node: cst.CSTNode) -> tuple[int, int]:
-        where = self.get_metadata(PositionProvider, node)
-        return where.start.line, where.end.line
-
-    def visit_Call(self, node: cst.Call) -> None:
-        names = frozenset(q.name for q in self.get_metadata(QualifiedNameProvider, node, set()))
-        self.calls.append(_Call(node, *self._lines(node), names))
-
-    def visit_Name(self, node: cst.Name) -> None:
-        self.names.append((node.value, self._lines(node)[0]))
-
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
-        self._depth += 1
-
-    def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
-        self._depth -= 1
-
-    def visit_ClassDef(self, node: cst.ClassDef) -> None:
-        self._depth += 1
-
-    def leave_ClassDef(self, original_node: cst.ClassDef) -> None:
-        self._depth -= 1
-
-    def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
-        if self._depth:
-            self.nested.add(id(node))
-        for small in node.body:
-            if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
-                self.expression_calls[id(small.value)] = (node, small)
-            targets = small.targets if isinstance(small, cst.Assign) else []
-            value = small.value if isinstance(small, (cst.Assign, cst.AnnAssign)) else None
-            if isinstance(small, cst.AnnAssign):
-                targets = [cst.AssignTarget(small.target)]
-            for target in targets:
-                if isinstance(target.target, cst.Name) and value is not None:
-                    self.assigned.append((target.target.value, self._lines(node)[0], value))
-
-    def on_visit(self, node: cst.CSTNode) -> bool:
-        if isinstance(node, _STATEMENT):
-            self.statements.append((node, *self._lines(node)))
-        return super().on_visit(node)
-
-
 class FileFix:
     """One file parsed and its edits found; ``apply`` rewrites it."""
 
@@ -115,7 +50,7 @@ class FileFix:
             self.wrapper = MetadataWrapper(cst.parse_module(source))
         except cst.ParserSyntaxError as error:
             raise Unparsable(f"{self.where} does not parse (line {error.raw_line}): left as it is") from None
-        self.finder = _Finder()
+        self.finder = Finder()
         self.wrapper.visit(self.finder)
         aliases = {module: alias for info in declared().values() for alias, module in info.import_names.items()}
         self.spelling = Spelling(self.wrapper.module, aliases)
@@ -139,7 +74,7 @@ class FileFix:
 
     # -- finding each edit's call -----------------------------------------------------------
 
-    def candidates(self, edit: Edit) -> list[_Call]:
+    def candidates(self, edit: Edit) -> list[FoundCall]:
         """The calls of ``edit.api`` at its line: those starting on it first, else the tightest around it."""
         around = [c for c in self.finder.calls if c.start <= edit.line <= c.end]
         found = [c for c in around if edit.api in c.names]

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 import libcst as cst
 from libcst import matchers as m
 
-from ._fix_plan import MARK
+from ._fix_edits import MARK
 
 
 def dotted(node: cst.BaseExpression) -> str | None:

@@ -25,7 +25,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ._errors import LogError
-from ._fix_plan import Plan, Seed, plan
+from ._fix_edits import Plan, Seed
+from ._fix_plan import plan
 from ._model import Event, Finding
 from ._paths import current_dir, is_user_file, short_path
 from ._say import PROG, add_max_log_size, say
