@@ -198,6 +198,15 @@ def test_a_run_past_the_timeout_is_stopped_with_status_2(tmp_path):
     assert "rngtrace check: run 1 ran past --timeout 3 s and was stopped; raise --timeout" in report
 
 
+def test_a_run_stopped_at_the_timeout_leaves_no_spool_folder_behind(tmp_path):
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    source = "import numpy as np, time\nnp.random.seed(0)\nnp.random.rand()\ntime.sleep(60)\n"
+    status, _out, report = check(tmp_path, source, "--timeout", "4", env={"TMPDIR": str(temp)})
+    assert status == 2, report
+    assert sorted(p.name for p in temp.iterdir()) == []
+
+
 def test_json_keeps_each_runs_log_for_show_and_diff(tmp_path):
     status, _out, report = check(tmp_path, "import numpy as np\nnp.random.rand()\n", "--runs", "3", "--json", "logs")
     assert status == 1

@@ -192,6 +192,10 @@ class _Pipes:
     stderr: bytearray
 
 
+#: seconds a run has to end its trace after an interrupt before it is killed
+_GRACE = 3.0
+
+
 def _run(
     number: int,
     target: list[str],
@@ -271,12 +275,33 @@ def _feed(pipe: IO[bytes] | None, data: bytes) -> None:
 
 
 def _stop(process: subprocess.Popen) -> None:
-    """Stop a run and every process it started."""
+    """Stop a run and every process it started: interrupted first, so that its tracer cleans up, then killed.
+
+    A SIGKILL alone would leave the run's spool folder in the temporary directory (nothing runs
+    after it); a Ctrl-C lets ``rngtrace run`` end its trace and remove it. What is still alive
+    after ``_GRACE`` seconds (a program that ignores SIGINT) is killed, with its children.
+    """
+    for sig, grace in ((signal.SIGINT, _GRACE), (signal.SIGKILL, None)):
+        try:
+            os.killpg(process.pid, sig)
+        except OSError:
+            break  # the group is gone
+        try:
+            process.wait(grace)
+            if sig == signal.SIGINT:
+                _reap_group(process.pid)
+            break
+        except subprocess.TimeoutExpired:
+            continue
+    process.wait()
+
+
+def _reap_group(group: int) -> None:
+    """Kill what is left of ``group`` once its leader has ended (a worker that outlived the interrupt)."""
     try:
-        os.killpg(process.pid, signal.SIGKILL)
+        os.killpg(group, signal.SIGKILL)
     except OSError:
         pass
-    process.wait()
 
 
 def _failed(number: int, target: list[str], status: int, pipes: _Pipes, shown: bool) -> str:
