@@ -3,13 +3,14 @@ and run again, bad inputs, and LibCST as an optional extra.
 
 Each example is copied and traced, fixed with `--write` from its log, then traced twice more: the
 fixed program still runs, shows none of the findings the fix addressed, and the two runs draw the
-same (`rngtrace diff`, exit 0).
+same (`rngtrace diff`, exit 0) and `rngtrace check` says reproducible.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -26,8 +27,11 @@ from rngtrace.trace import Trace
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
 
-def rngtrace(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "rngtrace", *args], cwd=cwd, capture_output=True, text=True)
+def rngtrace(*args: str, cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:
+    run_env = {**os.environ, **(env or {})}
+    return subprocess.run(
+        [sys.executable, "-m", "rngtrace", *args], cwd=cwd, capture_output=True, text=True, env=run_env
+    )
 
 
 def findings(log: Path) -> set[tuple[str, str]]:
@@ -41,33 +45,54 @@ def examples(tmp_path):
 
 
 _NEEDS = {"story": "numpy", "cluster": "sklearn", "train": "torch", "loader": "torch"}
+#: the reseed examples: (folder, script, the environment they run in)
+_RESEEDS = {
+    "import_reseed": ("", "import_reseed.py", {"PYTHONPATH": "site-packages"}),
+    "reseed/train": ("reseed", "train.py", {}),
+}
 
 
-@pytest.mark.parametrize("name", ["story", "cluster", "train", "loader"])
-def test_a_fixed_example_runs_and_shows_none_of_the_findings_the_fix_addressed(examples, name):
+def _example(examples: Path, name: str) -> tuple[Path, str, dict]:
+    if name in _RESEEDS:
+        folder, script, env = _RESEEDS[name]
+        return examples / folder, script, env
     pytest.importorskip(_NEEDS[name])
-    script = f"{name}.py"
-    assert rngtrace("run", "--quiet", "--json", "before.json", script, cwd=examples).returncode == 0
-    before = findings(examples / "before.json")
+    return examples, f"{name}.py", {}
+
+
+_FIXED = ["story", "cluster", "train", "loader", "import_reseed", "reseed/train"]
+
+
+@pytest.mark.parametrize("name", _FIXED)
+def test_a_fixed_example_runs_and_shows_none_of_the_findings_the_fix_addressed(examples, name):
+    where, script, env = _example(examples, name)
+    assert rngtrace("run", "--quiet", "--json", "before.json", script, cwd=where, env=env).returncode == 0
+    before = findings(where / "before.json")
     assert before
-    done = rngtrace("fix", "--write", "before.json", cwd=examples)
+    done = rngtrace("fix", "--write", "before.json", cwd=where, env=env)
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("# rngtrace fix: ") and f"+++ b/{script}" in done.stdout
-    ran = rngtrace("run", "--quiet", "--json", "after.json", script, cwd=examples)
+    ran = rngtrace("run", "--quiet", "--json", "after.json", script, cwd=where, env=env)
     assert ran.returncode == 0, ran.stderr
-    assert findings(examples / "after.json") == set()
+    assert findings(where / "after.json") == set()
 
 
-@pytest.mark.parametrize(
-    "name", ["story", "cluster", "train", "loader"]
-)  # fmt: skip
-def test_two_runs_of_a_fixed_example_draw_the_same(examples, name):
-    pytest.importorskip(_NEEDS[name])
-    script = f"{name}.py"
-    done = rngtrace("fix", "--write", "--", script, cwd=examples)
+@pytest.mark.parametrize("name", _FIXED)
+def test_a_fixed_example_is_reproducible_by_rngtrace_check(examples, name):
+    where, script, env = _example(examples, name)
+    done = rngtrace("fix", "--write", "--", script, cwd=where, env=env)
+    assert done.returncode == 0, done.stderr
+    checked = rngtrace("check", script, cwd=where, env=env)
+    assert checked.returncode == 0, checked.stderr
+    assert checked.stderr.splitlines()[-1].startswith("rngtrace check: reproducible — "), checked.stderr
+
+
+def test_two_runs_of_a_fixed_example_draw_the_same(examples):
+    pytest.importorskip("torch")
+    done = rngtrace("fix", "--write", "--", "train.py", cwd=examples)
     assert done.returncode == 0, done.stderr
     for log in ("a.json", "b.json"):
-        assert rngtrace("run", "--quiet", "--json", log, script, cwd=examples).returncode == 0
+        assert rngtrace("run", "--quiet", "--json", log, "train.py", cwd=examples).returncode == 0
     compared = rngtrace("diff", "a.json", "b.json", cwd=examples)
     assert compared.returncode == 0, compared.stdout
 

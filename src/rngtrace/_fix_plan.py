@@ -117,7 +117,7 @@ class _Planner:
         for i in finding.events:
             if 0 <= i < len(self.events):
                 self.event(self.events[i], model=finding.kind in ("interleaved", "unseeded") and i == last)
-        if finding.kind == "reseeded" and finding.events:
+        if finding.kind in ("reseeded", "at-import") and finding.events:
             self.governed(self.events[finding.events[0]])
         if self.count() > before:
             self.addressed.append(finding)
