@@ -89,13 +89,10 @@ def _global_hooks() -> dict[str, object]:
     speedups = sys.modules.get("rngtrace._speedups")
     if speedups is not None:
         hooks["builtins recording in place"] = speedups.hooked_builtins()
-    wrapt_importer = sys.modules.get("wrapt.importer")
-    if wrapt_importer is not None:
-        hooks["post-import hooks"] = {
-            name: [h for h in hooks_ if "rngtrace" in getattr(h, "__module__", "")]
-            for name, hooks_ in wrapt_importer._post_import_hooks.items()
-            if hooks_
-        }
+    from rngtrace import _postimport
+
+    hooks["post-import hooks"] = _postimport.describe()
+    hooks["post-import finder"] = _postimport.installed()
     return hooks
 
 

@@ -288,9 +288,9 @@ class _InterruptAtLine:
 
 
 def _locks_a_trace_takes() -> dict[str, Any]:
-    import wrapt.importer
+    from rngtrace import _postimport
 
-    locks = {"hub": HUB._lock, "wrapt's hooks": wrapt.importer._post_import_hooks_lock}
+    locks = {"hub": HUB._lock, "post-import hooks": _postimport.LOCK}
     locks.update(HUB.rec._locks)  # each stream's
     return locks
 

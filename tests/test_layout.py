@@ -100,6 +100,7 @@ LAYERS = (
         "hub",
         (
             "_patches",
+            "_postimport",
             "_hooks",
             "_record",
             "_catchall",

@@ -101,7 +101,7 @@ def test_a_grandchild_writes_only_its_own_events_not_its_parents_again():
 # ``_subprocess.begin`` call), interrupted at its n-th line run inside rngtrace, for every n,
 # first before multiprocessing is imported (the post-import hook waits for it), then after.
 _EVERY_LINE = """
-import json, os, sys, tempfile, wrapt.importer
+import json, os, sys, tempfile
 sys.path.insert(0, {tests!r})
 from conftest import _process_hooks
 import rngtrace
@@ -138,9 +138,9 @@ def left(found):
         out["hub"] = (len(HUB.active), HUB.hooked())
     now = _process_hooks()
     out.update({{k: v for k, v in now.items() if v != found.get(k)}})
-    hooks = [(m, h) for m, hs in wrapt.importer._post_import_hooks.items() for h in hs or ()]
-    if any("rngtrace" in getattr(h, "__module__", "") for _m, h in hooks):
-        out["post-import hooks"] = hooks
+    from rngtrace import _postimport
+    if _postimport.describe() or _postimport.installed():
+        out["post-import hooks"] = (_postimport.describe(), _postimport.installed())
     return out
 
 

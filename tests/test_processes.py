@@ -422,8 +422,7 @@ def test_multiprocessing_imported_inside_a_block_still_has_its_spawned_children_
     script.write_text(
         textwrap.dedent("""\
         import sys
-        import wrapt.importer
-        from rngtrace import rng_trace
+        from rngtrace import _postimport, rng_trace
 
         def work():
             import random
@@ -434,13 +433,13 @@ def test_multiprocessing_imported_inside_a_block_still_has_its_spawned_children_
             assert "multiprocessing.process" not in sys.modules
             with rng_trace(print=False):
                 pass
-            assert "multiprocessing.process" not in wrapt.importer._post_import_hooks  # no hook left
+            assert "multiprocessing.process" not in _postimport.describe()  # no hook left
             with rng_trace(print=False) as trace:
                 import multiprocessing
                 p = multiprocessing.get_context("spawn").Process(target=work)
                 p.start()
                 p.join(60)
-            assert "multiprocessing.process" not in wrapt.importer._post_import_hooks
+            assert "multiprocessing.process" not in _postimport.describe()
             assert getattr(multiprocessing.process.BaseProcess.start, "__wrapped__", None) is None
             print([(p.start, [e.api for e in trace.events if e.pid == p.pid]) for p in trace.processes[1:]])
     """)

@@ -235,6 +235,16 @@ def test_streams_takes_the_toy_stream_and_traces_only_it(site, tmp_path):
     assert done.stderr.startswith("rngtrace: 1 event — toy: 1 draw — 1 cause found\n"), done.stderr
 
 
+def test_a_subprocess_childs_toy_draws_are_traced_through_the_entry_points_its_parent_handed_it(site, tmp_path):
+    write(tmp_path / "child.py", "import sys, toystream\ntoystream.draw()\nprint(sorted(sys.modules))\n")
+    write(tmp_path / "prog.py", "import subprocess, sys\nsubprocess.run([sys.executable, 'child.py'], check=True)\n")
+    done = rngtrace(site, "run", "--streams", "toy", "--json", "log.json", "prog.py", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    data = json.loads((tmp_path / "log.json").read_text(encoding="utf-8"))
+    assert [(e[0], e[2]) for e in data["events"] if e[5] != data["pid"]] == [("toy", "toystream.draw")]
+    assert "'importlib.metadata'" not in done.stdout  # the child did not scan the installed packages
+
+
 # -- events --------------------------------------------------------------------------------
 
 

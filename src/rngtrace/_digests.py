@@ -8,8 +8,12 @@ same numbers: a ``duplicate`` finding (see ``trace``).
 from __future__ import annotations
 
 import array
-import hashlib
 from typing import Any
+
+try:  # the builtin module itself: hashlib's import (OpenSSL's whole table) costs a traced child's start ms
+    from _blake2 import blake2b
+except ImportError:  # an interpreter built without it
+    from hashlib import blake2b
 
 from .sources._base import unmoved
 
@@ -18,7 +22,7 @@ def state_digests(source: Any) -> dict[str, str]:
     """sub-stream -> a digest of its full state (equal digests: the same numbers to come)."""
     out = {}
     for stream, state in source.state().items():
-        h = hashlib.blake2b(digest_size=12)
+        h = blake2b(digest_size=12)
         data = source.state_bytes(state)  # the source knows its state's form (a tensor's bytes)
         if data is not None:
             h.update(data)

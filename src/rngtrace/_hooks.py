@@ -12,7 +12,7 @@ or waits for work).
 The attributes among them are named patch sets (``Patches.hook``): swapped as a
 stream's are, in one C call where the accelerator is, and undone the same way, an
 undo never overwriting what someone put there since. The rest (a registration with
-``atexit`` or with wrapt's post-import hooks) is kept here, each with a flag set
+``atexit`` or with ``_postimport``'s post-import hooks) is kept here, each with a flag set
 so that a pass cut short by a Ctrl-C is completed by the next. The hub asks for
 all of them in one call, ``ProcessHooks.set``, at the end of every reconcile: what
 takes a trace's patches off takes these off too.
@@ -30,6 +30,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from . import _postimport
 from ._patches import Patches
 
 #: the module whose import brings ``BaseProcess``
@@ -53,14 +54,13 @@ class ImportWatch:
         """Call ``on_import(name)`` when ``module`` is imported (at once if it already is)."""
         if name in self.hooks:
             return
-        import wrapt
 
         def hook(_module: Any, name: str = name) -> None:
             if self.hooks.pop(name, None) is not None:
                 on_import(name)
 
         self.hooks[name] = (module, hook)
-        wrapt.register_post_import_hook(hook, module)
+        _postimport.register(hook, module)
 
     def unwatch(self, name: str) -> None:
         entry = self.hooks.get(name)
@@ -71,24 +71,8 @@ class ImportWatch:
 
 
 def unregister_post_import_hook(module: str, hook: Callable) -> None:
-    """Take ``hook`` out of wrapt's post-import hooks for ``module`` (where it still is)."""
-    # wrapt has no public unregister; its hook list is the documented registry.
-    import wrapt.importer as importer
-
-    with importer._post_import_hooks_lock:
-        hooks = importer._post_import_hooks.get(module)
-        if hooks and hook in hooks:
-            hooks.remove(hook)
-            if not hooks:
-                del importer._post_import_hooks[module]
-
-
-def _waiting(module: str, hook: Callable) -> bool:
-    """Whether ``hook`` is among wrapt's post-import hooks for ``module``."""
-    import wrapt.importer as importer
-
-    with importer._post_import_hooks_lock:
-        return hook in (importer._post_import_hooks.get(module) or ())
+    """Take ``hook`` out of the post-import hooks for ``module`` (where it still is)."""
+    _postimport.unregister(hook, module)
 
 
 def _named_as(wrapper: Callable, original: Any) -> Callable:
@@ -143,6 +127,7 @@ class ProcessHooks:
             self._child_off()
             self.child = None
             self._child_may_be_on = False
+        _postimport.settle()  # the import finder goes with the last hook, a removal cut short included
 
     def describe(self) -> list[str]:
         """Each of these hooks in place now (empty when none is)."""
@@ -151,6 +136,8 @@ class ProcessHooks:
             out.append("atexit: the recording child's end")
         if self._import_hook is not None:
             out.append(f"import hook for {PROCESS_MODULE}")
+        if _postimport.installed() and not _postimport.describe():
+            out.append("the post-import finder, with no hook waiting")
         return out
 
     def watch_forks(self, before: Callable[[], None], after_in_child: Callable[[], None]) -> None:
@@ -185,13 +172,11 @@ class ProcessHooks:
         return [(cls, "start", _named_as(start, original))]
 
     def _watch(self) -> None:
-        import wrapt
-
         hook = self._import_hook
         if hook is None:
             hook = self._import_hook = self._when_imported()  # first: an undo finds what to take out
-        if not _waiting(PROCESS_MODULE, hook):  # never twice: a registration cut short is made again
-            wrapt.register_post_import_hook(hook, PROCESS_MODULE)
+        if not _postimport.waiting(hook, PROCESS_MODULE):  # never twice: a registration cut short is made again
+            _postimport.register(hook, PROCESS_MODULE)
 
     def _when_imported(self) -> Callable[[Any], None]:
         def imported(module: Any) -> None:

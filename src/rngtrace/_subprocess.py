@@ -38,7 +38,7 @@ def _rngtrace_child():
     sys.path[:] = [p for p in sys.path if not p or os.path.abspath(p) != here]
     try:
         from rngtrace._subprocess import begin
-        begin(%(spool)r, %(spec)r, %(version)r)
+        begin(%(spool)r, %(spec)r, %(version)r, %(points)r)
     except Exception:
         pass  # a child rngtrace cannot follow runs untraced
     # Then the sitecustomize this child would have run without rngtrace, if there is one: it
@@ -77,6 +77,7 @@ def follow(hub: Any) -> Iterator[None]:
 def _write_boot(hub: Any) -> str | None:
     """Write the children's ``sitecustomize`` into the spool folder; its folder, or None if it cannot."""
     from ._spawned import child_spec
+    from .sources import entry_points_found
 
     sessions = hub.active
     if not sessions:
@@ -84,7 +85,13 @@ def _write_boot(hub: Any) -> str | None:
     try:
         folder = os.path.join(hub.spool.ensure(), BOOT)
         os.mkdir(folder, 0o700)
-        text = _SITECUSTOMIZE % {"spool": os.path.dirname(folder), "spec": child_spec(sessions), "version": _version()}
+        text = _SITECUSTOMIZE % {
+            "spool": os.path.dirname(folder),
+            "spec": child_spec(sessions),
+            "version": _version(),
+            # The child need not scan the installed packages for them (another environment scans its own).
+            "points": (sys.prefix, entry_points_found()),
+        }
         with open(os.path.join(folder, "sitecustomize.py"), "w", encoding="utf-8") as out:
             out.write(text)
     except OSError:
@@ -111,13 +118,20 @@ def _multiprocessing_helper() -> bool:
     return False
 
 
-def begin(spool: str, spec: tuple, version: str) -> None:
-    """In a Python child at start-up: record into a trace of its own, spooled to the parent's."""
-    from . import _roles
-    from ._childlogs import SUFFIX
+def begin(spool: str, spec: tuple, version: str, points: tuple = ("", ())) -> None:
+    """In a Python child at start-up: record into a trace of its own, spooled to the parent's.
 
+    ``points`` are the parent's ``sys.prefix`` and the ``rngtrace.sources`` entry points it found there.
+    """
     if version != _version() or _multiprocessing_helper() or not os.path.isdir(spool):
         return  # another rngtrace writes another spool; multiprocessing's children are _spawned's
+    from . import _roles
+    from ._childlogs import SUFFIX
+    from .sources import hand_in
+
+    prefix, found = points
+    if prefix == sys.prefix:
+        hand_in(found)
     from ._hub import HUB
 
     # Named by its command line, as ps would show it (cut short: the log says which child, not all of it).

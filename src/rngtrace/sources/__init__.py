@@ -26,6 +26,9 @@ _declared: dict[str, Stream] | None = None
 #: what a third-party entry point could not give, one line each naming the entry point, its package and
 #: what to do; read once with the streams. The logs say them: a trace's notes, the pytest report.
 PROBLEMS: list[str] = []
+#: (name, value, package) of each ``rngtrace.sources`` entry point: those found here, or those a parent handed
+#: to this child (``hand_in``), so that a child's start does not scan every installed package again
+_points: tuple[tuple[str, str, str | None], ...] | None = None
 
 
 def _load() -> dict[str, Stream]:
@@ -49,14 +52,11 @@ def _load() -> dict[str, Stream]:
 
 def _entry_point_streams() -> list[tuple[Stream, str]]:
     """(stream, ``entry point 'toy' of package toystream``) for each entry point that gives a Stream."""
-    from importlib.metadata import entry_points
-
     found = []
-    for point in entry_points(group=ENTRY_POINT_GROUP):
-        package = getattr(getattr(point, "dist", None), "name", None)
-        said = f"entry point {point.name!r} of " + (f"package {package}" if package else "an unnamed package")
+    for name, value, package in entry_points_found():
+        said = f"entry point {name!r} of " + (f"package {package}" if package else "an unnamed package")
         try:
-            stream = point.load()
+            stream = _load_point(value)
         except Exception as error:  # noqa: BLE001 (a broken plugin must not break the traced program)
             why = str(error).strip().splitlines()
             PROBLEMS.append(
@@ -65,10 +65,38 @@ def _entry_point_streams() -> list[tuple[Stream, str]]:
             continue
         if not isinstance(stream, Stream):
             PROBLEMS.append(
-                f"{said} ({point.value}) gives a {type(stream).__name__}, not an rngtrace Stream; fix or uninstall it"
+                f"{said} ({value}) gives a {type(stream).__name__}, not an rngtrace Stream; fix or uninstall it"
             )
             continue
         found.append((stream, said))
+    return found
+
+
+def entry_points_found() -> tuple[tuple[str, str, str | None], ...]:
+    """(name, value, package) of each installed ``rngtrace.sources`` entry point (scanned once)."""
+    global _points
+    if _points is None:
+        from importlib.metadata import entry_points
+
+        _points = tuple(
+            (point.name, point.value, getattr(getattr(point, "dist", None), "name", None))
+            for point in entry_points(group=ENTRY_POINT_GROUP)
+        )
+    return _points
+
+
+def hand_in(points: tuple[tuple[str, str, str | None], ...]) -> None:
+    """Take the entry points a parent found (``entry_points_found()``) as this process's own."""
+    global _points
+    _points = tuple((str(name), str(value), package) for name, value, package in points)
+
+
+def _load_point(value: str) -> object:
+    """What an entry point's value (``module:attribute.path``) names, as ``EntryPoint.load`` does."""
+    module_name, _, attributes = value.partition(":")
+    found: object = importlib.import_module(module_name.strip())
+    for attribute in filter(None, attributes.strip().split(".")):
+        found = getattr(found, attribute)
     return found
 
 
@@ -121,6 +149,8 @@ __all__ = [
     "Stream",
     "declared",
     "draw_wrapper",
+    "entry_points_found",
+    "hand_in",
     "load_source",
     "problems",
     "rank",

@@ -1,0 +1,140 @@
+"""rngtrace's own post-import hooks: call a function the moment a module's import finishes.
+
+What ``wrapt.register_post_import_hook`` does, without importing wrapt (whose
+``asyncio`` import costs a traced child tens of milliseconds before its first
+line). A finder sits first on ``sys.meta_path`` only while some hook waits: it
+answers for the watched names alone, asking the finders behind it for the spec
+and handing back a loader that runs the module, then the hooks, while the
+module's import lock is held (as wrapt's does). Each hook runs once; ``unregister``
+takes a hook out, and the finder with the last one.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from collections.abc import Callable
+from typing import Any
+
+#: held while the hooks or the finder's place change (the hub's reconcile and an import may race)
+LOCK = threading.RLock()
+_hooks: dict[str, list[Callable[[Any], None]]] = {}
+_searching = threading.local()  # the names this thread's finder is asking the finders behind it about
+
+
+class _Loader:
+    """The watched module's own loader, then the hooks waiting for it."""
+
+    def __init__(self, loader: Any, name: str) -> None:
+        self.loader = loader
+        self.name = name
+
+    def create_module(self, spec: Any) -> Any:
+        create = getattr(self.loader, "create_module", None)
+        return create(spec) if create is not None else None
+
+    def exec_module(self, module: Any) -> None:
+        # The module sees its own loader, not this one (importlib.resources and pkgutil read it).
+        module.__loader__ = self.loader
+        spec = getattr(module, "__spec__", None)
+        if spec is not None and spec.loader is self:
+            spec.loader = self.loader
+        self.loader.exec_module(module)
+        _imported(self.name, sys.modules.get(self.name, module))
+
+
+class _Finder:
+    """First on ``sys.meta_path`` while a hook waits; finds nothing itself."""
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
+        if name not in _hooks:
+            return None
+        searching = _searching.__dict__.setdefault("names", set())
+        if name in searching:
+            return None
+        searching.add(name)
+        try:
+            spec = _spec_behind(self, name, path, target)
+        finally:
+            searching.discard(name)
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return spec  # a namespace package or a legacy loader: imported as it would be, unhooked
+        spec.loader = _Loader(spec.loader, name)
+        return spec
+
+
+FINDER = _Finder()
+
+
+def _spec_behind(me: _Finder, name: str, path: Any, target: Any) -> Any:
+    """The spec the finders after this one on ``sys.meta_path`` give for ``name``."""
+    for finder in list(sys.meta_path):
+        if finder is me:
+            continue
+        find = getattr(finder, "find_spec", None)
+        if find is None:
+            continue
+        spec = find(name, path, target)
+        if spec is not None:
+            return spec
+    return None
+
+
+def _imported(name: str, module: Any) -> None:
+    with LOCK:
+        hooks = _hooks.pop(name, [])
+        settle()
+    for hook in hooks:
+        hook(module)
+
+
+def settle() -> None:
+    """Put the finder on ``sys.meta_path`` exactly while some hook waits (a pass cut short is finished here)."""
+    with LOCK:
+        if _hooks:
+            if FINDER not in sys.meta_path:
+                sys.meta_path.insert(0, FINDER)
+        else:
+            while FINDER in sys.meta_path:
+                sys.meta_path.remove(FINDER)
+
+
+def register(hook: Callable[[Any], None], name: str) -> None:
+    """Call ``hook(module)`` once module ``name`` is imported: now, where it already is."""
+    with LOCK:
+        module = sys.modules.get(name)
+        if module is None:
+            waiting = _hooks.setdefault(name, [])
+            if hook not in waiting:  # never twice: a registration cut short is made again
+                waiting.append(hook)
+            settle()
+            return
+    hook(module)
+
+
+def unregister(hook: Callable[[Any], None], name: str) -> None:
+    """Take ``hook`` out of those waiting for ``name`` (where it still is), and the finder with the last."""
+    with LOCK:
+        waiting = _hooks.get(name)
+        if waiting and hook in waiting:
+            waiting.remove(hook)
+        if not waiting:
+            _hooks.pop(name, None)
+        settle()
+
+
+def waiting(hook: Callable[[Any], None], name: str) -> bool:
+    """Whether ``hook`` waits for the import of ``name``."""
+    with LOCK:
+        return hook in _hooks.get(name, ())
+
+
+def describe() -> dict[str, list[Callable[[Any], None]]]:
+    """Every hook waiting, by module; the finder's place says itself: ``installed()``."""
+    with LOCK:
+        return {name: list(hooks) for name, hooks in _hooks.items() if hooks}
+
+
+def installed() -> bool:
+    """Whether the finder is on ``sys.meta_path``."""
+    return FINDER in sys.meta_path
