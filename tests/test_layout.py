@@ -85,6 +85,7 @@ LAYERS = (
         "sources",
         (
             "sources._base",
+            "sources._entropy",
             "sources._inplace",
             "sources._torch_state",
             "sources.random_stream",
