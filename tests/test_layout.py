@@ -84,6 +84,9 @@ LAYERS = (
     (
         "sources",
         (
+            "sources._source",
+            "sources._wrapping",
+            "sources._recorder",
             "sources._base",
             "sources._entropy",
             "sources._inplace",
@@ -102,7 +105,11 @@ LAYERS = (
         (
             "_patches",
             "_hooks",
+            "_prebound",
             "_record",
+            "_catchall_common",
+            "_catchall_monitoring",
+            "_catchall_profile",
             "_catchall",
             "_lone",
             "_blocks",
