@@ -84,7 +84,11 @@ LAYERS = (
     (
         "sources",
         (
+            "sources._source",
+            "sources._wrapping",
+            "sources._recorder",
             "sources._base",
+            "sources._entropy",
             "sources._inplace",
             "sources._torch_state",
             "sources.random_stream",
@@ -102,7 +106,11 @@ LAYERS = (
             "_patches",
             "_postimport",
             "_hooks",
+            "_prebound",
             "_record",
+            "_catchall_common",
+            "_catchall_monitoring",
+            "_catchall_profile",
             "_catchall",
             "_lone",
             "_blocks",
