@@ -78,10 +78,10 @@ def test_internal_frames_says_whether_the_walk_reads_the_interpreters_own_frames
 
 
 def test_every_module_with_a_c_path_takes_the_accelerator_from_hotpath():
-    from rngtrace import _catchall, _hub, _patches, _processes, _record, _stack
+    from rngtrace import _catchall_common, _hub, _patches, _processes, _record, _stack
     from rngtrace.sources import _inplace, _recorder
 
-    for module in (_catchall, _hub, _patches, _processes, _record, _recorder, _inplace):
+    for module in (_catchall_common, _hub, _patches, _processes, _record, _recorder, _inplace):
         assert module._speedups is SPEEDUPS, module.__name__
     assert _stack.SPEEDUPS is SPEEDUPS
 
@@ -111,12 +111,12 @@ def test_the_hub_takes_its_locks_in_c():
 
 
 def test_a_monitoring_callback_is_shielded_in_c():
-    from rngtrace import _catchall
+    from rngtrace import _catchall_common
 
     def callback(*args):
         return None
 
-    assert type(_catchall._shielded(callback, threading.main_thread().ident)) is SPEEDUPS.Shielded
+    assert type(_catchall_common.shielded(callback, threading.main_thread().ident)) is SPEEDUPS.Shielded
 
 
 def test_draws_and_seeds_of_random_and_numpy_are_c_recorders():
