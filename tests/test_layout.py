@@ -88,6 +88,7 @@ LAYERS = (
             "sources._wrapping",
             "sources._recorder",
             "sources._base",
+            "sources._entropy",
             "sources._inplace",
             "sources._torch_state",
             "sources.random_stream",

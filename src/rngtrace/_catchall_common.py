@@ -145,6 +145,12 @@ class CatchAll:
     def describe(self) -> str:
         return type(self).__name__
 
+    def begin(self) -> None:
+        """The trace's start is done: from here on the hook sees the program (a no-op where it always does)."""
+
+    def pause(self) -> None:
+        """The last trace is ending: the hook need not see rngtrace's own code that ends it."""
+
     def after_fork(self, child: Any) -> None:
         """In a forked child that records (``child``: its spool writer): what a parent's thread held is set right."""
 

@@ -5,6 +5,12 @@ anything else is disabled after its first call, so it costs next to nothing;
 the sites a trace disabled are enabled again for rngtrace's tool alone when it
 ends (``restart_events()`` would re-enable every other tool's as well). Frame
 exits (returns, yields, unwinds) keep the stack cache exact.
+
+Turning global events on or off re-instruments every code object running, and
+later each one run, so they go on as the last step of a trace's start and off
+as the first of the last trace's end (``begin``, ``pause``): rngtrace's own code
+runs unseen. The catch-all object is made once and attached again by each trace;
+between traces it holds no tool id.
 """
 
 from __future__ import annotations
@@ -30,10 +36,11 @@ TOOL_NAME = "rngtrace"
 class MonitoringCatchAll(CatchAll):
     """Python 3.12+: ``sys.monitoring`` CALL events under a tool id of our own."""
 
-    def __init__(self, hub: Any, tool: int) -> None:
+    def __init__(self, hub: Any) -> None:
         super().__init__(hub)
-        self.tool = tool
-        self.freed = False
+        self.tool = -1  # the tool id it holds while attached (``attach``)
+        self.freed = True
+        self._on = False  # whether the global events are on (``begin``, ``pause``)
         # Code objects with a site this tool disabled, to enable again at uninstall. A
         # DISABLE outlives the tool id: a later trace (or tool) under the same id would
         # otherwise never see those sites. Weak: a code that is gone needs nothing.
@@ -44,8 +51,21 @@ class MonitoringCatchAll(CatchAll):
         self._callback = self._make_on_call()
         self._on_exit = self._make_on_exit()
         self._exit_codes: list[CodeType] = []
+
+    def attach(self, tool: int) -> None:
+        """Register the callbacks under ``tool`` (claimed by the caller); the events stay off until ``begin``."""
+        self.tool, self.freed = tool, False
+        hub = self.hub
         hub.catchall = self  # before any callback goes in (see ProfileCatchAll)
-        self._register()
+        mon = sys.monitoring  # type: ignore[attr-defined]
+        ev = mon.events
+        main = threading.main_thread().ident
+        mon.register_callback(tool, ev.CALL, shielded(self._callback, main))
+        shielded_exit = shielded(self._on_exit, main)
+        for event in (ev.PY_RETURN, ev.PY_YIELD, ev.PY_UNWIND):
+            mon.register_callback(tool, event, shielded_exit)
+        hub.rec.stacks.watch_code = self._watch_exits
+        hub.rec.set_mode(FrameMode.MONITORING)
 
     def _make_on_call(self) -> Callable:
         """The CALL callback: record a call to a stream, disable every other site."""
@@ -123,21 +143,22 @@ class MonitoringCatchAll(CatchAll):
 
         return on_exit
 
-    def _register(self) -> None:
-        """Register the callbacks under the tool id and turn the events on."""
+    def begin(self) -> None:
+        """Turn the events on, as the last step of a trace's start: rngtrace's own code runs unseen."""
+        if self._on:
+            return
         mon = sys.monitoring  # type: ignore[attr-defined]
-        tool, ev = self.tool, mon.events
-        main = threading.main_thread().ident
-        mon.register_callback(tool, ev.CALL, shielded(self._callback, main))
-        shielded_exit = shielded(self._on_exit, main)
-        for event in (ev.PY_RETURN, ev.PY_YIELD, ev.PY_UNWIND):
-            mon.register_callback(tool, event, shielded_exit)
         # No restart_events(): it would re-enable the sites every other tool disabled.
         # Ours from an earlier trace were enabled again when it ended (see uninstall).
         # PY_UNWIND cannot be asked for per code object; exceptions leaving frames are rare.
-        mon.set_events(tool, ev.CALL | ev.PY_UNWIND)
-        self.hub.rec.stacks.watch_code = self._watch_exits
-        self.hub.rec.set_mode(FrameMode.MONITORING)
+        mon.set_events(self.tool, mon.events.CALL | mon.events.PY_UNWIND)
+        self._on = True
+
+    def pause(self) -> None:
+        """Turn the events off, as the first step of the last trace's end."""
+        if self._on:
+            self._on = False
+            sys.monitoring.set_events(self.tool, 0)  # type: ignore[attr-defined]
 
     def _watch_exits(self, code: CodeType) -> None:
         """Ask for the returns and yields of a code object whose frames the stack cache holds."""
@@ -156,6 +177,7 @@ class MonitoringCatchAll(CatchAll):
         hub.rec.stacks.watch_code = None
         hub.rec.set_mode(FrameMode.WALK)
         try:
+            self._on = False
             mon.set_events(self.tool, 0)
             for code in list(self._exit_codes):
                 mon.set_local_events(self.tool, code, 0)
@@ -185,15 +207,27 @@ class MonitoringCatchAll(CatchAll):
         self._disabled.clear()
 
 
+# The catch-all of the last trace, attached again by the next: its callbacks, its table and
+# its set of rngtrace's own code are made once. Between traces it holds no tool id.
+_KEPT: MonitoringCatchAll | None = None
+
+
 def install(hub: Any) -> CatchAll | None:
-    """Claim a free tool id and install the catch-all under it; None when every id is taken."""
+    """Claim a free tool id and attach the catch-all under it; None when every id is taken."""
+    global _KEPT
     mon = sys.monitoring  # type: ignore[attr-defined]
     for tool in (4, 3, 5, 1, 2, 0):
         if mon.get_tool(tool) is None:
             try:
                 # Claimed inside the try: a Ctrl-C landing just after the claim is undone too.
                 mon.use_tool_id(tool, TOOL_NAME)
-                return MonitoringCatchAll(hub, tool)
+                made = _KEPT
+                if made is None or made.hub is not hub:
+                    made = _KEPT = MonitoringCatchAll(hub)
+                else:
+                    made.refresh()
+                made.attach(tool)
+                return made
             except BaseException:
                 if mon.get_tool(tool) == TOOL_NAME:  # not another tool that took the id first
                     mon.free_tool_id(tool)
