@@ -181,6 +181,7 @@ def test_the_html_report_marks_it_as_a_generator_from_entropy_not_a_draw(traced)
     (site,) = data["site"]
     assert data["sites"][site][1:3] == [3, "numpy.random.default_rng"]  # its own kind code, not a draw's 0
     assert '<span class="shape entropy"></span>generator from entropy' in page
+    assert "Seeds, unattributed moves and generators from entropy" in page  # listed among what moves numbers
 
 
 @needs_torch
@@ -271,3 +272,20 @@ def test_check_names_the_generator_made_from_entropy_as_the_cause(tmp_path):
     )
     assert "Cause: entropy — a generator made from entropy" in report
     assert "fix: give it a seed: np.random.default_rng(0) at prog.py:4" in report
+
+
+def test_the_pytest_report_lists_a_test_that_made_one_apart_from_the_tests_that_drew(tmp_path):
+    (tmp_path / "test_noise.py").write_text(
+        "import numpy as np\n\n\ndef test_noise():\n    assert np.random.default_rng().random() < 1\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "--rng-trace", "-p", "no:randomly", "-p", "no:cacheprovider"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert done.returncode == 0, done.stdout
+    assert "1 test traced: 0 drew from or reseeded a global random stream" in done.stdout
+    assert "; 1 made a generator from OS entropy" in done.stdout
+    assert "test_noise.py:5 in test_noise  numpy.random.default_rng() made a generator from OS entropy" in done.stdout
