@@ -84,7 +84,11 @@ LAYERS = (
     (
         "sources",
         (
+            "sources._source",
+            "sources._wrapping",
+            "sources._recorder",
             "sources._base",
+            "sources._entropy",
             "sources._inplace",
             "sources._torch_state",
             "sources.random_stream",
@@ -101,7 +105,11 @@ LAYERS = (
         (
             "_patches",
             "_hooks",
+            "_prebound",
             "_record",
+            "_catchall_common",
+            "_catchall_monitoring",
+            "_catchall_profile",
             "_catchall",
             "_lone",
             "_blocks",

@@ -186,8 +186,10 @@ class Hub(HubStreams, HubChildren):
                 source = rec.sources.get(name)
                 if source is not None:
                     session.start_states[name] = source.snapshot()
-            if self.catchall is not None and self.catchall.note and self.catchall.note not in trace.notes:
-                trace.notes.append(self.catchall.note)
+            if self.catchall is not None:
+                if self.catchall.note and self.catchall.note not in trace.notes:
+                    trace.notes.append(self.catchall.note)
+                self.catchall.begin()  # last: what ran of rngtrace's own start ran unseen
         except BaseException:
             self._release(session)
             if not self.active:
@@ -270,6 +272,8 @@ class Hub(HubStreams, HubChildren):
         self._unsettled = True
         sessions = tuple(s for s in self.active if s is not session)
         if not sessions:
+            if self.catchall is not None:
+                self.catchall.pause()  # first: the undo below runs unseen
             try:
                 if _lone.uninstall_alone(self):
                     self._unsettled = False
@@ -353,6 +357,8 @@ class Hub(HubStreams, HubChildren):
         elif catchall is not None:
             catchall.refresh()
         self.set_process_hooks(sessions)
+        if sessions and self.catchall is not None:
+            self.catchall.begin()  # a stream arriving mid-trace: its catch-all sees the block at once
 
     def set_process_hooks(self, sessions: tuple) -> None:
         """Hook what child processes need while ``sessions`` record (``_hooks.ProcessHooks``): none without one."""

@@ -32,7 +32,7 @@ def lineno_at(code: Any, lasti: int, /) -> int | None:
     """The line of the instruction at byte offset ``lasti``; None where it has no line of its own or lies outside."""
 
 def flat_key(frame: Any, depth: int, /) -> bytes:
-    """``StackTable._capture_flat``'s key: the code pointer and f_lasti of up to ``depth`` frames, packed."""
+    """``StackTable.capture_flat``'s key: the code pointer and f_lasti of up to ``depth`` frames, packed."""
 
 def call_locked(lock: Any, fn: Callable[..., Any], /, *args: Any) -> Any:
     """``fn(*args)`` with ``lock`` taken (waiting for it) and released in C, whatever ``fn`` does."""
@@ -63,7 +63,7 @@ def die_of_sigterm() -> None:
     """Put SIGTERM's default back and send it to this process, which dies of it."""
 
 def builtin_twin(fn: Callable[..., Any], /) -> Callable[..., Any]:
-    """A new builtin object with ``fn``'s definition, which no hook reaches (``sources._base.twin_of``).
+    """A new builtin object with ``fn``'s definition, which no hook reaches (``sources._recorder.twin_of``).
 
     ``fn`` is a plain builtin function (METH_VARARGS, or METH_FASTCALL | METH_KEYWORDS): TypeError otherwise.
     """
@@ -132,11 +132,14 @@ class Recorder:
         after: Callable[..., None] | None = None,
         inside: tuple[str, ...] | None = None,
         through: tuple[str, ...] | None = None,
+        seed_argument: int = -1,
     ) -> None:
-        """``condition``: a ``_base.Condition.spec``, the test ``takes`` would make, evaluated in C.
+        """``condition``: a ``_wrapping.Condition.spec``, the test ``takes`` would make, evaluated in C.
 
         ``inside``: file prefixes whose calls inside a recorded call are part of it;
-        ``through``: file prefixes whose calls outside one go to ``slow`` (see ``_base.Through``).
+        ``through``: file prefixes whose calls outside one go to ``slow`` (see ``_wrapping.Through``);
+        ``seed_argument``: a seed recorded in C (detail, event, ``hot.seeded``), its value the
+        positional argument there (1: past a method's instance); -1: a draw, or a seed ``after`` records.
         """
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any: ...

@@ -15,6 +15,7 @@ from ._errors import LogError
 from ._model import (  # noqa: F401 (the value classes are this module's public names too)
     CAUSE,
     DRAW,
+    ENTROPY,
     FORMAT,
     FORMAT_VERSION,
     KINDS,

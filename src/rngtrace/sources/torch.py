@@ -32,6 +32,7 @@ from .._errors import GlobalRNGError
 from .._model import DRAW, SEED
 from . import _torch_state
 from ._base import IN_PLACE, INTERNAL, Condition, Hit, Patch, Source, recorder, restore_wrapper, seed_wrapper, twin_of
+from ._entropy import entropy_wrapper
 from ._inplace import in_place as read_in_place
 from .torch_stream import STREAM
 
@@ -411,6 +412,8 @@ def _generator_method_wrapper(rec: Any, name: str, original: Callable) -> Callab
     stream. Every other generator's call goes straight to the method.
     """
     inner = original
+    if name == "seed":  # a generator of the user's seeded from OS entropy: its own event, behind the recorders
+        inner = entropy_wrapper(rec, "torch", original, _own_generator_seed)
     if torch.backends.cuda.is_built():
 
         def cuda_default(args: tuple, kwargs: dict) -> bool:
@@ -424,7 +427,7 @@ def _generator_method_wrapper(rec: Any, name: str, original: Callable) -> Callab
             "torch.cuda",
             SEED,
             f"torch.cuda.default_generators[i].{name}",
-            original,
+            inner,
             takes=cuda_default,
             seeded=device_stream,
             method=True,
@@ -434,6 +437,13 @@ def _generator_method_wrapper(rec: Any, name: str, original: Callable) -> Callab
             rec, "torch", f"torch.default_generator.{name}", inner, _cpu_holds, owner=_cpu_generator()
         )
     return recorder(rec, "torch", SEED, f"torch.default_generator.{name}", inner, owner=_cpu_generator())
+
+
+def _own_generator_seed(args: tuple, kwargs: dict, frame: FrameType) -> tuple[str, FrameType] | None:
+    """``torch.Generator().seed()``: a generator that is no default one seeded from OS entropy."""
+    if not args or args[0] is _cpu_generator() or any(args[0] is g for g in _initialised_cuda_generators()):
+        return None
+    return "torch.Generator.seed", frame
 
 
 def _cpu_holds(state: Any) -> bool:
