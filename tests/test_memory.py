@@ -93,3 +93,23 @@ def test_past_max_events_the_call_site_table_names_every_distinct_stack_with_its
     for key_type in ("traceback", "lineno"):
         assert _site_table(capped, key_type) == _site_table(whole, key_type)
     assert len(capped.statistics("traceback")) == 144
+
+
+def test_statistics_equal_the_event_by_event_grouping_in_order():
+    from rngtrace import rng_trace
+
+    _funcs, work = _pairs_program(6)
+    with rng_trace(print=False) as trace:
+        work()
+        random.choices("ab", k=3)
+    for key_type in ("lineno", "traceback"):
+        groups: dict[tuple, list] = {}
+        for event in trace.draws:
+            site = event.stack if key_type == "traceback" else event.stack[:1]
+            slot = groups.setdefault((event.stream, event.api, site), [0, 0])
+            slot[0] += 1
+            slot[1] += event.count or 0
+        expected = [(s, a, site, c, v) for (s, a, site), (c, v) in groups.items()]
+        expected.sort(key=lambda row: (-row[3], -row[4], row[0], row[1]))
+        got = [(s.stream, s.api, s.stack, s.calls, s.values) for s in trace.statistics(key_type)]
+        assert got == expected
