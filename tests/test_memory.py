@@ -113,3 +113,23 @@ def test_statistics_equal_the_event_by_event_grouping_in_order():
         expected.sort(key=lambda row: (-row[3], -row[4], row[0], row[1]))
         got = [(s.stream, s.api, s.stack, s.calls, s.values) for s in trace.statistics(key_type)]
         assert got == expected
+
+
+def test_a_saved_log_with_repeated_rows_and_overflow_round_trips_byte_identical(tmp_path, capsys):
+    from rngtrace import Trace, cli, rng_trace
+
+    _funcs, work = _pairs_program(5)
+    with rng_trace(print=False, max_events=40) as trace:
+        for _ in range(3):
+            work()  # the first 40 rows kept, with repeats; the rest counted per stack
+    first, second = tmp_path / "first.json", tmp_path / "second.json"
+    trace.save(first)
+    loaded = Trace.load(first)
+    assert loaded.raw[0] is loaded.raw[25]  # a repeated row is held once
+    loaded.save(second)
+    assert second.read_bytes() == first.read_bytes()
+    shown = []
+    for path in (first, second):
+        assert cli.main(["show", str(path)]) == 0
+        shown.append(capsys.readouterr().out)
+    assert shown[0] == shown[1] and "random.random" in shown[0]
