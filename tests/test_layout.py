@@ -87,6 +87,8 @@ LAYERS = (
             "sources._base",
             "sources._inplace",
             "sources._torch_state",
+            "sources._torch_ops",
+            "sources._torch_wrappers",
             "sources.random_stream",
             "sources.numpy_stream",
             "sources.torch_stream",
