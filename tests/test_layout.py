@@ -84,6 +84,9 @@ LAYERS = (
     (
         "sources",
         (
+            "sources._source",
+            "sources._wrapping",
+            "sources._recorder",
             "sources._base",
             "sources._inplace",
             "sources._torch_state",
@@ -103,6 +106,7 @@ LAYERS = (
         (
             "_patches",
             "_hooks",
+            "_prebound",
             "_record",
             "_catchall",
             "_lone",

@@ -79,9 +79,9 @@ def test_internal_frames_says_whether_the_walk_reads_the_interpreters_own_frames
 
 def test_every_module_with_a_c_path_takes_the_accelerator_from_hotpath():
     from rngtrace import _catchall, _hub, _patches, _processes, _record, _stack
-    from rngtrace.sources import _base, _inplace
+    from rngtrace.sources import _inplace, _recorder
 
-    for module in (_catchall, _hub, _patches, _processes, _record, _base, _inplace):
+    for module in (_catchall, _hub, _patches, _processes, _record, _recorder, _inplace):
         assert module._speedups is SPEEDUPS, module.__name__
     assert _stack.SPEEDUPS is SPEEDUPS
 

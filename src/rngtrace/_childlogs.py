@@ -36,9 +36,9 @@ def read_wrapper_sources() -> None:
     worker seeds torch as it starts. Read here once, every child inherits them.
     """
     from . import _caller
-    from .sources import _base
+    from .sources import _recorder, _wrapping
 
-    for module in (_base, _caller):
+    for module in (_wrapping, _recorder, _caller):
         filename = getattr(module, "__file__", None)
         if filename:
             linecache.getlines(filename)

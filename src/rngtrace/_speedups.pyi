@@ -63,7 +63,7 @@ def die_of_sigterm() -> None:
     """Put SIGTERM's default back and send it to this process, which dies of it."""
 
 def builtin_twin(fn: Callable[..., Any], /) -> Callable[..., Any]:
-    """A new builtin object with ``fn``'s definition, which no hook reaches (``sources._base.twin_of``).
+    """A new builtin object with ``fn``'s definition, which no hook reaches (``sources._recorder.twin_of``).
 
     ``fn`` is a plain builtin function (METH_VARARGS, or METH_FASTCALL | METH_KEYWORDS): TypeError otherwise.
     """
@@ -133,10 +133,10 @@ class Recorder:
         inside: tuple[str, ...] | None = None,
         through: tuple[str, ...] | None = None,
     ) -> None:
-        """``condition``: a ``_base.Condition.spec``, the test ``takes`` would make, evaluated in C.
+        """``condition``: a ``_wrapping.Condition.spec``, the test ``takes`` would make, evaluated in C.
 
         ``inside``: file prefixes whose calls inside a recorded call are part of it;
-        ``through``: file prefixes whose calls outside one go to ``slow`` (see ``_base.Through``).
+        ``through``: file prefixes whose calls outside one go to ``slow`` (see ``_wrapping.Through``).
         """
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any: ...

@@ -1,6 +1,6 @@
 /* rngtrace._speedups: the common case of a recording wrapper, in C.
  *
- * A Recorder stands where a Python recording wrapper (sources/_base.py,
+ * A Recorder stands where a Python recording wrapper (sources/_wrapping.py and _recorder.py,
  * sources/_torch_wrappers.py) would: it is that wrapper's fast path. It records a draw
  * itself unless something unusual is going on -- a strict on_draw policy, a
  * profile hook that is not the catch-all's own on this thread, a pending
@@ -20,9 +20,9 @@
  * One file per Python module it stands in for, all sharing speedups.h:
  *   module.c    the module itself: its functions' table, PyInit, the interned strings
  *   hotpath.c   _hotpath.py: configure(), the slot layouts of the hot-path types
- *   recorder.c  sources/_base.py's recorder(), entry() and Condition: the Recorder type,
+ *   recorder.c  sources/_recorder.py's recorder(), _wrapping.py's entry() and Condition: the Recorder type,
  *               which calls it records itself and which it hands to the Python wrapper
- *   record.c    sources/_base.py's record_call and checked_call, _record.py's
+ *   record.c    sources/_recorder.py's record_call, _wrapping.py's checked_call, _record.py's
  *               Recording.record(): one call recorded under its stream's lock
  *   stack.c     _stack.py: StackTable.capture's walk, _capture_flat's key, lineno_at
  *   locks.c     _record.py's stream locks (StreamLock), _hub.py's call_locked, call_if_free

@@ -1,7 +1,7 @@
 /* rngtrace._speedups, patches.c -- mirrors rngtrace/_patches.py: swap(), a patch set applied or
  * undone in one pass that runs no Python code (_patches' _swap_python is its twin), and the
  * builtins recorded in place (hook_builtins, hooked_builtins; builtin_twin for
- * sources/_base.py's twin_of), which torch.compile's identity guards need. */
+ * sources/_recorder.py's twin_of), which torch.compile's identity guards need. */
 #include "speedups.h"
 
 /* -- swap: a patch set applied or undone in one pass -------------------------------- */

@@ -1,4 +1,4 @@
-/* rngtrace._speedups, record.c -- mirrors the recorded call of rngtrace/sources/_base.py
+/* rngtrace._speedups, record.c -- mirrors the recorded call of rngtrace/sources/_recorder.py and _wrapping.py
  * (recorder()'s record_call and checked_call) and rngtrace/_record.py's Recording.record():
  * record_call() takes the stream's lock, reports a move nobody recorded, calls the original
  * with the thread marked busy, counts the values and appends the raw event -- from the thread's
@@ -331,7 +331,7 @@ record_call(Recorder *self, PyObject *now, PyObject *st, PyObject *frame, PyObje
     }
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
     if (self->after != Py_None) {
-        /* A seed: the Python side records it and rebases (_base.recorder's after_seed), still under
+        /* A seed: the Python side records it and rebases (_recorder.seed_recorder's after_seed), still under
          * the lock and busy. Called from C, so no frame of rngtrace's stands between the caller and
          * the seed: a stack the seed formats (torch's lazy CUDA seeding keeps one) shows none. */
         PyObject *r = call_with_arguments2(self->after, st, frame, args, nargs, kwnames);

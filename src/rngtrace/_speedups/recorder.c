@@ -1,4 +1,4 @@
-/* rngtrace._speedups, recorder.c -- mirrors rngtrace/sources/_base.py's recorder(), entry() and
+/* rngtrace._speedups, recorder.c -- mirrors rngtrace/sources/_recorder.py's recorder(), _wrapping.py's entry() and
  * Condition: the Recorder type, a recording wrapper's fast path. Its vectorcall decides what the
  * Python wrapper (``slow``) would: a call to pass straight through (no trace, another instance,
  * a nested call, a Condition that says it draws nothing), one to hand to the Python wrapper (the
@@ -7,7 +7,7 @@
  * struct is in speedups.h. */
 #include "speedups.h"
 
-/* -- a declared condition: whether a call draws, from its arguments (_base.Condition) --- */
+/* -- a declared condition: whether a call draws, from its arguments (_wrapping.Condition) --- */
 enum { TEST_NONE, TEST_DROPOUT, TEST_TRUTHY, TEST_POSITIVE, TEST_NOT_FALSE };
 static const char *test_names[] = {"", "dropout", "truthy", "positive", "not_false", NULL};
 

@@ -99,7 +99,7 @@ int stream_lock_give(StreamLock *self);
 PyObject *call_locked(PyObject *module, PyObject *args);
 PyObject *call_if_free(PyObject *module, PyObject *args);
 
-/* -- recorder.c and record.c (sources/_base.py's recorder, _record.py's record) ---------- */
+/* -- recorder.c and record.c (sources/_recorder.py's recorder, _record.py's record) ---------- */
 
 typedef struct {
     PyObject_HEAD
@@ -118,7 +118,7 @@ typedef struct {
     PyObject *place;        /* torch: result -> (stream or None, count) */
     PyObject *slow_keyword; /* a keyword that sends the call to the Python wrapper */
     PyObject *takes;        /* (args, kwargs) -> whether this call draws (dropout in training), or None */
-    PyObject *condition;    /* the same, declared: _base.Condition.spec, or None */
+    PyObject *condition;    /* the same, declared: _wrapping.Condition.spec, or None */
     PyObject *after;        /* a seed: after(st, frame, args, kwargs) records it, once it returned; else None */
     PyObject *inside;       /* file prefixes (the stream's library, rngtrace): a call from there inside a
                              * recorded call is part of it; a tuple, or None to leave that to the wrapper */

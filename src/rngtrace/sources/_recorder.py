@@ -1,0 +1,309 @@
+"""The one recording wrapper, ``recorder``: a call's event, in Python or through the C Recorder.
+
+Its Python parts, made here as closures over one wrapper's settings (the hot path
+in pure mode reads cells, not attributes): ``record_call`` makes and records an
+outermost call, ``after_seed`` records a seed once it returned, ``record_through``
+a library's own calls outside any recorded call. Where the C accelerator is built a
+wrapper gets its ``Recorder`` in front, the same protocol one-to-one.
+"""
+
+from __future__ import annotations
+
+from _thread import get_ident
+from collections.abc import Callable
+from types import BuiltinFunctionType, FrameType, MethodType
+from typing import Any
+
+from .._hotpath import SPEEDUPS as _speedups
+from .._model import DRAW, SEED
+from .._paths import PACKAGE_DIR
+from ._source import library_of
+from ._wrapping import (
+    Condition,
+    Through,
+    Wrapper,
+    call_busy,
+    checked_call,
+    entry,
+    moved_note,
+    named,
+    recorded_by_catchall,
+    reduce_as_original,
+    seed_detail,
+)
+
+
+def recorder(
+    rec: Any,
+    stream: str,
+    kind: str,
+    api: str,
+    original: Callable,
+    *,
+    count_of: Callable[[Any, tuple, dict], int | None] | None = None,
+    owner: Any = None,
+    takes: Callable[[tuple, dict], bool] | None = None,
+    place: Callable[[Any], tuple[str | None, int | None]] | None = None,
+    seeded: Callable[[tuple, dict], str] | None = None,
+    strict_check: Callable[[FrameType | None, tuple, dict], None] | None = None,
+    accelerate: bool = True,
+    draws_if: Callable[[tuple, dict], bool] | None = None,
+    method: bool = False,
+    through: Through | None = None,
+) -> Callable:
+    """The one recording wrapper: each outermost call of ``original`` becomes an event.
+
+    A draw's values are counted by ``count_of(result, args, kwargs)`` (None: one);
+    ``place(result)`` (torch) says on which stream they landed and how many there
+    were, with stream None for a result that drew nothing. A seed is recorded on
+    ``stream``, or on ``seeded(args, kwargs)``. ``takes(args, kwargs)`` declines
+    a call (an explicit generator); with ``owner``, only calls on that one instance
+    (the singleton) are recorded; ``method`` says ``original`` is a method whose
+    first argument is the instance (kept out of a seed's detail); ``through``
+    records the library's own methods calling this one outside a recorded call
+    as that outer call (see ``Through``). Nested calls (``random.randint`` calling
+    ``getrandbits``) are part of the outer call. Where the C accelerator is built a
+    wrapper gets its ``Recorder`` in front, the same protocol one-to-one; this
+    Python wrapper stays the reference and the path of every unusual call.
+    """
+    is_draw = kind == DRAW
+    after_seed = seed_recorder(rec, stream, api, seeded, owner is not None or method)
+    record_call = call_recorder(rec, stream, kind, api, original, count_of, place, strict_check, after_seed)
+    record_through = through_recorder(rec, stream, kind, api, original, through) if through is not None else None
+    # A seed the caller's ``takes`` may decline stays with the Python wrapper; ``owner`` the C Recorder
+    # checks itself.
+    declines = takes is not None
+    if owner is not None:
+        own = takes
+        if own is None:
+            takes = lambda args, kwargs: bool(args) and args[0] is owner  # noqa: E731
+        else:
+            takes = lambda args, kwargs: bool(args) and args[0] is owner and own(args, kwargs)  # noqa: E731
+    library = library_of(stream)
+    wrapper = entry(rec, original, record_call, takes, library, through, record_through)
+    if not accelerate or _speedups is None or (not is_draw and declines):
+        return Wrapper.make(wrapper, original)
+    if is_draw:
+        placing = {} if place is None else {"tensor_type": _tensor_type(), "place": place, "slow_keyword": "generator"}
+        # ``draws_if``: the part of ``takes`` the C Recorder asks itself (dropout only draws in training),
+        # in C where it is a declared Condition.
+        declared = isinstance(draws_if, Condition)
+        specific = {
+            **placing,
+            "takes": None if declared else draws_if,
+            "condition": draws_if.spec if declared else None,  # type: ignore[union-attr]
+        }
+    else:
+        specific = {"after": after_seed}  # a seed: the C Recorder makes the call, after_seed records it
+    # A call from these files inside a recorded call is part of it (``entry``'s rule, asked in C too).
+    inside = (*library, PACKAGE_DIR)
+    made = _speedups.Recorder(
+        wrapper,
+        original,
+        owner,
+        rec.hot,
+        rec.fingerprint(stream),
+        rec.stream_lock(stream),
+        stream,
+        kind,
+        api,
+        moved_note(api),
+        count_of,
+        inside=inside,
+        through=None if through is None else through.files,
+        **specific,
+    )
+    named(made, original)
+    # Looked up on the instance first: the same rule as the Python wrapper's.
+    made.__reduce_ex__ = MethodType(reduce_as_original, made)
+    return made
+
+
+def seed_recorder(
+    rec: Any, stream: str, api: str, seeded: Callable[[tuple, dict], str] | None, skip_self: bool
+) -> Callable[[Any, FrameType | None, tuple, dict], None]:
+    """What records a seed once it returned (``skip_self``: the first argument is the instance)."""
+    record = rec.record
+
+    def after_seed(st: Any, frame: FrameType | None, args: tuple, kwargs: dict) -> None:
+        """A seed returned: record it, and start the stream's fingerprint (and its digest) anew."""
+        where = seeded(args, kwargs) if seeded is not None else stream
+        detail = seed_detail(args[1:] if skip_self else args, kwargs)
+        record(where, SEED, api, None, frame, detail, st)
+        rec.reseeded(stream)
+        rec.seeded(where)
+
+    return after_seed
+
+
+def call_recorder(
+    rec: Any,
+    stream: str,
+    kind: str,
+    api: str,
+    original: Callable,
+    count_of: Callable[[Any, tuple, dict], int | None] | None,
+    place: Callable[[Any], tuple[str | None, int | None]] | None,
+    strict_check: Callable[[FrameType | None, tuple, dict], None] | None,
+    after_seed: Callable[[Any, FrameType | None, tuple, dict], None],
+) -> Callable[[Any, FrameType | None, tuple, dict], Any]:
+    """What makes and records one outermost call of ``original``: the Python wrapper's hot path."""
+    hot = rec.hot
+    fingerprint = rec.fingerprint(stream)
+    lock = rec.stream_lock(stream)
+    record = rec.record
+    is_draw = kind == DRAW
+    moved = moved_note(api)
+
+    def record_call(st: Any, frame: FrameType | None, args: tuple, kwargs: dict) -> Any:
+        if st.pending is not None and recorded_by_catchall(st, frame):
+            # C code is calling one of our methods inside a call the catch-all recorded.
+            return call_busy(st, frame, original, args, kwargs)
+        if is_draw and hot.now.strict:
+            # Before the draw: on_draw="raise" leaves the stream as it was.
+            if strict_check is not None:
+                strict_check(frame, args, kwargs)
+            else:
+                rec.check(stream, api, frame)
+        # The lock keeps another thread's draw from landing between the fingerprint read
+        # before the call and the one after it. A with statement, not acquire() then try:
+        # an interrupt (Ctrl-C) cannot land between taking the lock and guarding its release.
+        with lock:
+            # Busy until the call is recorded, not only while it runs: a finalizer drawing
+            # during the bookkeeping is then its own event, not a move nobody recorded.
+            was_busy = st.busy
+            try:
+                result = checked_call(rec, stream, fingerprint, moved, st, frame, original, args, kwargs, kind, api)
+                if is_draw:
+                    if place is not None:
+                        where, count = place(result)
+                    else:
+                        # A float is one value whatever the function (the usual answer: no call to ask).
+                        where, count = stream, 1
+                    if where is not None:
+                        if count_of is not None and type(result) is not float:
+                            count = count_of(result, args, kwargs)
+                        record(where, DRAW, api, count, frame, None, st)
+                    fingerprint.take()
+                else:
+                    after_seed(st, frame, args, kwargs)
+            finally:
+                st.busy = was_busy
+        return result
+
+    return record_call
+
+
+def through_recorder(
+    rec: Any, stream: str, kind: str, api: str, original: Callable, through: Through
+) -> Callable[[Any, FrameType, tuple, dict], Any]:
+    """What records a library's own call to ``original`` outside any recorded call, as its outer call."""
+    fingerprint = rec.fingerprint(stream)
+    lock = rec.stream_lock(stream)
+    record = rec.record
+    moved = moved_note(api)
+
+    def record_through(st: Any, frame: FrameType, args: tuple, kwargs: dict) -> Any:
+        """``frame``, the library's own code, calls this in a call nothing recorded: record that outer call once."""
+        top, user = through.outer(frame)
+        if st.pending is not None and recorded_by_catchall(st, user):
+            return call_busy(st, user, original, args, kwargs)  # the catch-all recorded the outer call
+        tid = get_ident()
+        with lock:
+            was_busy = st.busy
+            try:
+                if through.last.get(tid) is top:
+                    # A later call inside the outer call recorded already (sample() drawing k times).
+                    result = call_busy(st, user, original, args, kwargs)
+                else:
+                    outer_kind, outer_api = through.describe(top, kind, api)
+                    result = checked_call(
+                        rec, stream, fingerprint, moved, st, user, original, args, kwargs, outer_kind, outer_api
+                    )
+                    through.last[tid] = top
+                    record(stream, outer_kind, outer_api, None, user, None, st)
+                fingerprint.take()
+            finally:
+                st.busy = was_busy
+        return result
+
+    return record_through
+
+
+def _tensor_type() -> Any:
+    import torch  # only for torch's wrappers, whose source imported it already
+
+    return torch.Tensor
+
+
+def draw_wrapper(rec: Any, stream: str, api: str, original: Callable, count_of: Callable | None) -> Callable:
+    """Wrap a drawing function; ``count_of(result, args, kwargs)`` counts the values drawn (None: one)."""
+    return recorder(rec, stream, DRAW, api, original, count_of=count_of)
+
+
+def seed_wrapper(rec: Any, stream: str, api: str, original: Callable) -> Callable:
+    """Wrap a reseeding function; the seed argument is kept as the event's detail."""
+    return recorder(rec, stream, SEED, api, original)
+
+
+def restore_wrapper(
+    rec: Any, stream: str, api: str, original: Callable, current: Callable[[Any], bool], owner: object | None = None
+) -> Callable:
+    """Wrap a restore (``setstate``, ``set_rng_state``): recorded only where it changes the state.
+
+    Frameworks save and restore a stream around work of their own (torch.compile's
+    Dynamo restores ``random`` and torch at every compile): a restore of the state the
+    stream already holds moves nothing, and is no seed of anybody's. ``current(state)``
+    says whether ``state`` is the stream's state now; where it cannot tell (raises),
+    the call is recorded.
+    """
+    skip = 1 if owner is not None else 0  # a method of the owner's: the state follows self
+    fingerprint = rec.fingerprint(stream)
+    lock = rec.stream_lock(stream)
+
+    def restore(*args: Any, **kwargs: Any) -> Any:
+        # The same state put back may still rewrite what the fingerprint reads (torch's
+        # set_state rewrites its head): once the call returns, take the state as explained --
+        # only where it was before, so a move nobody recorded is still reported.
+        with lock:
+            view, last = fingerprint.view, fingerprint.last
+            clean = view is not None and last is not None and view.value == last
+            result = original(*args, **kwargs)
+            if clean:
+                fingerprint.take()
+        return result
+
+    named(restore, original)
+
+    def changes(args: tuple, kwargs: dict) -> bool:
+        state = args[skip] if len(args) > skip else next(iter(kwargs.values()), None)
+        try:
+            return not current(state)
+        except Exception:  # noqa: BLE001 (a state it cannot compare: the call says what it is)
+            return True
+
+    wrapper = recorder(rec, stream, SEED, api, restore, takes=changes, owner=owner)
+    wrapper.__dict__["__wrapped__"] = original  # named, signed and pickled as the original, not ``restore``
+    return wrapper
+
+
+def twin_of(fn: Any) -> Callable | None:
+    """A builtin calling what ``fn`` does, for a wrapper to call while ``fn`` records in place.
+
+    None where it cannot (no accelerator).
+    """
+    if _speedups is None or type(fn) is not BuiltinFunctionType:
+        return None
+    try:
+        return _speedups.builtin_twin(fn)
+    except TypeError:  # a builtin method of a class (METH_METHOD): patched as an attribute
+        return None
+
+
+def inplace_count(args: tuple, kwargs: dict, name: str = "x") -> int | None:
+    """Values drawn by an in-place shuffle: the length of the sequence it shuffled."""
+    seq = args[0] if args else kwargs.get(name)
+    try:
+        return len(seq)  # type: ignore[arg-type]
+    except TypeError:
+        return None
