@@ -26,7 +26,7 @@ import numpy as np
 import pytest
 from conftest import _global_hooks, _namespaces
 
-from rngtrace import _catchall, rng_isolate, rng_trace
+from rngtrace import _catchall_profile, rng_isolate, rng_trace
 from rngtrace._hub import HUB
 
 pytestmark = pytest.mark.skipif(not hasattr(signal, "setitimer"), reason="needs signal.setitimer")
@@ -66,7 +66,7 @@ class _Alarm:
         )
         # The 3.10/3.11 catch-all, once armed, is a Python profile hook: raising at a yield, it kills the
         # generator there, finally blocks unrun (a decorated generator's relay among them; README's limits).
-        self.in_python_hook = frame.f_code.co_filename == _catchall.__file__
+        self.in_python_hook = frame.f_code.co_filename == _catchall_profile.__file__
         if frame.f_code is warnings._warn_unawaited_coroutine.__code__:
             # CPython warns of a coroutine dropped unawaited in Python code, where an interrupt is lost
             # (printed as ignored): the coroutine an earlier interrupt dropped as it was made.

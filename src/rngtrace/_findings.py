@@ -31,7 +31,7 @@ from ._divergent import RankLog, divergent
 from ._duplicates import duplicates
 from ._model import CAUSE, LEVELS, RISK, Event, Finding
 from ._seed_findings import interleaved, reseeded
-from ._start_findings import at_import, unseeded
+from ._start_findings import at_import, entropy_generators, unseeded
 from ._store import RawStore
 
 
@@ -80,8 +80,9 @@ KINDS: tuple[Kind, ...] = (
     ),
     Kind(
         "unseeded",
-        "a stream drawn from before any seed (in a process seen from its start), or seeded from OS entropy",
-        lambda trace, events, found: unseeded(trace, events),
+        "a stream drawn from before any seed (in a process seen from its start), or seeded from OS entropy; "
+        "a generator made from OS entropy",
+        lambda trace, events, found: unseeded(trace, events) + entropy_generators(trace, events),
     ),
     # A line another finding named already (a DataLoader between a seed and a draw) is not named again.
     Kind(

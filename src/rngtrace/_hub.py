@@ -162,6 +162,13 @@ class Hub(HubStreams, HubChildren):
         self._locked(self._start, session)
 
     def _start(self, session: Session) -> None:
+        self._open(session)
+        if self.catchall is not None:
+            # Last, and from a small frame: turning events on re-instruments the code of every
+            # frame running, so rngtrace's own start runs unseen and its big frames are not there.
+            self.catchall.begin()
+
+    def _open(self, session: Session) -> None:
         self._end_gone()
         rec, trace = self.rec, session.trace
         self.hooks.watch_forks(self._before_fork, self._after_fork_in_child)
@@ -241,6 +248,11 @@ class Hub(HubStreams, HubChildren):
             self._stop(session, None)
 
     def _stop(self, session: Session, frame: FrameType | None) -> None:
+        if self.catchall is not None and self.active == (session,):
+            self.catchall.pause()  # first, from a small frame (see _start): the last trace's end runs unseen
+        self._close(session, frame)
+
+    def _close(self, session: Session, frame: FrameType | None) -> None:
         session.gone = None
         self._end_gone()
         try:
@@ -333,7 +345,7 @@ class Hub(HubStreams, HubChildren):
                 if sys.modules.get(declared()[name].module) is not None:
                     arriving.append(name)
                 else:
-                    self.imports.watch(name, declared()[name].module, self._imported)
+                    self.watch_import(name, declared()[name].module)
             if arriving:
                 applied = patches.apply_many(arriving)
                 if applied is None:  # one at a time: each set installed is at once known as installed
@@ -353,6 +365,8 @@ class Hub(HubStreams, HubChildren):
         elif catchall is not None:
             catchall.refresh()
         self.set_process_hooks(sessions)
+        if sessions and self.catchall is not None:
+            self.catchall.begin()  # a stream arriving mid-trace: its catch-all sees the block at once
 
     def set_process_hooks(self, sessions: tuple) -> None:
         """Hook what child processes need while ``sessions`` record (``_hooks.ProcessHooks``): none without one."""

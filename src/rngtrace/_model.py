@@ -16,7 +16,9 @@ FORMAT_VERSION = 2  # 2: the processes a trace saw (1 still loads)
 DRAW = "draw"
 SEED = "seed"
 UNATTRIBUTED = "unattributed"
-KINDS = (DRAW, SEED, UNATTRIBUTED)
+#: a generator of one's own made from OS entropy (``np.random.default_rng()``): no draw of the global stream
+ENTROPY = "entropy"
+KINDS = (DRAW, SEED, UNATTRIBUTED, ENTROPY)
 
 #: the stack id of an event with no stack (an unattributed move: no recorded call made it)
 NO_STACK = -1

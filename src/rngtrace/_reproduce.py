@@ -8,6 +8,8 @@ that differs is explained by one cause, told apart in this order:
 
 - ``unseeded``: a stream never seeded, or seeded from OS entropy at the user's line;
 - ``library-entropy``: a library reseeds a stream from OS entropy;
+- ``entropy``: a generator made from OS entropy (``np.random.default_rng()``): no global
+  stream, but it draws other numbers in every run;
 - ``seed-value``: a seed given another value each run (the time, the pid, ...);
 - ``draw-count``: another number of draws (a branch on time, the environment or input);
 - ``end-state``: the same draws, but a stream ended elsewhere (a move nothing recorded);
@@ -27,7 +29,7 @@ from typing import Any
 
 from ._findings import findings
 from ._fixes import line_of, own_generator
-from ._model import DRAW, SEED, Event, Finding
+from ._model import DRAW, ENTROPY, SEED, Event, Finding
 from ._yours import line_to_name
 from .diff import ONLY_A, ONLY_B, VALUES, Divergence, StateDifference, TraceDiff, compare
 from .sources import rank
@@ -37,6 +39,7 @@ from .sources import stream as stream_info
 CAUSES = {
     "unseeded": "a stream drawn from before any seed, or seeded from OS entropy",
     "library-entropy": "a library reseeds a stream from OS entropy",
+    "entropy": "a generator made from entropy",
     "seed-value": "a seed that takes another value each run",
     "draw-count": "another number of draws",
     "end-state": "a move no recorded call explains",
@@ -151,6 +154,8 @@ def _cause(a: Run, b: Run, diff: TraceDiff) -> Cause | None:
         cause = _state_cause(a, b, state)
         if cause is not None:
             return cause
+    if diff.entropy:
+        return _entropy_cause(a, diff.entropy[0])
     if diff.first is not None:
         return _divergence_cause(a, b, diff.first)
     if diff.sites:
@@ -210,6 +215,21 @@ def _state_cause(a: Run, b: Run, state: StateDifference) -> Cause | None:
             f"give it a value: {seed.api}(0) at {where}",
         )
     return None  # seeded with another value: the seed's divergence says which
+
+
+def _entropy_cause(a: Run, made: Event) -> Cause:
+    """A generator made from OS entropy: each run draws other numbers from it, whatever else agrees."""
+    where = _line(made)
+    found = next((f for f in findings(a.trace) if f.kind == "unseeded" and made.index in f.events), None)
+    frame = made.frame
+    inside = f" at {where}"
+    if frame is not None and _in_library(made):
+        inside = f" inside {line_of(frame)}, called at {where},"
+    return Cause(
+        "entropy",
+        f"{made.api}(){inside} makes a generator from OS entropy, so each run draws other numbers from it",
+        found.fix if found is not None else f"give it a seed at {where}",
+    )
 
 
 def _divergence_cause(a: Run, b: Run, d: Divergence) -> Cause:
@@ -300,7 +320,8 @@ def _ends(trace: Any) -> dict[str, str]:
     A stream no event touched is left out: ``random`` starts from OS entropy in every
     process, so its end differs between any two runs that never use it, and nothing came of it.
     """
-    used = {e.stream.split(".", 1)[0] for e in trace.events if e.pid == trace.pid}
+    # A generator made from OS entropy is no use of the global stream.
+    used = {e.stream.split(".", 1)[0] for e in trace.events if e.pid == trace.pid and e.kind != ENTROPY}
     return {
         stream: digest
         for pid, stream, digest, why, _at in trace.origins

@@ -101,7 +101,7 @@ class StackTable:
         and a Sweeper drops it once the frame has finished.
         """
         if known is None:
-            return self._capture_flat(frame, depth)
+            return self.capture_flat(frame, depth)
         if self.accelerated is not None:
             # The same walk in C; NotImplemented where it met anything it does not expect. An error
             # in it never reaches the draw: the Python walk, the reference, then decides (what the
@@ -181,7 +181,7 @@ class StackTable:
             cached = True
         return node
 
-    def _capture_flat(self, frame: FrameType | None, depth: int) -> int:
+    def capture_flat(self, frame: FrameType | None, depth: int) -> int:
         """Walk ``depth`` frames into a flat key; build tree nodes only for a new key."""
         # Twice as many frames as are kept: hidden ones (torch.compile's dozen between a compiled
         # call and its op) must not push the user's line out; resolve() keeps ``depth``.

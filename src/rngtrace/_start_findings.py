@@ -18,10 +18,11 @@ from __future__ import annotations
 
 from ._duplicates import in_which
 from ._fixes import library_fix, line_of, own_generator
-from ._model import DRAW, SEED, Event, Finding, Frame
+from ._model import DRAW, ENTROPY, SEED, Event, Finding, Frame
 from ._seed_findings import library_import, seed_call
 from ._seeds import AT_IMPORT, RESTORE, USER, seed_roles
 from ._store import RawStore
+from ._streams import Stream
 from ._words import plural, stream_base
 from ._yours import call_of, import_of, user_index
 from .sources import stream as stream_info
@@ -206,3 +207,64 @@ def _unseeded_fix(event: Event, seed_call: str) -> str:
         f"{own} at {line_of(event.frame)}" if own and event.frame else "",
     ]
     return " or ".join(way for way in ways if way).replace(" start or ", " start, or ")
+
+
+# -- generators made from OS entropy -----------------------------------------------------
+
+
+def entropy_generators(trace: RawStore, events: list[Event]) -> list[Finding]:
+    """Generators made from OS entropy: one finding per line, naming the seeded form its stream declares."""
+    groups: dict[tuple, list[Event]] = {}  # (library, the user's line) -> its events, in every process
+    for e in events:
+        if e.kind == ENTROPY:
+            call = call_of(e.stack)
+            groups.setdefault((stream_base(e.stream), call.line if call is not None else e.frame), []).append(e)
+    return [_entropy_finding(trace, base, group) for (base, _line), group in groups.items()]
+
+
+def _entropy_finding(trace: RawStore, base: str, group: list[Event]) -> Finding:
+    e = group[0]
+    info = stream_info(base)
+    name = spelled(e.api, info)
+    call = call_of(e.stack)
+    pids = tuple(dict.fromkeys(g.pid for g in group))
+    where = in_which(trace, pids)
+    if call is None:
+        at = line_of(e.frame) if e.frame is not None else "an unrecorded line"
+        message = f"{name}() at {at}{where} makes a generator from OS entropy, so every run draws differently from it"
+        fix = f"give it a seed at {at}"
+    elif call.callee is None:
+        at = line_of(call.line)
+        message = f"{name}() at {at}{where} makes a generator from OS entropy, so every run draws differently from it"
+        form = seeded_form(e.api, info)
+        fix = f"give it a seed: {form} at {at}" if form else f"give it a seed at {at}"
+    else:
+        at = line_of(call.line)
+        message = (
+            f"{name}() inside {call.name}, called at {at}{where}, makes a generator from OS entropy, so every run "
+            "draws differently from it"
+        )
+        fix = f"pass {call.name} a seed at {at} where it takes one"
+    return Finding("unseeded", base, pids, message, tuple(g.index for g in group), fix)
+
+
+def spelled(api: str, info: Stream | None) -> str:
+    """``numpy.random.default_rng`` as users write it (``np.random.default_rng``), by the stream's import names."""
+    for alias, module in (info.import_names if info is not None else {}).items():
+        if api == module or api.startswith(module + "."):
+            return alias + api[len(module) :]
+    return api
+
+
+def seeded_form(api: str, info: Stream | None) -> str:
+    """How the generator ``api`` made from entropy takes a seed, as its stream declares it ("" if it does not).
+
+    ``np.random.default_rng(0)``, ``torch.Generator().manual_seed(0)``, ``torch.manual_seed(0)``.
+    """
+    if info is None or api not in info.entropy_seeded:
+        return ""
+    method, name = info.entropy_seeded[api], spelled(api, info)
+    head, _, last = name.rpartition(".")
+    if head and head.rsplit(".", 1)[-1][:1].isupper():  # a method of a class: on a new instance
+        return f"{head}().{method or last}(0)"
+    return f"{head}.{method}(0)" if method else f"{name}(0)"

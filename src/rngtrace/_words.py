@@ -10,10 +10,15 @@ from __future__ import annotations
 
 import re
 
-from ._model import DRAW, SEED, UNATTRIBUTED, Event
+from ._model import DRAW, ENTROPY, SEED, UNATTRIBUTED, Event
 from .sources import rank as stream_rank
 
-_KIND_WORDS = {SEED: ("seed", "seeds"), DRAW: ("draw", "draws"), UNATTRIBUTED: ("unattributed",) * 2}
+_KIND_WORDS = {
+    SEED: ("seed", "seeds"),
+    DRAW: ("draw", "draws"),
+    UNATTRIBUTED: ("unattributed",) * 2,
+    ENTROPY: ("generator from entropy", "generators from entropy"),
+}
 
 # What a log's names must not send to a terminal or a page raw: C0 and C1 controls and DEL (cursor
 # moves, line erases, OSC 52 clipboard writes), line and paragraph separators, bidi marks, overrides

@@ -26,7 +26,7 @@ import functools
 from dataclasses import dataclass
 from typing import Any
 
-from ._model import DRAW, KINDS, SEED, Event, Frame
+from ._model import DRAW, ENTROPY, KINDS, SEED, Event, Frame
 from ._paths import package_tail
 from ._store import RawStore
 from ._yours import is_yours
@@ -100,11 +100,16 @@ class TraceDiff:
     sites: tuple[SiteDifference, ...]  # largest difference in calls first
     #: streams that drew from another state in A than in B, first per stream
     states: tuple[StateDifference, ...] = ()
+    #: the generators either run made from OS entropy, one per call site: they draw other numbers each run
+    entropy: tuple[Event, ...] = ()
 
     @property
     def same(self) -> bool:
-        """True when the runs made the same calls, in the same order per stream, from the same states."""
-        return not self.divergences and not self.sites and not self.states
+        """True when the runs made the same calls, in the same order per stream, from the same states.
+
+        A run that made a generator from OS entropy never draws the same as another.
+        """
+        return not self.divergences and not self.sites and not self.states and not self.entropy
 
     @property
     def first(self) -> Divergence | None:
@@ -121,7 +126,16 @@ def compare(a: RawStore, b: RawStore) -> TraceDiff:
         ys = [e for e in events_b if e.stream == stream]
         found += _align(stream, xs, ys, (len(events_a), len(events_b)))
     found.sort(key=lambda d: (min(d.position), d.position))
-    return TraceDiff(a, b, tuple(found), _site_differences(a, b), _state_differences(a, b))
+    return TraceDiff(a, b, tuple(found), _site_differences(a, b), _state_differences(a, b), _entropy_sites(a, b))
+
+
+def _entropy_sites(a: RawStore, b: RawStore) -> tuple[Event, ...]:
+    """The generators made from OS entropy in either run, one per call (A's where both made it)."""
+    sites: dict[tuple, Event] = {}
+    for e in (*a.events, *b.events):
+        if e.kind == ENTROPY:
+            sites.setdefault(_key(e), e)
+    return tuple(sites.values())
 
 
 def _align(stream: str, xs: list[Event], ys: list[Event], ends: tuple[int, int]) -> list[Divergence]:

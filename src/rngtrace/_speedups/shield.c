@@ -1,4 +1,4 @@
-/* rngtrace._speedups, shield.c -- mirrors rngtrace/_catchall.py's _shielded() (Shielded: a
+/* rngtrace._speedups, shield.c -- mirrors rngtrace/_catchall_common.py's shielded() (Shielded: a
  * monitoring callback that never raises into the call it reports) and rngtrace/_processes.py's
  * ChildWriter (on_sigterm, die_of_sigterm: a recording child's SIGTERM wakes its writer). */
 #include "speedups.h"

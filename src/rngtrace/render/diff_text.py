@@ -43,7 +43,12 @@ def render(diff: TraceDiff, *, names: tuple[str, str] = ("A", "B"), color: bool 
     """Return the comparison as text; ANSI colour only when ``color`` is true."""
     paint = painter(color)
     cwd = current_dir()
-    sections = [[paint(printable(_header(diff, names)), "bold")], _processes(diff, paint), _states(diff, paint, cwd)]
+    sections = [
+        [paint(printable(_header(diff, names)), "bold")],
+        _processes(diff, paint),
+        _states(diff, paint, cwd),
+        _entropy(diff, paint, cwd),
+    ]
     first = diff.first
     if first is not None:
         sections.append(_first(first, paint, cwd))
@@ -68,6 +73,13 @@ def _header(diff: TraceDiff, names: tuple[str, str]) -> str:
         )
     sizes = f"{a} ({plural(len(diff.a), 'event')}) and {b} ({plural(len(diff.b), 'event')})"
     n = len(diff.divergences)
+    if not n and not diff.sites and not diff.states:
+        places = _and([describe(line_to_name(e), cwd=current_dir()) for e in diff.entropy[:3]])
+        more = f" and {len(diff.entropy) - 3} more" if len(diff.entropy) > 3 else ""
+        return (
+            f"rngtrace diff: {a} and {b} made the same calls, but made generators from OS entropy at {places}{more}: "
+            "they draw other numbers in every run"
+        )
     if not n and not diff.sites:
         return (
             f"rngtrace diff: {a} and {b} made the same calls, but drew other numbers: "
@@ -106,6 +118,18 @@ def _states(diff: TraceDiff, paint: Paint, cwd: str) -> list[str]:
             )
         )
     return lines
+
+
+def _entropy(diff: TraceDiff, paint: Paint, cwd: str) -> list[str]:
+    """A line per generator made from OS entropy: whatever else matched, it drew other numbers in each run."""
+    return [
+        paint("From entropy: ", "alert")
+        + printable(
+            f"{e.api}() at {describe(line_to_name(e), cwd)} made a generator from OS entropy, so it draws other "
+            "numbers in every run"
+        )
+        for e in diff.entropy
+    ]
 
 
 def _and(items: Sequence[str]) -> str:

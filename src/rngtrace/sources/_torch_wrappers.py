@@ -15,6 +15,7 @@ import torch.nn.utils.rnn as _rnn_utils
 from .._errors import GlobalRNGError
 from .._model import DRAW, SEED
 from ._base import Condition, recorder, restore_wrapper
+from ._entropy import entropy_wrapper
 from ._torch_ops import dropout_draws
 
 _Generator = torch.Generator
@@ -243,6 +244,8 @@ def generator_method_wrapper(rec: Any, name: str, original: Callable) -> Callabl
     stream. Every other generator's call goes straight to the method.
     """
     inner = original
+    if name == "seed":  # a generator of the user's seeded from OS entropy: its own event, behind the recorders
+        inner = entropy_wrapper(rec, "torch", original, _own_generator_seed)
     if torch.backends.cuda.is_built():
 
         def cuda_default(args: tuple, kwargs: dict) -> bool:
@@ -256,7 +259,7 @@ def generator_method_wrapper(rec: Any, name: str, original: Callable) -> Callabl
             "torch.cuda",
             SEED,
             f"torch.cuda.default_generators[i].{name}",
-            original,
+            inner,
             takes=cuda_default,
             seeded=device_stream,
             method=True,
@@ -264,6 +267,13 @@ def generator_method_wrapper(rec: Any, name: str, original: Callable) -> Callabl
     if name == "set_state":
         return restore_wrapper(rec, "torch", f"torch.default_generator.{name}", inner, cpu_holds, owner=cpu_generator())
     return recorder(rec, "torch", SEED, f"torch.default_generator.{name}", inner, owner=cpu_generator())
+
+
+def _own_generator_seed(args: tuple, kwargs: dict, frame: FrameType) -> tuple[str, FrameType] | None:
+    """``torch.Generator().seed()``: a generator that is no default one seeded from OS entropy."""
+    if not args or args[0] is cpu_generator() or any(args[0] is g for g in initialised_cuda_generators()):
+        return None
+    return "torch.Generator.seed", frame
 
 
 def cpu_holds(state: Any) -> bool:

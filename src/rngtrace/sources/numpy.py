@@ -24,6 +24,7 @@ import numpy as np
 # which numpy 2 resolves lazily and which is not set yet when a post-import hook runs.
 _nprandom = importlib.import_module("numpy.random")
 _mtrand = importlib.import_module("numpy.random.mtrand")
+_bit_generator = importlib.import_module("numpy.random.bit_generator")
 
 from .._model import DRAW, SEED  # noqa: E402 (after numpy.random, see above)
 from ._base import (  # noqa: E402 (after numpy.random, see above)
@@ -36,6 +37,8 @@ from ._base import (  # noqa: E402 (after numpy.random, see above)
     recorder,
     seed_wrapper,
 )
+from ._entropy import callee as callee_of  # noqa: E402 (after numpy.random, see above)
+from ._entropy import enclosing_calls, entropy_wrapper, seed_given  # noqa: E402 (after numpy.random)
 from ._inplace import in_place, inside, read_with_state  # noqa: E402 (after numpy.random, see above)
 from .numpy_stream import STREAM  # noqa: E402 (after numpy.random, see above)
 
@@ -45,6 +48,7 @@ _NOT_DRAWS = frozenset({"get_state", "get_bit_generator", "__getstate__", "__red
 _MODULE_FUNCTIONS = ("seed", "ranf", "sample", "set_bit_generator")
 _RandomState = _mtrand.RandomState
 _MT19937 = _nprandom.MT19937
+_NUMPY_DIR = np.__file__.rsplit("__init__.py", 1)[0]
 _MAX_REGIONS = 4  # what one in-place view holds (MAX_REGIONS in _speedups/speedups.h)
 
 
@@ -68,6 +72,27 @@ def _method_count(result: Any, args: tuple, kwargs: dict) -> int | None:
     if kind is float or kind is int:
         return 1
     return _count(result, args[1:], kwargs)  # args[0] is the RandomState itself
+
+
+def _entropy_call(args: tuple, kwargs: dict, frame: FrameType) -> tuple[str, FrameType] | None:
+    """The outermost NumPy call of the user's drawing entropy (``Generator(PCG64())``), or None: seeded.
+
+    ``RandomState(1)`` draws entropy too, then seeds over it: no event.
+    """
+    while frame.f_back is not None and frame.f_code.co_filename.startswith(_NUMPY_DIR):
+        frame = frame.f_back
+    named = []
+    for node in enclosing_calls(frame):
+        made = callee_of(node, frame)
+        name = getattr(made, "__name__", None)
+        if name is not None and getattr(_nprandom, name, None) is made:
+            named.append((node, name))
+    if not named:
+        return "numpy.random.SeedSequence", frame
+    node, name = named[-1]
+    if name == "RandomState" and seed_given(node, frame, "seed"):
+        return None
+    return f"numpy.random.{named[0][1]}", frame
 
 
 class NumpySource(Source):
@@ -122,6 +147,10 @@ class NumpySource(Source):
                         wrapper = draw_wrapper(hub, "numpy", api, original, _count)
                     seen[id(original)] = wrapper
                 yield module, name, wrapper
+        # Every generator NumPy makes from OS entropy draws it here, inside its SeedSequence (a Cython
+        # module's global, looked up at each call).
+        original = _bit_generator.randbits
+        yield _bit_generator, "randbits", entropy_wrapper(hub, "numpy", original, _entropy_call)
 
     def owners(self) -> Iterable[object]:
         return self._singletons()

@@ -32,7 +32,11 @@ STREAM = Stream(
     shape_arguments=frozenset({"rand", "randn"}),
     inclusive_high=frozenset({"random_integers"}),
     no_equivalent={"tomaxint": "Generator has no tomaxint"},
-    entropy_seeded={"numpy.random.default_rng": "", "numpy.random.RandomState": ""},
+    entropy_seeded={
+        "numpy.random.default_rng": "",
+        "numpy.random.RandomState": "",
+        "numpy.random.SeedSequence": "",
+    },
     values_change="NumPy's Generator draws other values than the legacy stream for the same seed (and its "
     "normal, exponential and gamma samplers use other algorithms)",
 )

@@ -23,6 +23,7 @@ from ._base import (
     restore_wrapper,
     seed_wrapper,
 )
+from ._entropy import entropy_wrapper
 from ._inplace import in_place, inside, read_with_state
 from .random_stream import STREAM
 
@@ -30,6 +31,8 @@ _SEEDS = frozenset({"seed", "setstate"})
 _NOT_DRAWS = frozenset({"getstate"})
 _MANY = frozenset({"choices", "sample", "shuffle", "randbytes"})
 _FILE = _random.__file__
+#: ``random.Random.__init__``'s code: a seed it makes is the constructor's
+_INIT = _random.Random.__init__.__code__
 
 
 def _stream_instance() -> Any:
@@ -117,6 +120,8 @@ class RandomSource(Source):
                 if name == "setstate":
                     yield _random.Random, name, restore_wrapper(hub, "random", api, original, self._current, owner=inst)
                     continue
+                if name == "seed":  # another instance's seed from OS entropy: its own event, behind the recorder
+                    original = entropy_wrapper(hub, "random", original, self._entropy_call)
                 yield (
                     _random.Random,
                     name,
@@ -133,6 +138,14 @@ class RandomSource(Source):
                 # Most return one number; only these return several, or shuffle in place.
                 counted = _count if name in _MANY else None
                 yield _random, name, draw_wrapper(hub, "random", api, original, counted)
+
+    def _entropy_call(self, args: tuple, kwargs: dict, frame: FrameType) -> tuple[str, FrameType] | None:
+        """``random.Random()`` (named at its caller) or ``rng.seed()`` on an instance of the user's; else None."""
+        if not args or args[0] is self._inst or (args[1] if len(args) > 1 else kwargs.get("a")) is not None:
+            return None
+        if frame.f_code is _INIT and frame.f_back is not None:
+            return "random.Random", frame.f_back
+        return "random.Random.seed", frame
 
     def _current(self, state: Any) -> bool:
         """Whether ``state`` is the hidden instance's state now (a restore of it moves nothing)."""

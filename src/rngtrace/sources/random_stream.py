@@ -19,5 +19,5 @@ STREAM = Stream(
     # CPython reseeds the hidden instance in a forked child (os.register_at_fork).
     reseeded_at_fork=True,
     library_files=("<stdlib>/random.py",),
-    entropy_seeded={"random.Random": ""},
+    entropy_seeded={"random.Random": "", "random.Random.seed": ""},
 )

@@ -1,0 +1,100 @@
+"""The 3.12+ catch-all: made once, its events on only while the user's block runs, nothing held between traces.
+
+"Nothing left behind" here means: once the last trace has ended, no ``sys.monitoring`` tool id is
+rngtrace's, no global event of it is on, and no callback of it is registered; what is kept for the next
+trace (its callbacks, its callee table, its set of rngtrace's own code) is Python objects only.
+"""
+
+from __future__ import annotations
+
+import random
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from rngtrace import rng_trace
+from rngtrace._hub import HUB
+
+pytestmark = pytest.mark.skipif(sys.version_info < (3, 12), reason="sys.monitoring is 3.12+")
+
+prebound_random = random.random  # bound before any trace: only the catch-all sees calls through it
+
+
+def _rngtrace_tools() -> list[int]:
+    return [tool for tool in range(6) if sys.monitoring.get_tool(tool) == "rngtrace"]
+
+
+def test_consecutive_traces_reuse_one_catch_all_and_hold_no_tool_id_between_them():
+    seen = []
+    for _ in range(3):
+        with rng_trace(print=False) as trace:
+            seen.append(HUB.catchall)
+            prebound_random()
+        assert _rngtrace_tools() == []
+        assert [e.api for e in trace.events if e.kind == "draw"] == ["random.random"]
+    assert seen[0] is seen[1] is seen[2]
+    tool = seen[0].tool
+    assert sys.monitoring.get_events(tool) == 0
+    for event in ("CALL", "PY_RETURN", "PY_YIELD", "PY_UNWIND"):
+        assert sys.monitoring.register_callback(tool, getattr(sys.monitoring.events, event), None) is None
+
+
+def test_the_catch_alls_events_are_off_while_rngtraces_own_start_runs(monkeypatch):
+    events_then = []
+    set_process_hooks = HUB.set_process_hooks  # runs after the catch-all is put in, before the block
+
+    def probe(sessions):
+        if sessions:
+            events_then.append(sys.monitoring.get_events(HUB.catchall.tool))
+        set_process_hooks(sessions)
+
+    monkeypatch.setattr(HUB, "set_process_hooks", probe)
+    for _ in range(2):  # the first trace goes the general way, the next the lone way
+        with rng_trace(print=False):
+            in_block = sys.monitoring.get_events(HUB.catchall.tool)
+        assert in_block == sys.monitoring.events.CALL | sys.monitoring.events.PY_UNWIND
+    assert events_then == [0, 0]
+
+
+def test_the_catch_alls_events_are_off_while_the_last_trace_undoes_its_patches(monkeypatch):
+    events_then = []
+    forget_streams = HUB.forget_streams  # the lone undo calls it before it takes the catch-all off
+
+    def probe(names):
+        if HUB.catchall is not None:
+            events_then.append(sys.monitoring.get_events(HUB.catchall.tool))
+        forget_streams(names)
+
+    monkeypatch.setattr(HUB, "forget_streams", probe)
+    for _ in range(3):
+        with rng_trace(print=False):
+            pass
+    assert events_then and set(events_then) == {0}
+
+
+def test_an_inner_trace_ending_leaves_the_outer_ones_catch_all_watching():
+    with rng_trace(print=False) as outer:
+        with rng_trace(print=False):
+            pass
+        prebound_random()
+    assert [(e.api, e.stack[0].function) for e in outer.events if e.kind == "draw"] == [
+        ("random.random", "test_an_inner_trace_ending_leaves_the_outer_ones_catch_all_watching")
+    ]
+
+
+def test_a_stream_imported_inside_a_trace_has_its_catch_all_watching_at_once():
+    # A fresh process: numpy is imported inside the trace, so its catch-all is put in mid-block.
+    code = textwrap.dedent(
+        """
+        from rngtrace import rng_trace
+        with rng_trace(print=False, streams=["numpy"]) as trace:
+            import numpy.random
+            singleton = numpy.random.mtrand._rand  # reached through no patched attribute
+            singleton.random_sample()
+        print([(e.kind, e.api) for e in trace.events if e.kind == "draw"])
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert out.stdout.strip() == "[('draw', 'numpy.random.random_sample')]", out.stderr
