@@ -1,7 +1,7 @@
 /* rngtrace._speedups: the common case of a recording wrapper, in C.
  *
  * A Recorder stands where a Python recording wrapper (sources/_wrapping.py and _recorder.py,
- * sources/torch.py) would: it is that wrapper's fast path. It records a draw
+ * sources/_torch_wrappers.py) would: it is that wrapper's fast path. It records a draw
  * itself unless something unusual is going on -- a strict on_draw policy, a
  * profile hook that is not the catch-all's own on this thread, a pending
  * catch-all handoff, a keyword left to Python (torch's generator=), the
