@@ -282,25 +282,10 @@ def cpu_holds(state: Any) -> bool:
 
 
 def cuda_seed_wrapper(rec: Any, api: str, original: Callable, device_at: int | None) -> Callable:
-    """Record a CUDA reseed on the stream of the device it seeds (the current one for *_all).
-
-    Only where a device exists: without one torch queues the call for a CUDA that never
-    starts, and a ``torch.cuda:0`` stream in the log would name a generator there is not.
-    """
+    """Record a CUDA reseed on the stream of the device it seeds (the current one for *_all)."""
     return recorder(
-        rec,
-        "torch.cuda",
-        SEED,
-        api,
-        original,
-        takes=_has_cuda_device,
-        seeded=lambda args, kwargs: _cuda_seed_stream(args, kwargs, device_at),
+        rec, "torch.cuda", SEED, api, original, seeded=lambda args, kwargs: _cuda_seed_stream(args, kwargs, device_at)
     )
-
-
-def _has_cuda_device(args: tuple, kwargs: dict) -> bool:
-    # device_count() asks the driver once (cached by torch) and never initialises CUDA.
-    return torch.cuda.device_count() > 0
 
 
 def cpu_generator() -> Any:

@@ -221,7 +221,11 @@ class TorchSource(Source):
         for module in (torch, torch.random):
             for name in _CPU_SEEDS:
                 yield from patch(module, name, f"torch.{name}", cpu_seed)
-        for module in (torch.cuda, sys.modules.get("torch.cuda.random")):
+        # CUDA reseeds only where a device exists: without one torch queues the call for a CUDA
+        # that never starts, and a torch.cuda:0 stream in the log would name a generator there is
+        # not (device_count() asks the driver once and never initialises CUDA).
+        cuda_modules = (torch.cuda, sys.modules.get("torch.cuda.random")) if torch.cuda.device_count() else ()
+        for module in cuda_modules:
             for name in _CUDA_SEEDS if module is not None else ():
                 device_at = 1 if name == "set_rng_state" else None
                 make = lambda original, api, d=device_at: cuda_seed_wrapper(hub, api, original, d)  # noqa: E731
