@@ -47,6 +47,8 @@ test-versions:
 bench: $(VENV)/.installed
 	$(PY) benchmarks/run.py
 	$(PY) benchmarks/pytest_suite.py
+	$(PY) benchmarks/distinct_stacks.py
+	$(PY) benchmarks/big_log.py --events 1000000
 
 clean:
 	rm -rf $(VENV) .venv-* build src/*.egg-info

@@ -9,8 +9,11 @@ event, nor is what the standard library makes for itself; the global streams are
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import os
 import random
+import re
 import runpy
 import secrets
 import subprocess
@@ -23,9 +26,10 @@ import numpy as np
 import pytest
 
 from rngtrace import rng_trace
+from rngtrace.render.html import render as render_html
 from rngtrace.render.text import render
 
-torch = pytest.importorskip("torch")
+needs_torch = pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="torch is not installed")
 
 
 @pytest.fixture
@@ -58,13 +62,11 @@ CONSTRUCTORS = [
     ("import random\nx = 1\nrng = random.Random()\n", "random", "random.Random"),
     ("import random\nx = 1\nrng = random.Random(None)\n", "random", "random.Random"),
     ("import random\nrng = random.Random(3)\nrng.seed()\n", "random", "random.Random.seed"),
-    ("import torch\ng = torch.Generator()\ng.seed()\n", "torch", "torch.Generator.seed"),
+    pytest.param("import torch\ng = torch.Generator()\ng.seed()\n", "torch", "torch.Generator.seed", marks=needs_torch),
 ]
 
 
-@pytest.mark.parametrize(
-    ("source", "stream", "api"), CONSTRUCTORS, ids=[c[2] + str(i) for i, c in enumerate(CONSTRUCTORS)]
-)
+@pytest.mark.parametrize(("source", "stream", "api"), CONSTRUCTORS, ids=[str(i) for i in range(len(CONSTRUCTORS))])
 def test_each_generator_made_from_entropy_is_one_event_at_the_users_line_with_its_api(traced, source, stream, api):
     trace = traced(source)
     assert made(trace) == [(stream, api, "prog.py", 3)]
@@ -76,7 +78,6 @@ def test_a_generator_made_with_a_seed_is_no_event(traced):
         """\
         import random
         import numpy as np
-        import torch
 
         seed = 4
         a = np.random.default_rng(0)
@@ -85,12 +86,11 @@ def test_a_generator_made_with_a_seed_is_no_event(traced):
         d = np.random.Generator(np.random.PCG64(2))
         e = np.random.SeedSequence(3)
         f = random.Random(5)
-        g = torch.Generator().manual_seed(6)
         h = np.random.default_rng(np.random.SeedSequence(7))
         i = np.random.default_rng()
         """,
     )
-    assert made(trace) == [("numpy", "numpy.random.default_rng", "prog.py", 14)]  # the one made with none
+    assert made(trace) == [("numpy", "numpy.random.default_rng", "prog.py", 12)]  # the one made with none
 
 
 def test_what_the_standard_library_makes_for_itself_is_silent():
@@ -106,6 +106,24 @@ def test_what_the_standard_library_makes_for_itself_is_silent():
     ]
 
 
+@needs_torch
+def test_a_torch_generator_given_a_seed_or_the_default_one_seeded_is_no_generator_from_entropy(traced):
+    trace = traced(
+        """\
+        import torch
+        g = torch.Generator().manual_seed(6)
+        torch.default_generator.seed()
+        h = torch.Generator()
+        h.seed()
+        """,
+    )
+    assert [(e.kind, e.api, e.frame.lineno) for e in trace.events] == [
+        ("seed", "torch.default_generator.seed", 3),
+        ("entropy", "torch.Generator.seed", 5),
+    ]
+
+
+@needs_torch
 def test_the_seeds_of_the_global_streams_made_from_entropy_stay_seeds_not_generators(traced):
     trace = traced(
         """\
@@ -123,6 +141,7 @@ def test_the_seeds_of_the_global_streams_made_from_entropy_stay_seeds_not_genera
     ]
 
 
+@needs_torch
 def test_each_line_is_an_unseeded_cause_naming_the_seeded_form_its_stream_declares(traced):
     trace = traced(
         """\
@@ -155,6 +174,17 @@ def test_the_text_log_lists_the_event_and_counts_generators_not_draws(traced):
     assert "0  numpy   entropy  numpy.random.default_rng  prog.py:3 in <module>" in text
 
 
+def test_the_html_report_marks_it_as_a_generator_from_entropy_not_a_draw(traced):
+    trace = traced("import numpy as np\nx = 1\nrng = np.random.default_rng()\n")
+    page = render_html(trace)
+    data = json.loads(re.search(r'<script type="application/json" id="rngtrace-data">(.*?)</script>', page, re.S)[1])
+    (site,) = data["site"]
+    assert data["sites"][site][1:3] == [3, "numpy.random.default_rng"]  # its own kind code, not a draw's 0
+    assert '<span class="shape entropy"></span>generator from entropy' in page
+    assert "Seeds, unattributed moves and generators from entropy" in page  # listed among what moves numbers
+
+
+@needs_torch
 def test_drawn_values_are_the_same_traced_and_untraced(tmp_path):
     source = """\
         import random
@@ -193,11 +223,11 @@ def test_an_entropy_generator_leaves_the_global_streams_where_they_were(tmp_path
 def test_nothing_stays_hooked_after_the_trace():
     import numpy.random.bit_generator as bit_generator
 
-    before = (bit_generator.randbits, random.Random.seed, torch.Generator.seed)
+    before = (bit_generator.randbits, random.Random.seed)
     with rng_trace(print=False):
         during = (bit_generator.randbits, random.Random.seed)
     assert during[0] is not before[0] and during[1] is not before[1]
-    assert (bit_generator.randbits, random.Random.seed, torch.Generator.seed) == before
+    assert (bit_generator.randbits, random.Random.seed) == before
 
 
 # -- diff and check ------------------------------------------------------------------------------
@@ -242,3 +272,20 @@ def test_check_names_the_generator_made_from_entropy_as_the_cause(tmp_path):
     )
     assert "Cause: entropy — a generator made from entropy" in report
     assert "fix: give it a seed: np.random.default_rng(0) at prog.py:4" in report
+
+
+def test_the_pytest_report_lists_a_test_that_made_one_apart_from_the_tests_that_drew(tmp_path):
+    (tmp_path / "test_noise.py").write_text(
+        "import numpy as np\n\n\ndef test_noise():\n    assert np.random.default_rng().random() < 1\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "--rng-trace", "-p", "no:randomly", "-p", "no:cacheprovider"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert done.returncode == 0, done.stdout
+    assert "1 test traced: 0 drew from or reseeded a global random stream" in done.stdout
+    assert "; 1 made a generator from OS entropy" in done.stdout
+    assert "test_noise.py:5 in test_noise  numpy.random.default_rng() made a generator from OS entropy" in done.stdout

@@ -44,7 +44,7 @@ def examples(tmp_path):
     return tmp_path / "examples"
 
 
-_NEEDS = {"story": "numpy", "cluster": "sklearn", "train": "torch", "loader": "torch"}
+_NEEDS = {"story": "numpy", "cluster": "sklearn", "train": "torch", "loader": "torch", "entropy": "numpy"}
 #: the reseed examples: (folder, script, the environment they run in)
 _RESEEDS = {
     "import_reseed": ("", "import_reseed.py", {"PYTHONPATH": "site-packages"}),
@@ -60,7 +60,7 @@ def _example(examples: Path, name: str) -> tuple[Path, str, dict]:
     return examples, f"{name}.py", {}
 
 
-_FIXED = ["story", "cluster", "train", "loader", "import_reseed", "reseed/train"]
+_FIXED = ["story", "cluster", "train", "loader", "import_reseed", "reseed/train", "entropy"]
 
 
 @pytest.mark.parametrize("name", _FIXED)

@@ -1,9 +1,9 @@
 """`rngtrace fix` from literal events and findings: what no trace records yet, and the edges.
 
 Generators made from OS entropy (`np.random.default_rng()`, `random.Random()`,
-`torch.Generator().seed()`) are recorded once issue 24 lands, as events of kind `entropy`
-named by an `unseeded` finding; the rewrite that gives them a seed is specified here on
-literal events at literal lines. So are the calls with no Generator equivalent, files that
+`torch.Generator().seed()`) are recorded as events of kind `entropy` named by an `unseeded`
+finding (tests/test_entropy_generators.py); the rewrite that gives them a seed is specified
+here on literal events at literal lines. So are the calls with no Generator equivalent, files that
 do not parse, files of a library and files changed since the run.
 """
 

@@ -17,8 +17,8 @@ def _nested(levels: int, table: StackTable, depth: int, out: list) -> None:
         _nested(levels - 1, table, depth, out)
         return
     frame = sys._getframe()
-    out.append(table.resolve(table._capture_flat(frame, depth), depth))  # line A
-    out.append(table.resolve(table._capture_flat(frame, depth), depth))  # line B: same frame, another line
+    out.append(table.resolve(table.capture_flat(frame, depth), depth))  # line A
+    out.append(table.resolve(table.capture_flat(frame, depth), depth))  # line B: same frame, another line
 
 
 def _both_ways(monkeypatch: pytest.MonkeyPatch, levels: int, depth: int) -> tuple[list, list]:
@@ -45,7 +45,7 @@ def test_the_c_key_gives_the_stacks_the_python_key_gives(monkeypatch, levels, de
 def test_a_key_is_made_once_per_place_and_reused():
     table = StackTable()
     frame = sys._getframe()
-    first = [table._capture_flat(frame, 8) for _ in range(3)]
+    first = [table.capture_flat(frame, 8) for _ in range(3)]
     assert len(set(first)) == 1 and len(table._flat) == 1
     assert isinstance(next(iter(table._flat)), bytes)
 

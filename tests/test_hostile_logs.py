@@ -414,3 +414,18 @@ def test_a_version_1_log_reads_as_one_process():
 def test_a_bad_version_2_field_is_one_line_naming_it(field, value, says):
     with pytest.raises(LogError, match=says):
         Trace.from_dict(changed(lambda d: d.__setitem__(field, value)))
+
+
+def test_a_repeated_row_is_one_object_and_a_row_differing_only_by_type_is_still_refused(tmp_path):
+    row = ["numpy", "draw", "numpy.random.rand", 1, 2, 139947943926656, None]
+    log = copy.deepcopy(VALID)
+    log["events"] = VALID["events"] + [list(row), list(row)]  # the same row as events[3]
+    path = tmp_path / "log.json"
+    path.write_text(json.dumps(log))
+    raw = Trace.load(path).raw
+    assert raw[3] is raw[5] is raw[6]  # a loop's rows are held once
+    for odd in (True, 1.0):  # equal to 1, and so to a shared row's count, but not a whole number
+        log["events"] = VALID["events"] + [[*row[:3], odd, *row[4:]]]
+        path.write_text(json.dumps(log))
+        with pytest.raises(LogError, match="count"):
+            Trace.load(path)

@@ -91,6 +91,8 @@ LAYERS = (
             "sources._entropy",
             "sources._inplace",
             "sources._torch_state",
+            "sources._torch_ops",
+            "sources._torch_wrappers",
             "sources.random_stream",
             "sources.numpy_stream",
             "sources.torch_stream",

@@ -436,3 +436,58 @@ def test_the_stream_locks_are_the_ones_the_c_recorder_takes_without_a_method_cal
     with rng_trace(print=False):
         random.random()
     assert type(HUB.rec.stream_lock("random")) is _hotpath.SPEEDUPS.StreamLock
+
+
+# Seeds as pytest-randomly and programs make them, each argument form seed_detail describes, by
+# the module functions and by the singletons' own methods (the instance left out of the detail),
+# first while the stack cache walks (a short trace), then while it pins frames (after many draws).
+SEEDS_PROGRAM = textwrap.dedent(
+    """
+    import json, random, sys
+    import numpy as np
+    from rngtrace import rng_trace
+
+    def seeds(i):
+        random.seed(i)
+        np.random.seed(i)
+        random.seed(a=2.5)
+        np.random.seed(seed=7)
+        random.seed("text")
+        random.seed(b"bytes")
+        random.seed(10 ** 60)  # its repr is cut at 40 characters
+        random.seed()  # OS entropy: no value
+        np.random.seed(None)
+        np.random.seed(np.array([1, 2, 3], dtype=np.uint32))  # no repr: its type's name
+        np.random.mtrand._rand.seed(4)
+        random._inst.seed(9)
+        random.setstate(random.getstate())  # the same state: no event
+        random.setstate(((3, tuple(range(624)) + (624,), None)))
+
+    def deep(n, i):
+        return seeds(i) if n == 0 else deep(n - 1, i)
+
+    with rng_trace(print=False) as trace:
+        for i in range(3):
+            deep(i * 7, i)
+        for _ in range(200):
+            random.random()  # enough draws to start pinning frames
+        for i in range(3):
+            deep(i * 7, i)
+    events = [(e.stream, e.kind, e.api, e.count, e.detail, e.thread, [(f.function, f.lineno) for f in e.stack])
+              for e in trace.events if e.kind != "draw"]
+    json.dump({"values": [random.random(), float(np.random.rand())], "events": events, "notes": trace.notes},
+              sys.stdout)
+    """
+)
+
+
+@accelerated
+def test_a_seed_the_accelerator_records_has_the_value_stack_and_kind_the_python_wrapper_gives_it():
+    fast, pure = run_program(pure=False, program=SEEDS_PROGRAM), run_program(pure=True, program=SEEDS_PROGRAM)
+    assert fast == pure
+    details = [detail for _s, kind, _a, _c, detail, *_ in fast["events"] if kind == "seed"]
+    assert len(details) == 6 * 13
+    assert details[:13] == [
+        "0", "0", "2.5", "7", "'text'", "b'bytes'", repr(10**60)[:37] + "...", None, "None", "<ndarray>", "4", "9",
+        "<tuple>",
+    ]  # fmt: skip

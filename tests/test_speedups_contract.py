@@ -160,3 +160,38 @@ def test_torchs_builtins_record_in_place_and_its_seed_is_a_c_recorder():
     # The twin the wrapper calls: a new builtin with torch.rand's definition, made in C.
     assert type(twin) is types.BuiltinFunctionType and twin is not torch.rand and twin.__name__ == "rand"
     assert SPEEDUPS.hooked_builtins() == []
+
+
+def test_a_seed_of_random_or_numpy_is_recorded_in_c_its_event_with_no_python_call():
+    # pytest-randomly seeds both six times per test: each seed's detail and event are made in C,
+    # and the one Python call left (re-keying the fingerprint) is made from C, not from a wrapper.
+    import sys
+
+    from rngtrace._hub import HUB
+
+    hot = HUB.rec.hot
+    record, seeded = hot.record, hot.seeded
+    seen = []
+
+    def spy_record(*args):
+        seen.append(("record", args[0]))
+        return record(*args)
+
+    def spy_seeded(stream, where=None):
+        seen.append(("seeded", stream, sys._getframe(1).f_code.co_name))
+        return seeded(stream, where)
+
+    with rng_trace(print=False) as trace:
+        random.random()  # the thread's first event (where a frame cache is kept, Python makes it)
+        hot.record, hot.seeded = spy_record, spy_seeded
+        try:
+            random.seed(1)
+            np.random.seed(2)
+        finally:
+            hot.record, hot.seeded = record, seeded
+    name = "test_a_seed_of_random_or_numpy_is_recorded_in_c_its_event_with_no_python_call"
+    assert seen == [("seeded", "random", name), ("seeded", "numpy", name)]
+    assert [(e.stream, e.kind, e.detail, e.stack[0].function) for e in trace.events[1:]] == [
+        ("random", "seed", "1", name),
+        ("numpy", "seed", "2", name),
+    ]

@@ -233,3 +233,19 @@ def test_a_finalizer_in_a_let_go_frame_that_draws_is_an_event_of_its_own(monkeyp
     assert freed >= 95, f"only {freed} of 100 locals freed during the block"
     assert len(from_finalizers) == freed and len(events) == 100 + freed
     assert not [e for e in events if e.kind != "draw"]  # no move left unexplained
+
+
+def test_seeds_never_start_pinning_however_many_a_trace_records():
+    # pytest-randomly reseeds `random` and NumPy six times per test, each from pluggy's fresh
+    # stacks: counted as walks, they started the Sweeper's thread and pinned frames no later seed
+    # reuses. Draws still start it (the test above: PIN_AFTER + 1 draws).
+    from rngtrace._hub import HUB
+
+    if sys.version_info < (3, 12) and sys.getprofile() is not None:
+        pytest.skip("another profiler is active")
+    with no_monitoring_tool_free(), rng_trace(streams="random", print=False) as trace:
+        for i in range(PinningCatchAll.PIN_AFTER * 3):
+            random.seed(i)
+        mode = HUB.rec.mode
+    assert len(trace.events) == PinningCatchAll.PIN_AFTER * 3
+    assert mode is _hotpath.FrameMode.WALK

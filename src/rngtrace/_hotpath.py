@@ -35,7 +35,7 @@ class FrameMode(enum.Enum):
 class Cache:
     """A stack table in one frame mode: a thread's frame cache is valid only for the Cache it was made under."""
 
-    __slots__ = ("ids", "table", "mode", "walk", "pin")
+    __slots__ = ("ids", "table", "mode", "walk", "pin", "flat")
 
     def __init__(self, table: Any, mode: FrameMode) -> None:
         #: the table's interning dict, (parent node, id(code), f_lasti) -> node
@@ -47,6 +47,9 @@ class Cache:
         self.walk: tuple = table.walk_state
         #: the cache holds its frames (no hook reports their exits)
         self.pin = mode is FrameMode.PINNED
+        #: in frame mode WALK, the table's capture with no cache of live frames (``capture_flat``),
+        #: which a seed recorded in C calls; None in the other modes
+        self.flat: Callable | None = table.capture_flat if mode is FrameMode.WALK else None
 
 
 class Snapshot:
@@ -77,9 +80,11 @@ class Snapshot:
 class HotPath:
     """The one object the wrappers read; the hub writes it."""
 
-    __slots__ = ("now", "states", "record", "unattributed", "raised")
+    __slots__ = ("now", "states", "record", "unattributed", "raised", "seeded")
 
-    def __init__(self, now: Snapshot, record: Callable, unattributed: Callable, raised: Callable) -> None:
+    def __init__(
+        self, now: Snapshot, record: Callable, unattributed: Callable, raised: Callable, seeded: Callable
+    ) -> None:
         self.now = now
         #: OS thread ident -> ThreadState; one dict for the process, cleared, never replaced
         self.states: dict[int, Any] = {}
@@ -89,6 +94,8 @@ class HotPath:
         self.unattributed = unattributed
         #: hub.raised(stream, kind, api, frame, st, error): a recorded call raised
         self.raised = raised
+        #: hub.seed_recorded(stream): a seed was recorded, its fingerprint is re-keyed
+        self.seeded = seeded
 
 
 def configure(speedups: Any) -> None:

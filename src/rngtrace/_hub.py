@@ -162,6 +162,13 @@ class Hub(HubStreams, HubChildren):
         self._locked(self._start, session)
 
     def _start(self, session: Session) -> None:
+        self._open(session)
+        if self.catchall is not None:
+            # Last, and from a small frame: turning events on re-instruments the code of every
+            # frame running, so rngtrace's own start runs unseen and its big frames are not there.
+            self.catchall.begin()
+
+    def _open(self, session: Session) -> None:
         self._end_gone()
         rec, trace = self.rec, session.trace
         self.hooks.watch_forks(self._before_fork, self._after_fork_in_child)
@@ -186,10 +193,8 @@ class Hub(HubStreams, HubChildren):
                 source = rec.sources.get(name)
                 if source is not None:
                     session.start_states[name] = source.snapshot()
-            if self.catchall is not None:
-                if self.catchall.note and self.catchall.note not in trace.notes:
-                    trace.notes.append(self.catchall.note)
-                self.catchall.begin()  # last: what ran of rngtrace's own start ran unseen
+            if self.catchall is not None and self.catchall.note and self.catchall.note not in trace.notes:
+                trace.notes.append(self.catchall.note)
         except BaseException:
             self._release(session)
             if not self.active:
@@ -243,6 +248,11 @@ class Hub(HubStreams, HubChildren):
             self._stop(session, None)
 
     def _stop(self, session: Session, frame: FrameType | None) -> None:
+        if self.catchall is not None and self.active == (session,):
+            self.catchall.pause()  # first, from a small frame (see _start): the last trace's end runs unseen
+        self._close(session, frame)
+
+    def _close(self, session: Session, frame: FrameType | None) -> None:
         session.gone = None
         self._end_gone()
         try:
@@ -272,8 +282,6 @@ class Hub(HubStreams, HubChildren):
         self._unsettled = True
         sessions = tuple(s for s in self.active if s is not session)
         if not sessions:
-            if self.catchall is not None:
-                self.catchall.pause()  # first: the undo below runs unseen
             try:
                 if _lone.uninstall_alone(self):
                     self._unsettled = False
@@ -337,7 +345,7 @@ class Hub(HubStreams, HubChildren):
                 if sys.modules.get(declared()[name].module) is not None:
                     arriving.append(name)
                 else:
-                    self.imports.watch(name, declared()[name].module, self._imported)
+                    self.watch_import(name, declared()[name].module)
             if arriving:
                 applied = patches.apply_many(arriving)
                 if applied is None:  # one at a time: each set installed is at once known as installed

@@ -108,8 +108,12 @@ class HubChildren:
 
     def _seeded(self, stream: str) -> None:
         """A recorded seed: where processes are traced or runs compared, note the state each starts from anew."""
-        if self.spool.path is None and self._child is None and not any(s.compared for s in self.active):
-            return  # nothing to compare with: no full-state read per seed
+        if self.spool.path is None and self._child is None:
+            for session in self.active:  # a loop, not any() over a generator: once per seed
+                if session.compared:
+                    break
+            else:
+                return  # nothing to compare with: no full-state read per seed
         source = self.rec.sources.get(self.rec.base_of(stream))
         if source is not None:
             note_origins(self.active, source, "seed")

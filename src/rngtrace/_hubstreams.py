@@ -16,6 +16,7 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from . import _catchall
+from ._hooks import ImportWatch
 from ._patches import Patches
 from ._record import Recording
 from ._session import Session, note_origins
@@ -32,6 +33,7 @@ class HubStreams:
     # What this part uses of the rest of the hub (``_hub.Hub`` makes them).
     rec: Recording
     patches: Patches
+    imports: ImportWatch
     catchall: _catchall.CatchAll | None
     _pending_imports: set[str]
     _import_states: dict[str, dict]
@@ -73,6 +75,10 @@ class HubStreams:
         return self.patches.wrappers()
 
     # -- a library imported inside a trace ------------------------------------------------
+    def watch_import(self, name: str, module: str) -> None:
+        """Install stream ``name`` the moment ``module`` is imported (``_imported``)."""
+        self.imports.watch(name, module, self._imported)
+
     def _imported(self, name: str) -> None:
         """A watched library was imported inside a trace: install its stream now, or soon.
 

@@ -95,6 +95,10 @@ def _rows(text: str, pos: int, scan: Any, key: str) -> tuple[list[Any], int]:
                         and t.__class__ is int
                     ):
                         row = (share(s, s), share(k, k), share(a, a), c, share(sid, sid), share(t, t), d)
+                        if d is None and (c is None or c.__class__ is int):
+                            # A loop's rows repeat: one tuple for all of them. Exact types only, so
+                            # a row never stands for one that differs by type (True == 1).
+                            row = share(row, row)
                     else:
                         row = tuple(row)
                 else:

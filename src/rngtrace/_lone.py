@@ -25,9 +25,11 @@ class Plan:
     library it wraps is still imported; anything else goes the general way.
     """
 
-    __slots__ = ("streams", "version", "parts", "entries", "stamps", "sources", "modules")
+    __slots__ = ("streams", "version", "parts", "entries", "stamps", "sources", "modules", "watches")
 
-    def __init__(self, streams: frozenset, version: int, parts: list[PatchSet], joined: tuple, sources: list) -> None:
+    def __init__(
+        self, streams: frozenset, version: int, parts: list[PatchSet], joined: tuple, sources: list, watches: tuple
+    ) -> None:
         self.streams = streams
         self.version = version
         #: the patch sets applied (a stream's own, then what was learned for it)
@@ -37,17 +39,24 @@ class Plan:
         #: (stream, source), in install order
         self.sources = sources
         self.modules = tuple(declared()[name].module for name, _source in sources)
+        #: (stream, module) for each stream whose library is not imported: watched for its import
+        self.watches = watches
 
 
 def make_plan(hub: Any, session: Any) -> Plan | None:
     """The install just made for ``session`` alone, if the next lone trace can repeat it as it is."""
     rec, patches = hub.rec, hub.patches
     installed = rec.sources
-    if hub.imports.hooks or patches.strays or hub.catchall is None or len(installed) != len(session.streams):
-        return None  # a library not imported yet, another tool's patch: the general way each time
+    watching = hub.imports.hooks
+    if patches.strays or hub.catchall is None or len(installed) + len(watching) != len(session.streams):
+        return None  # another tool's patch, a library imported meanwhile: the general way each time
     parts: list[PatchSet] = []
     sources = []
+    watches = []
     for name in session.order:
+        if name in watching:  # its library is not imported: the lone trace watches for it again
+            watches.append((name, watching[name][0]))
+            continue
         patch_set = patches.sets.get(name)
         if patch_set is None or not patch_set.applied or installed.get(name) is not patch_set.source:
             return None
@@ -58,7 +67,7 @@ def make_plan(hub: Any, session: Any) -> Plan | None:
                 return None
             parts.append(learned)
         sources.append((name, patch_set.source))
-    return Plan(session.streams, patches.version, parts, patches.joined_list(parts), sources)
+    return Plan(session.streams, patches.version, parts, patches.joined_list(parts), sources, tuple(watches))
 
 
 def install_alone(hub: Any, session: Any) -> bool:
@@ -82,6 +91,9 @@ def install_alone(hub: Any, session: Any) -> bool:
     for module in plan.modules:
         if modules.get(module) is None:
             return False
+    for _name, module in plan.watches:
+        if modules.get(module) is not None:
+            return False  # imported since: its stream is installed the general way
     parts = plan.parts
     for part in parts:
         if part.applied:
@@ -95,6 +107,8 @@ def install_alone(hub: Any, session: Any) -> bool:
         return False
     for name, _source in plan.sources:
         rec.reseeded(name)
+    for name, module in plan.watches:
+        hub.watch_import(name, module)
     hub.put_catchall()
     hub.set_process_hooks((session,))
     return True
@@ -104,7 +118,10 @@ def uninstall_alone(hub: Any) -> bool:
     """Take off what ``install_alone`` (or the general way, for a lone trace) put in; False where it cannot."""
     plan, rec, patches = hub.plan, hub.rec, hub.patches
     installed = rec.sources
-    if plan is None or plan.version != patches.version or len(installed) != len(plan.sources) or hub.imports.hooks:
+    if plan is None or plan.version != patches.version or len(installed) != len(plan.sources):
+        return False
+    watching = hub.imports.hooks
+    if len(watching) != len(plan.watches) or any(name not in watching for name, _module in plan.watches):
         return False
     for name, source in plan.sources:
         if installed.get(name) is not source:
@@ -116,6 +133,8 @@ def uninstall_alone(hub: Any) -> bool:
     rec.publish(())  # first: wrappers stop recording at once
     patches.swap_out(parts, plan.entries, plan.stamps)
     hub.forget_streams([name for name, _source in plan.sources])
+    for name, _module in plan.watches:
+        hub.imports.unwatch(name)
     if hub.catchall is not None:
         hub.take_catchall()
     hub.set_process_hooks(())

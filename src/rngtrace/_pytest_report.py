@@ -25,6 +25,7 @@ _KIND_WORDS = {
     "seed": ("seed", "seeds"),
     "draw": ("draw", "draws"),
     "unattributed": ("move with no recorded call", "moves with no recorded call"),
+    "entropy": ("generator from entropy", "generators from entropy"),
     "dropped": ("event past max_events", "events past max_events"),
 }
 
@@ -46,7 +47,7 @@ def counts_line(record: dict[str, Any]) -> list[str]:
         parts = []
         for phase in sorted(per[stream], key=lambda p: _PHASES.index(p) if p in _PHASES else 9):
             kinds = per[stream][phase]
-            said = ", ".join(_plural(kinds[k], k) for k in ("seed", "draw", "unattributed", "dropped") if k in kinds)
+            said = ", ".join(_plural(kinds[k], k) for k in _KIND_WORDS if k in kinds)
             parts.append(said if phase == "outside" else f"{said} in {phase}")
         lines.append(f"{'events' if stream == '*' else stream:<{width}}  {'; '.join(parts)}")
     return lines
@@ -81,6 +82,8 @@ def sites(record: dict[str, Any], rootdir: str) -> list[str]:
             label = f"{api}({detail if detail is not None else ''})"
         elif kind == "unattributed":
             label = f"{stream} moved with no recorded call (noticed here; this line did not draw)"
+        elif kind == "entropy":
+            label = f"{api}() made a generator from OS entropy"
         else:
             label = api
         slot = groups.setdefault((own, label, via, kind == "draw"), [0, 0])
@@ -100,7 +103,8 @@ def sites(record: dict[str, Any], rootdir: str) -> list[str]:
 
 def summary(records: list[dict[str, Any]], tests: int, rootdir: str, strict: bool) -> list[str]:
     """The terminal summary: a count line, then each test or fixture with its streams and call sites."""
-    touched = [r for r in records if r["kind"] == "test" and r["counts"]]
+    touched = [r for r in records if r["kind"] == "test" and _global(r)]
+    made = [r for r in records if r["kind"] == "test" and not _global(r) and r["counts"]]
     leaking = [r for r in records if r["leaks"]]
     fixtures = [r for r in records if r["kind"] == "fixture"]
     traced = f"{tests:,} test{'' if tests == 1 else 's'} traced"
@@ -111,6 +115,8 @@ def summary(records: list[dict[str, Any]], tests: int, rootdir: str, strict: boo
         f"{traced}: {len(touched)} drew from or reseeded a global random stream, "
         f"{len(leaking)} left one in another state than they found it (a leak: every later test sees it)"
     )
+    if made:  # a generator of its own from OS entropy is no use of a global stream, but still changes each run
+        head += f"; {len(made)} made a generator from OS entropy"
     if fixtures:
         head += f"; {len(fixtures)} wider-scoped fixture{'s' if len(fixtures) != 1 else ''} drew"
     lines = [head]
@@ -126,6 +132,11 @@ def summary(records: list[dict[str, Any]], tests: int, rootdir: str, strict: boo
                 "the test found it" + ("" if record["counts"] else " (moved with no recorded call)")
             )
     return lines + ([""] + notes if notes else [])
+
+
+def _global(record: dict[str, Any]) -> bool:
+    """Whether the record's events used a global stream: anything but generators made from OS entropy."""
+    return any(slot.split("|")[1] != "entropy" for slot in record["counts"])
 
 
 def _notes(record: dict[str, Any], strict: bool) -> str:

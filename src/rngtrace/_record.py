@@ -41,7 +41,7 @@ class Recording:
         self.stacks = StackTable()
         self.mode = FrameMode.WALK
         empty = Snapshot((), None, False, None, Cache(self.stacks, self.mode))
-        self.hot = HotPath(empty, self.record, self.unattributed, self.raised)
+        self.hot = HotPath(empty, self.record, self.unattributed, self.raised, self.seed_recorded)
         self.states = self.hot.states
         self._guards = threading.local()
         #: ThreadState.key -> thread name, for the live threads and those seen by an active trace
@@ -180,6 +180,21 @@ class Recording:
         fingerprint.view = view = source.fingerprint() if source is not None else None
         fingerprint.last = view.value if view is not None else None
 
+    def seed_recorded(self, stream: str, where: str | None = None) -> None:
+        """A seed of ``stream`` was recorded (on ``where``, else on ``stream``): re-key, then tell the hub.
+
+        ``reseeded`` and ``seeded`` in one call: pytest-randomly seeds six times per test.
+        """
+        source = self.sources.get(stream)
+        fingerprint = self.fingerprints.get(stream) or self.fingerprint(stream)
+        fingerprint.view = view = source.fingerprint() if source is not None else None
+        fingerprint.last = view.value if view is not None else None
+        if self.on_seed is not None:
+            try:
+                self.on_seed(stream if where is None else where)
+            except Exception:  # noqa: BLE001 (never failing the seed)
+                pass
+
     def seeded(self, stream: str) -> None:
         """A seed was recorded on ``stream``: tell the hub (never failing the seed)."""
         if self.on_seed is not None:
@@ -295,7 +310,8 @@ class Recording:
                     sid = cache.ids.get((hit[1], id(frame.f_code), frame.f_lasti))
             elif cache.mode is _WALK:
                 # A short trace's draw (no frames pinned yet): walked whole, the same as below.
-                self._count_walk()
+                if kind == DRAW:  # seeds never start pinning: pytest-randomly's come from fresh stacks
+                    self._count_walk()
                 sid = cache.table.capture(frame, self._depth)
             if sid is not None:
                 raw = (stream, kind, api, count, sid, st.key, detail)
@@ -311,7 +327,7 @@ class Recording:
         if st is None:
             st = self.state()
         known = self.known_frames(st, cache)
-        if cache.mode is _WALK:
+        if cache.mode is _WALK and kind == DRAW:
             self._count_walk()
         sid = cache.table.capture(frame, self._depth, known, cache.mode is _PINNED)
         raw = (stream, kind, api, count, sid, st.key, detail)

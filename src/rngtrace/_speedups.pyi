@@ -32,7 +32,7 @@ def lineno_at(code: Any, lasti: int, /) -> int | None:
     """The line of the instruction at byte offset ``lasti``; None where it has no line of its own or lies outside."""
 
 def flat_key(frame: Any, depth: int, /) -> bytes:
-    """``StackTable._capture_flat``'s key: the code pointer and f_lasti of up to ``depth`` frames, packed."""
+    """``StackTable.capture_flat``'s key: the code pointer and f_lasti of up to ``depth`` frames, packed."""
 
 def call_locked(lock: Any, fn: Callable[..., Any], /, *args: Any) -> Any:
     """``fn(*args)`` with ``lock`` taken (waiting for it) and released in C, whatever ``fn`` does."""
@@ -132,11 +132,14 @@ class Recorder:
         after: Callable[..., None] | None = None,
         inside: tuple[str, ...] | None = None,
         through: tuple[str, ...] | None = None,
+        seed_argument: int = -1,
     ) -> None:
         """``condition``: a ``_wrapping.Condition.spec``, the test ``takes`` would make, evaluated in C.
 
         ``inside``: file prefixes whose calls inside a recorded call are part of it;
-        ``through``: file prefixes whose calls outside one go to ``slow`` (see ``_wrapping.Through``).
+        ``through``: file prefixes whose calls outside one go to ``slow`` (see ``_wrapping.Through``);
+        ``seed_argument``: a seed recorded in C (detail, event, ``hot.seeded``), its value the
+        positional argument there (1: past a method's instance); -1: a draw, or a seed ``after`` records.
         """
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any: ...

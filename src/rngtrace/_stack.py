@@ -101,7 +101,7 @@ class StackTable:
         and a Sweeper drops it once the frame has finished.
         """
         if known is None:
-            return self._capture_flat(frame, depth)
+            return self.capture_flat(frame, depth)
         if self.accelerated is not None:
             # The same walk in C; NotImplemented where it met anything it does not expect. An error
             # in it never reaches the draw: the Python walk, the reference, then decides (what the
@@ -181,7 +181,7 @@ class StackTable:
             cached = True
         return node
 
-    def _capture_flat(self, frame: FrameType | None, depth: int) -> int:
+    def capture_flat(self, frame: FrameType | None, depth: int) -> int:
         """Walk ``depth`` frames into a flat key; build tree nodes only for a new key."""
         # Twice as many frames as are kept: hidden ones (torch.compile's dozen between a compiled
         # call and its op) must not push the user's line out; resolve() keeps ``depth``.
@@ -274,9 +274,29 @@ def _kind(code: CodeType) -> int:
         return END
     # A stand-in carries its caller's file and line (see _caller): seen by name, it would be
     # the caller's line twice in a stack drawn from below it (a finalizer inside a shuffle).
-    if _is_hidden_file(code.co_filename) or is_stand_in(code):
+    if _is_hidden_file(code.co_filename) or is_stand_in(code) or _is_disable_wrapper(code):
         return HIDE
     return KEEP
+
+
+#: torch's ``_disable_dynamo`` decorator (torch/_compile.py's ``inner``, then Dynamo's ``_fn``): the
+#: wrappers torch._dynamo puts around ``torch.manual_seed`` when it is imported, and libraries around
+#: their own functions. Skipped like rngtrace's own frames, so that a seed is shown at the line that
+#: called it (transformers' ``set_seed``), not inside the decorator. By qualified name: Dynamo's
+#: compiled-code wrapper is also an ``_fn`` of that file, and marks compiled calls (3.10, with no
+#: qualified names, skips only ``inner``).
+_DISABLE_WRAPPERS = {
+    ("torch/_compile.py", "_disable_dynamo.<locals>.inner"),
+    ("torch/_dynamo/eval_frame.py", "DisableContext.__call__.<locals>._fn"),
+}
+
+
+def _is_disable_wrapper(code: CodeType) -> bool:
+    if code.co_name not in ("inner", "_fn"):
+        return False
+    qualname = getattr(code, "co_qualname", "_disable_dynamo.<locals>.inner")
+    filename = code.co_filename.replace("\\", "/")
+    return any(filename.endswith(f) and qualname == q for f, q in _DISABLE_WRAPPERS)
 
 
 # Cached for the process: every outermost trace starts a new table.

@@ -15,6 +15,7 @@ from ._errors import LogError
 from ._model import (  # noqa: F401 (the value classes are this module's public names too)
     CAUSE,
     DRAW,
+    ENTROPY,
     FORMAT,
     FORMAT_VERSION,
     KINDS,
@@ -77,9 +78,19 @@ class Trace(RawStore):
             slot[1] += calls
             slot[2] += values
 
+        # Counted per stack id first: a long log has few ids and many rows, and hashing an id is
+        # cheaper than hashing its frames. Ids keep their first row's order, so the sites do too.
+        by_sid: dict[tuple[str, str, int], list[int]] = {}
         for raw in self.raw:
             if raw[1] == kind:
-                add(raw[0], raw[2], stacks.get(raw[4], ()), 1, raw[3] or 0)
+                slot = by_sid.get((raw[0], raw[2], raw[4]))
+                if slot is None:
+                    by_sid[raw[0], raw[2], raw[4]] = [1, raw[3] or 0]
+                else:
+                    slot[0] += 1
+                    slot[1] += raw[3] or 0
+        for (stream, api, sid), (calls, values) in by_sid.items():
+            add(stream, api, stacks.get(sid, ()), calls, values)
         for (stream, k, api, sid), (calls, values) in self.overflow.items():
             if k == kind:
                 add(stream, api, stacks.get(sid, ()), calls, values)

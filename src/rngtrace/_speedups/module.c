@@ -1,7 +1,7 @@
 /* rngtrace._speedups: the common case of a recording wrapper, in C.
  *
  * A Recorder stands where a Python recording wrapper (sources/_wrapping.py and _recorder.py,
- * sources/torch.py) would: it is that wrapper's fast path. It records a draw
+ * sources/_torch_wrappers.py) would: it is that wrapper's fast path. It records a draw
  * itself unless something unusual is going on -- a strict on_draw policy, a
  * profile hook that is not the catch-all's own on this thread, a pending
  * catch-all handoff, a keyword left to Python (torch's generator=), the
@@ -24,7 +24,7 @@
  *               which calls it records itself and which it hands to the Python wrapper
  *   record.c    sources/_recorder.py's record_call, _wrapping.py's checked_call, _record.py's
  *               Recording.record(): one call recorded under its stream's lock
- *   stack.c     _stack.py: StackTable.capture's walk, _capture_flat's key, lineno_at
+ *   stack.c     _stack.py: StackTable.capture's walk, capture_flat's key, lineno_at
  *   locks.c     _record.py's stream locks (StreamLock), _hub.py's call_locked, call_if_free
  *   inplace.c   sources/_inplace.py: InPlace, a stream's state read where it lives
  *   patches.c   _patches.py: swap, and the builtins recorded in place (hook_builtins)
@@ -48,7 +48,7 @@ static PyMethodDef module_methods[] = {
      "configure(HotPath, Snapshot, Cache, ThreadState, Fingerprint): the types whose slots are read."},
     {"call_locked", call_locked, METH_VARARGS, "call_locked(lock, fn, *args): fn(*args) under the lock, taken and released in C."},
     {"flat_key", (PyCFunction)(void (*)(void))flat_key, METH_FASTCALL,
-     "flat_key(frame, depth): the code pointers and f_lasti of depth frames, packed (StackTable._capture_flat)."},
+     "flat_key(frame, depth): the code pointers and f_lasti of depth frames, packed (StackTable.capture_flat)."},
     {"call_if_free", call_if_free, METH_VARARGS,
      "call_if_free(lock, fn, *args): fn(*args) under the lock, or NotImplemented if another thread holds it."},
     {"walk_memo", walk_memo, METH_NOARGS, "walk_memo(): an empty memo for one StackTable's capture walk (see capture)."},

@@ -11,14 +11,30 @@
  * strings, ints and None (what a collection would find and do anyway): a long loop of draws then
  * leaves the collector nothing to traverse. */
 static PyObject *
-raw_event(Recorder *self, PyObject *stream, PyObject *count, PyObject *sid, PyObject *thread)
+raw_event(Recorder *self, PyObject *stream, PyObject *count, PyObject *sid, PyObject *thread, PyObject *detail)
 {
-    PyObject *raw = PyTuple_Pack(7, stream, self->kind, self->api, count, sid, thread, Py_None);
+    PyObject *raw = PyTuple_Pack(7, stream, self->kind, self->api, count, sid, thread, detail);
     if (raw != NULL && PyUnicode_CheckExact(stream) && (count == Py_None || PyLong_CheckExact(count)) &&
         PyLong_CheckExact(sid) && PyLong_CheckExact(thread) && PyUnicode_CheckExact(self->kind) &&
-        PyUnicode_CheckExact(self->api))
+        PyUnicode_CheckExact(self->api) && (detail == Py_None || PyUnicode_CheckExact(detail)))
         PyObject_GC_UnTrack(raw);
     return raw;
+}
+
+/* Append ``raw`` where record() would: the trace's list below its limit, else trace.add() (which
+ * counts it). ``sink`` is held by the caller. 1 when appended, -1 on error. */
+static int
+sink_append(PyObject *sink, PyObject *raw)
+{
+    PyObject *events = PyTuple_GET_ITEM(sink, 0);
+    Py_ssize_t limit = PyLong_AsSsize_t(PyTuple_GET_ITEM(sink, 1));
+    if (limit == -1 && PyErr_Occurred())
+        return -1;
+    if (PyList_CheckExact(events) && PyList_GET_SIZE(events) < limit)
+        return PyList_Append(events, raw) < 0 ? -1 : 1;
+    PyObject *r = PyObject_CallMethodOneArg(PyTuple_GET_ITEM(sink, 3), s_add, raw);
+    Py_XDECREF(r);
+    return r == NULL ? -1 : 1;
 }
 
 /* Whether a pinned entry of a thread's cache, (lasti, node, frame), holds a frame that has
@@ -110,7 +126,7 @@ take_finished_pins(PyObject *known, Released *r)
  * finished pins taken out of the cache (take_finished_pins), for the caller to drop. */
 static int
 fast_record(Recorder *self, PyObject *now, PyObject *st, PyFrameObject *frame, PyObject *stream, PyObject *count,
-            Released *released)
+            Released *released, PyObject *detail)
 {
     PyObject *sink = SLOT(now, sn_sink), *known = SLOT(st, st_frames), *cache = SLOT(now, sn_cache);
     if (sink == NULL || cache == NULL || known == NULL || Py_TYPE(cache) != cache_type)
@@ -153,21 +169,10 @@ fast_record(Recorder *self, PyObject *now, PyObject *st, PyFrameObject *frame, P
         if (pin == Py_True)
             take_finished_pins(known, released);
     }
-    raw = raw_event(self, stream, count, sid, SLOT(st, st_key));
+    raw = raw_event(self, stream, count, sid, SLOT(st, st_key), detail);
     if (raw == NULL)
         goto out;
-    PyObject *events = PyTuple_GET_ITEM(sink, 0);
-    Py_ssize_t limit = PyLong_AsSsize_t(PyTuple_GET_ITEM(sink, 1));
-    if (limit == -1 && PyErr_Occurred())
-        goto out;
-    if (PyList_CheckExact(events) && PyList_GET_SIZE(events) < limit) {
-        done = PyList_Append(events, raw) < 0 ? -1 : 1;
-    }
-    else {
-        PyObject *r = PyObject_CallMethodOneArg(PyTuple_GET_ITEM(sink, 3), s_add, raw);
-        done = r == NULL ? -1 : 1;
-        Py_XDECREF(r);
-    }
+    done = sink_append(sink, raw);
     goto out;
 walk_failed:
     /* StackTable.capture falls back to its Python walk on an Exception from the C one: so does
@@ -185,6 +190,109 @@ out:
     Py_DECREF(known);
     Py_DECREF(sink);
     return done;
+}
+
+/* A seed's event in frame mode WALK, where the thread keeps no cache of live frames: the stack as
+ * record() captures it there (the table's capture_flat), appended to the one recording trace. A
+ * seed's walk does not count towards pinning (record() counts only a draw's). 1 when appended, 0
+ * when record() must do it (several traces, another frame mode), -1 on error. */
+static int
+flat_record(Recorder *self, PyObject *now, PyObject *st, PyObject *frame, PyObject *detail)
+{
+    PyObject *sink = SLOT(now, sn_sink), *cache = SLOT(now, sn_cache);
+    if (sink == NULL || cache == NULL || Py_TYPE(cache) != cache_type || !PyTuple_CheckExact(sink) ||
+        PyTuple_GET_SIZE(sink) < 4)
+        return 0;
+    PyObject *flat = SLOT(cache, ca_flat);
+    if (flat == NULL || flat == Py_None)
+        return 0;
+    Py_INCREF(sink);
+    Py_INCREF(flat);
+    int done = -1;
+    PyObject *depth = NULL, *sid = NULL, *raw = NULL;
+    int contained = PySequence_Contains(PyTuple_GET_ITEM(sink, 2), self->stream);
+    if (contained <= 0) {
+        done = contained;
+        goto out;
+    }
+    if ((depth = PyObject_GetAttr(PyTuple_GET_ITEM(sink, 3), s_depth)) == NULL)
+        goto out;
+    if ((sid = PyObject_CallFunctionObjArgs(flat, frame, depth, NULL)) == NULL)
+        goto out;
+    if ((raw = raw_event(self, self->stream, Py_None, sid, SLOT(st, st_key), detail)) == NULL)
+        goto out;
+    done = sink_append(sink, raw);
+out:
+    Py_XDECREF(raw);
+    Py_XDECREF(sid);
+    Py_XDECREF(depth);
+    Py_DECREF(flat);
+    Py_DECREF(sink);
+    return done;
+}
+
+/* A short description of the seed argument, or None: sources/_wrapping.py's seed_detail one-to-one.
+ * The value is the positional argument at ``self->seed_argument``, else the first keyword's. */
+static PyObject *
+seed_detail(Recorder *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    PyObject *value;
+    if (nargs > self->seed_argument)
+        value = args[self->seed_argument];
+    else if (kwnames != NULL && PyTuple_GET_SIZE(kwnames) > 0)
+        value = args[nargs];
+    else
+        Py_RETURN_NONE;
+    PyObject *text;
+    if (value == Py_None || PyLong_Check(value) || PyFloat_Check(value) || PyUnicode_Check(value) ||
+        PyBytes_Check(value))
+        text = PyObject_Repr(value);
+    else {
+        /* A state tuple or tensor: say what, not all of it. */
+        PyObject *name = PyObject_GetAttrString((PyObject *)Py_TYPE(value), "__name__");
+        if (name == NULL)
+            return NULL;
+        text = PyUnicode_FromFormat("<%S>", name);
+        Py_DECREF(name);
+    }
+    if (text == NULL || PyUnicode_GET_LENGTH(text) <= 40)
+        return text;
+    PyObject *head = PyUnicode_Substring(text, 0, 37);
+    Py_DECREF(text);
+    if (head == NULL)
+        return NULL;
+    Py_SETREF(head, PyUnicode_FromFormat("%U...", head));
+    return head;
+}
+
+/* A seed returned, still under the lock and busy: its event (in C where one trace records), then
+ * hot.seeded(stream), which re-keys the stream's fingerprint and tells the hub, as the Python
+ * wrapper's after_seed does. 0, or -1 on error. */
+static int
+record_seed(Recorder *self, PyObject *now, PyObject *st, PyObject *frame, PyObject *const *args, Py_ssize_t nargs,
+            PyObject *kwnames, Released *released)
+{
+    PyObject *detail = seed_detail(self, args, nargs, kwnames);
+    if (detail == NULL)
+        return -1;
+    int done = 0;
+    if (frame != Py_None) {
+        done = fast_record(self, now, st, (PyFrameObject *)frame, self->stream, Py_None, released, detail);
+        if (done == 0)
+            done = flat_record(self, now, st, frame, detail);
+    }
+    if (done == 0) {
+        PyObject *r = PyObject_CallFunctionObjArgs(SLOT(self->hot, hp_record), self->stream, self->kind, self->api,
+                                                   Py_None, frame, detail, st, NULL);
+        done = r == NULL ? -1 : 1;
+        Py_XDECREF(r);
+    }
+    Py_DECREF(detail);
+    if (done < 0)
+        return -1;
+    PyObject *r = PyObject_CallOneArg(SLOT(self->hot, hp_seeded), self->stream);
+    Py_XDECREF(r);
+    return r == NULL ? -1 : 0;
 }
 
 /* fn(first, second, args as a tuple, kwargs as a dict), with ``second``, then ``first``, left out when NULL. */
@@ -340,10 +448,17 @@ record_call(Recorder *self, PyObject *now, PyObject *st, PyObject *frame, PyObje
         Py_DECREF(r);
         goto release;
     }
+    if (self->seed_argument >= 0) {
+        /* A seed recorded here: no Python frame between the caller and the seed's bookkeeping. */
+        if (record_seed(self, now, st, frame, args, nargs, kwnames, &released) < 0)
+            goto fail;
+        goto release;
+    }
     if (count_values(self, result, args, nargs, kwnames, &stream, &count) < 0)
         goto fail;
     if (stream != Py_None) {
-        int done = frame == Py_None ? 0 : fast_record(self, now, st, (PyFrameObject *)frame, stream, count, &released);
+        int done = frame == Py_None ? 0
+                                    : fast_record(self, now, st, (PyFrameObject *)frame, stream, count, &released, Py_None);
         if (done < 0)
             goto fail;
         if (done == 0) {

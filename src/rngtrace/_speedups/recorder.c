@@ -282,14 +282,15 @@ recorder_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
     static char *names[] = {"slow", "original", "owner", "hot", "fingerprint", "lock", "stream", "kind", "api",
                             "moved", "count_of", "tensor_type", "place", "slow_keyword", "takes", "condition",
-                            "after", "inside", "through", NULL};
+                            "after", "inside", "through", "seed_argument", NULL};
     PyObject *slow, *original, *owner, *hot, *fingerprint, *lock, *stream, *kind, *api, *moved, *count_of;
     PyObject *tensor_type = Py_None, *place = Py_None, *slow_keyword = Py_None, *takes = Py_None;
     PyObject *condition = Py_None, *after = Py_None, *inside = Py_None, *through = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOOOOOOO|OOOOOOOO:Recorder", names, &slow, &original, &owner,
+    Py_ssize_t seed_argument = -1;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOOOOOOO|OOOOOOOOn:Recorder", names, &slow, &original, &owner,
                                      &hot, &fingerprint, &lock, &stream, &kind, &api, &moved, &count_of,
                                      &tensor_type, &place, &slow_keyword, &takes, &condition, &after, &inside,
-                                     &through))
+                                     &through, &seed_argument))
         return NULL;
     PyObject *prefix_args[2] = {inside, through};
     for (int k = 0; k < 2; k++) {
@@ -304,6 +305,13 @@ recorder_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     }
     if (after != Py_None && (!PyCallable_Check(after) || tensor_type != Py_None || condition != Py_None)) {
         PyErr_SetString(PyExc_TypeError, "after= is a callable, for a seed's Recorder (no tensor_type, no condition)");
+        return NULL;
+    }
+    if (seed_argument > 1 || (seed_argument >= 0 && (after != Py_None || tensor_type != Py_None ||
+                                                     condition != Py_None || takes != Py_None))) {
+        PyErr_SetString(PyExc_TypeError,
+                        "seed_argument= is 0 or 1, for a seed's Recorder that records it in C (no after, tensor_type, "
+                        "condition or takes)");
         return NULL;
     }
     if (fp_view < 0 || st_busy < 0 || hp_now < 0) {
@@ -346,6 +354,7 @@ recorder_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     self->after = Py_NewRef(after);
     self->inside = Py_NewRef(inside);
     self->through = Py_NewRef(through);
+    self->seed_argument = seed_argument;
     if (condition_init(self, condition) < 0) {
         Py_DECREF(self);
         return NULL;

@@ -20,8 +20,8 @@
 
 /* Offsets of the __slots__ the hot path reads (rngtrace/_hotpath.py, _threads.py), found from
  * their member descriptors by configure(): a renamed slot fails there, not silently here. */
-extern Py_ssize_t hp_now, hp_states, hp_record, hp_unattributed, hp_raised;
-extern Py_ssize_t sn_active, sn_sink, sn_strict, sn_profile_hook, sn_cache, ca_ids, ca_table, ca_walk, ca_pin;
+extern Py_ssize_t hp_now, hp_states, hp_record, hp_unattributed, hp_raised, hp_seeded;
+extern Py_ssize_t sn_active, sn_sink, sn_strict, sn_profile_hook, sn_cache, ca_ids, ca_table, ca_walk, ca_pin, ca_flat;
 extern Py_ssize_t st_busy, st_pending, st_frames, st_epoch, st_key, st_hooked;
 extern Py_ssize_t fp_view, fp_last;
 extern PyTypeObject *hot_path_type, *snapshot_type, *cache_type, *thread_state_type, *fingerprint_type;
@@ -120,6 +120,8 @@ typedef struct {
     PyObject *takes;        /* (args, kwargs) -> whether this call draws (dropout in training), or None */
     PyObject *condition;    /* the same, declared: _wrapping.Condition.spec, or None */
     PyObject *after;        /* a seed: after(st, frame, args, kwargs) records it, once it returned; else None */
+    Py_ssize_t seed_argument; /* a seed recorded here (no ``after``): where its value is among the
+                               * positional arguments (1 past the instance of a method); -1: not one */
     PyObject *inside;       /* file prefixes (the stream's library, rngtrace): a call from there inside a
                              * recorded call is part of it; a tuple, or None to leave that to the wrapper */
     PyObject *through;      /* file prefixes whose calls outside a recorded call are the wrapper's to

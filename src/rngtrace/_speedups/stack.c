@@ -1,7 +1,7 @@
 /* rngtrace._speedups, stack.c -- mirrors rngtrace/_stack.py: StackTable.capture's walk with a
  * cache of known frames (capture, and capture_walk / known_stack for the Recorder, record.c),
  * its C-side memo (walk_memo), the frames it walks (the interpreter's own on 3.11-3.13, proven
- * at import), StackTable._capture_flat's key (flat_key) and lineno_at. One file, longer than
+ * at import), StackTable.capture_flat's key (flat_key) and lineno_at. One file, longer than
  * the others: the walk's per-frame helpers inline into its loop in a build without LTO too
  * (setup.py), and only this file compiles against CPython's internal frame layout. */
 #include "speedups.h"
@@ -1044,7 +1044,7 @@ capture(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     return capture_walk(args[0], &given, args[2], pin, args[4], args[5]);
 }
 
-/* flat_key(frame, depth): StackTable._capture_flat's key, where no cache of live frames can be
+/* flat_key(frame, depth): StackTable.capture_flat's key, where no cache of live frames can be
  * kept (frame mode WALK): the code pointer and f_lasti of up to ``depth`` frames from ``frame``
  * outward, packed as uint64 pairs in one bytes object -- one allocation instead of a tuple of
  * 2 * depth ints. Only ever compared with keys made here. */

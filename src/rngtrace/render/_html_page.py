@@ -78,6 +78,8 @@ h2 { font-size:16px; margin:0 0 8px; }
 .shape.draw { width:4px; height:14px; background:#57534e; }
 .shape.seed { width:9px; height:9px; background:#57534e; outline:1.5px solid var(--ink); transform:rotate(45deg); }
 .shape.odd { width:11px; height:11px; border:2px solid var(--odd); border-radius:50%; background:#fff; }
+.shape.entropy { width:0; height:0; border-left:6px solid transparent; border-right:6px solid transparent;
+                 border-bottom:11px solid var(--odd); }
 .timeline-row { display:flex; gap:14px; align-items:flex-start; }
 #chart { position:relative; flex:1 1 auto; min-width:0; user-select:none; cursor:crosshair; }
 #chart canvas { display:block; width:100%; }
@@ -153,7 +155,7 @@ SCRIPT = r"""
   var chart = document.getElementById("chart"), canvas = chart.querySelector("canvas");
   var tip = document.getElementById("tip"), panel = document.getElementById("detail");
   var ctx = canvas.getContext("2d");
-  var KINDS = ["draw", "seed", "unattributed"], ODD = "#c92a2a";
+  var KINDS = ["draw", "seed", "unattributed", "generator from entropy"], ODD = "#c92a2a";
   var n = D.site.length, lanes = D.lanes.length, bands = D.laneProcess.length > 0;
   var LABEL_W = bands ? 190 : 150, TOP = 6, AXIS_H = 26, RIGHT = 14;
   var LANE_H = Math.round(Math.min(Math.max(300 / Math.max(lanes, 1), bands ? 66 : 60), 90));
@@ -204,6 +206,7 @@ SCRIPT = r"""
     var x = xOf(idx), mid = laneY(laneOf[idx]) + LANE_H / 2, kind = kindOf[idx];
     if (kind === 0) { var h = (LANE_H - 10) * heightOf[idx]; ctx.rect(x - w / 2, mid - h / 2, w, h); }
     else if (kind === 1) { var r = 6; ctx.moveTo(x, mid - r); ctx.lineTo(x + r, mid); ctx.lineTo(x, mid + r); ctx.lineTo(x - r, mid); ctx.closePath(); }
+    else if (kind === 3) { ctx.moveTo(x, mid - 7); ctx.lineTo(x + 6, mid + 5); ctx.lineTo(x - 6, mid + 5); ctx.closePath(); }
     else { ctx.moveTo(x + 6, mid); ctx.arc(x, mid, 6, 0, 2 * Math.PI); }
   }
   function paint(list, kind, color, w) {
@@ -214,7 +217,7 @@ SCRIPT = r"""
     if (kind === 0) { ctx.fillStyle = color; ctx.fill(); }
     else {  // a white halo keeps seeds and rings apart from a dense run of draws
       ctx.lineWidth = 4; ctx.strokeStyle = "#fff"; ctx.stroke();
-      ctx.fillStyle = kind === 1 ? color : "#fff"; ctx.fill();
+      ctx.fillStyle = kind === 2 ? "#fff" : color; ctx.fill();  // a generator from entropy: filled, edged in red
       ctx.lineWidth = kind === 1 ? 1.5 : 2; ctx.strokeStyle = kind === 1 ? "#1c1917" : ODD; ctx.stroke();
     }
     return hi - lo;
@@ -355,6 +358,7 @@ SCRIPT = r"""
   function apiText(idx) {
     var site = D.sites[D.site[idx]], c = D.count[idx], kind = kindOf[idx];
     if (kind === 1) return site[2] + "(" + (D.detail[idx] == null ? "" : D.detail[idx]) + ")";
+    if (kind === 3) return site[2] + "()";
     return site[2] + (kind === 0 && c != null ? " ×" + c.toLocaleString() : "");
   }
   function stackOf(idx) { return D.stacks[D.sites[D.site[idx]][3]].map(function (f) { return D.frames[f]; }); }
@@ -396,6 +400,7 @@ SCRIPT = r"""
     if (kind === 0) row("values", D.count[idx] == null ? "unknown (seen by the catch-all)" : D.count[idx].toLocaleString());
     if (kind === 1) row("seed", D.detail[idx] == null ? "none given" : D.detail[idx]);
     if (kind === 2) row("where", D.detail[idx] == null ? "" : D.detail[idx], "odd");
+    if (kind === 3) row("seed", "none: made from OS entropy, so it draws other numbers every run", "odd");
     if (bands) row("process", D.processes[D.laneProcess[site[0]]][1]);
     row("thread", D.threads[D.thread.length ? D.thread[idx] : 0] || "");
     panel.appendChild(dl);

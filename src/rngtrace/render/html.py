@@ -27,7 +27,7 @@ from typing import Any
 
 from .._paths import current_dir
 from .._version import __version__
-from ..trace import CAUSE, DRAW, RISK, SEED, UNATTRIBUTED, Event, Trace
+from ..trace import CAUSE, DRAW, ENTROPY, RISK, SEED, UNATTRIBUTED, Event, Trace
 from . import _html_page
 from ._html_data import (
     OTHER_COLOR,
@@ -147,7 +147,8 @@ def _timeline_card(data: dict[str, Any], shown: int) -> str:
         '<code>#event=N</code> at the end of this page\'s address opens it with event N pinned.</span></div>'
         f'<div class="legend"><span class="legend-title">made by</span>{legend}'
         '<span class="shapes"><span class="shape draw"></span>draw (height: values drawn, log scale)'
-        '<span class="shape seed"></span>seed<span class="shape odd"></span>unattributed</span></div>'
+        '<span class="shape seed"></span>seed<span class="shape odd"></span>unattributed'
+        '<span class="shape entropy"></span>generator from entropy</span></div>'
         '<div class="timeline-row">'
         f'<div id="chart" data-events="{shown}" data-lanes="{len(data["lanes"])}" role="img" '
         f'aria-label="timeline of {shown:,} events"><canvas></canvas><div id="tip" hidden></div>'
@@ -188,7 +189,7 @@ def _sites_card(
 
 
 def _others_card(events: Sequence[Event], stacks: Stacks, colors: dict[str, str], several: bool = False) -> str:
-    """Every seed and unattributed move, in order: the events that explain a changed number."""
+    """Every seed, unattributed move and generator from entropy, in order: the events that explain a changed number."""
     others = [e for e in events if e.kind != DRAW]
     if not others:
         return ""
@@ -210,7 +211,9 @@ def _others_card(events: Sequence[Event], stacks: Stacks, colors: dict[str, str]
     more = len(others) - _MAX_OTHER_ROWS
     return _card_table(
         "others",
-        "Seeds and unattributed moves",
+        "Seeds, unattributed moves and generators from entropy"
+        if any(e.kind == ENTROPY for e in others)
+        else "Seeds and unattributed moves",
         "Click a row to find it on the timeline.",
         ["#", *(["pid"] if several else []), "stream", "kind", "api", "called at"],
         body,

@@ -26,14 +26,23 @@ from .._paths import PACKAGE_DIR, is_user_file, package_of
 Judge = Callable[[tuple, dict, FrameType], "tuple[str, FrameType] | None"]
 
 
+#: rngtrace's functions between a recording wrapper and what it calls (the pure-Python path): passed through
+_PASSING = frozenset({"rngtrace_wrapper", "call_as", "record_call", "checked_call", "call_busy"})
+
+
 def caller(depth: int = 2) -> FrameType | None:
-    """The frame that called the wrapper, past rngtrace's own (a recording wrapper in front, its stand-ins)."""
+    """The frame that called the wrapper, past a recording wrapper in front; None: rngtrace's own code called."""
     try:
         frame: FrameType | None = sys._getframe(depth)
     except ValueError:
         return None
-    while frame is not None and (is_stand_in(frame.f_code) or frame.f_code.co_filename.startswith(PACKAGE_DIR)):
+    while frame is not None and (
+        is_stand_in(frame.f_code)
+        or (frame.f_code.co_name in _PASSING and frame.f_code.co_filename.startswith(PACKAGE_DIR))
+    ):
         frame = frame.f_back
+    if frame is not None and frame.f_code.co_filename.startswith(PACKAGE_DIR):
+        return None  # rngtrace reading a stream's layout makes a generator of its own: nobody's draw
     return frame
 
 
@@ -93,15 +102,19 @@ def enclosing_calls(frame: FrameType) -> list[ast.Call]:
     only its line, where every call on the line counts. Empty where the source is gone.
     """
     code = frame.f_code
+    key = (id(code), frame.f_lasti, frame.f_lineno)
+    cached = _CALLS.get(key)
+    if cached is not None and cached[0] is code:
+        return cached[1]  # a loop making generators: its line is parsed and searched once
     span = _span(code, frame.f_lasti) or (frame.f_lineno, frame.f_lineno, None, None)
     tree = _tree(code.co_filename, frame.f_globals)
-    if tree is None or span[0] is None:
-        return []
-    found = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and _encloses(node, span):
-            found.append(node)
-    found.sort(key=lambda n: (n.lineno, n.col_offset, -(n.end_lineno or 0), -(n.end_col_offset or 0)))
+    found: list[ast.Call] = []
+    if tree is not None and span[0] is not None:
+        found = [node for node in ast.walk(tree) if isinstance(node, ast.Call) and _encloses(node, span)]
+        found.sort(key=lambda n: (n.lineno, n.col_offset, -(n.end_lineno or 0), -(n.end_col_offset or 0)))
+    if len(_CALLS) > 1024:
+        _CALLS.clear()
+    _CALLS[key] = (code, found)  # the code held: its id names no other while cached
     return found
 
 
@@ -126,6 +139,8 @@ def _encloses(node: ast.Call, span: tuple) -> bool:
 
 
 _TREES: dict[str, tuple[list[str], ast.AST | None]] = {}
+#: (id of a code, its instruction, its line) -> (the code, the calls enclosing that instruction)
+_CALLS: dict[tuple[int, int, int], tuple[Any, list[ast.Call]]] = {}
 
 
 def _tree(filename: str, module_globals: dict) -> ast.AST | None:

@@ -93,8 +93,12 @@ def recorder(
             "takes": None if declared else draws_if,
             "condition": draws_if.spec if declared else None,  # type: ignore[union-attr]
         }
+    elif seeded is None:
+        # A seed on its own stream: the C Recorder makes the call and records it (where its value is: past
+        # the instance of a method), as after_seed would, with no Python frame for its bookkeeping.
+        specific = {"seed_argument": 1 if owner is not None or method else 0}
     else:
-        specific = {"after": after_seed}  # a seed: the C Recorder makes the call, after_seed records it
+        specific = {"after": after_seed}  # a seed on a stream its arguments name: after_seed records it
     # A call from these files inside a recorded call is part of it (``entry``'s rule, asked in C too).
     inside = (*library, PACKAGE_DIR)
     made = _speedups.Recorder(
@@ -123,15 +127,14 @@ def seed_recorder(
     rec: Any, stream: str, api: str, seeded: Callable[[tuple, dict], str] | None, skip_self: bool
 ) -> Callable[[Any, FrameType | None, tuple, dict], None]:
     """What records a seed once it returned (``skip_self``: the first argument is the instance)."""
-    record = rec.record
+    record, seed_recorded = rec.record, rec.seed_recorded
 
     def after_seed(st: Any, frame: FrameType | None, args: tuple, kwargs: dict) -> None:
         """A seed returned: record it, and start the stream's fingerprint (and its digest) anew."""
         where = seeded(args, kwargs) if seeded is not None else stream
         detail = seed_detail(args[1:] if skip_self else args, kwargs)
         record(where, SEED, api, None, frame, detail, st)
-        rec.reseeded(stream)
-        rec.seeded(where)
+        seed_recorded(stream, where)
 
     return after_seed
 
