@@ -16,8 +16,11 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from ._hotpath import SPEEDUPS
+
 #: held while the hooks or the finder's place change (the hub's reconcile and an import may race)
 LOCK = threading.RLock()
+_CALL_LOCKED = SPEEDUPS.call_locked if SPEEDUPS is not None else None
 _hooks: dict[str, list[Callable[[Any], None]]] = {}
 _searching = threading.local()  # the names this thread's finder is asking the finders behind it about
 
@@ -80,59 +83,83 @@ def _spec_behind(me: _Finder, name: str, path: Any, target: Any) -> Any:
     return None
 
 
-def _imported(name: str, module: Any) -> None:
+def _locked(fn: Callable[..., Any], *args: Any) -> Any:
+    """``fn(*args)`` holding LOCK, taken and released in C where the accelerator is built.
+
+    Not a ``with`` statement there: a line or profile hook (a Ctrl-C, the interrupt tests' line
+    tracer, the 3.12+ catch-all's callback) runs before a ``with``'s ``__exit__`` call, and an
+    interrupt raised there kept the lock for good; the hub's next start then waited for it forever.
+    """
+    if _CALL_LOCKED is not None:
+        return _CALL_LOCKED(LOCK, fn, *args)
     with LOCK:
-        hooks = _hooks.pop(name, [])
-        settle()
-    for hook in hooks:
+        return fn(*args)
+
+
+def _imported(name: str, module: Any) -> None:
+    for hook in _locked(_take, name):
         hook(module)
+
+
+def _take(name: str) -> list[Callable[[Any], None]]:
+    hooks = _hooks.pop(name, [])
+    _settle()
+    return hooks
 
 
 def settle() -> None:
     """Put the finder on ``sys.meta_path`` exactly while some hook waits (a pass cut short is finished here)."""
-    with LOCK:
-        if _hooks:
-            if FINDER not in sys.meta_path:
-                sys.meta_path.insert(0, FINDER)
-        else:
-            while FINDER in sys.meta_path:
-                sys.meta_path.remove(FINDER)
+    _locked(_settle)
+
+
+def _settle() -> None:
+    if _hooks:
+        if FINDER not in sys.meta_path:
+            sys.meta_path.insert(0, FINDER)
+    else:
+        while FINDER in sys.meta_path:
+            sys.meta_path.remove(FINDER)
 
 
 def register(hook: Callable[[Any], None], name: str) -> None:
     """Call ``hook(module)`` once module ``name`` is imported: now, where it already is."""
-    with LOCK:
-        module = sys.modules.get(name)
-        if module is None:
-            waiting = _hooks.setdefault(name, [])
-            if hook not in waiting:  # never twice: a registration cut short is made again
-                waiting.append(hook)
-            settle()
-            return
-    hook(module)
+    module = _locked(_register, hook, name)
+    if module is not None:
+        hook(module)
+
+
+def _register(hook: Callable[[Any], None], name: str) -> Any:
+    module = sys.modules.get(name)
+    if module is None:
+        waiting = _hooks.setdefault(name, [])
+        if hook not in waiting:  # never twice: a registration cut short is made again
+            waiting.append(hook)
+        _settle()
+    return module
 
 
 def unregister(hook: Callable[[Any], None], name: str) -> None:
     """Take ``hook`` out of those waiting for ``name`` (where it still is), and the finder with the last."""
-    with LOCK:
-        waiting = _hooks.get(name)
-        if waiting and hook in waiting:
-            waiting.remove(hook)
-        if not waiting:
-            _hooks.pop(name, None)
-        settle()
+    _locked(_unregister, hook, name)
+
+
+def _unregister(hook: Callable[[Any], None], name: str) -> None:
+    waiting = _hooks.get(name)
+    if waiting and hook in waiting:
+        waiting.remove(hook)
+    if not waiting:
+        _hooks.pop(name, None)
+    _settle()
 
 
 def waiting(hook: Callable[[Any], None], name: str) -> bool:
     """Whether ``hook`` waits for the import of ``name``."""
-    with LOCK:
-        return hook in _hooks.get(name, ())
+    return bool(_locked(lambda: hook in _hooks.get(name, ())))
 
 
 def describe() -> dict[str, list[Callable[[Any], None]]]:
     """Every hook waiting, by module; the finder's place says itself: ``installed()``."""
-    with LOCK:
-        return {name: list(hooks) for name, hooks in _hooks.items() if hooks}
+    return _locked(lambda: {name: list(hooks) for name, hooks in _hooks.items() if hooks})
 
 
 def installed() -> bool:
