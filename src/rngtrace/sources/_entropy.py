@@ -10,7 +10,6 @@ imported, is no event.
 from __future__ import annotations
 
 import ast
-import functools
 import linecache
 import sys
 from _thread import get_ident
@@ -21,6 +20,7 @@ from typing import Any
 from .._caller import is_stand_in
 from .._model import ENTROPY
 from .._paths import PACKAGE_DIR, is_user_file, package_of
+from ._wrapping import named
 
 #: decides, from the call's arguments and the frame that called it, the (api, frame) of an event, or None: no event
 Judge = Callable[[tuple, dict, FrameType], "tuple[str, FrameType] | None"]
@@ -72,11 +72,7 @@ def entropy_wrapper(rec: Any, stream: str, original: Callable, judge: Judge) -> 
             rec.record(stream, ENTROPY, event[0], None, event[1], None, st)
         return result
 
-    try:
-        functools.update_wrapper(rngtrace_entropy, original)
-    except (AttributeError, TypeError):  # a builtin without some attribute
-        rngtrace_entropy.__wrapped__ = original  # type: ignore[attr-defined]
-    return rngtrace_entropy
+    return named(rngtrace_entropy, original)
 
 
 def _for_itself(frame: FrameType) -> bool:
