@@ -52,6 +52,8 @@ from ._torch_wrappers import (
     generator_method_wrapper,
     initialised_cuda_generators,
     recurrent_wrapper,
+    state_digest,
+    state_getter,
 )
 from .torch_stream import STREAM
 
@@ -212,10 +214,11 @@ class TorchSource(Source):
                 )
         for name, original in GENERATOR_METHODS.items():
             yield _Generator, name, generator_method_wrapper(hub, name, original)
+        yield _Generator, "get_state", state_getter(hub)
 
         def cpu_seed(original: Callable, api: str) -> Callable:
             if api.endswith(".set_rng_state"):
-                return restore_wrapper(hub, "torch", api, original, cpu_holds)
+                return restore_wrapper(hub, "torch", api, original, cpu_holds, digest=state_digest)
             return seed_wrapper(hub, "torch", api, original)
 
         for module in (torch, torch.random):
