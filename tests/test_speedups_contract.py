@@ -92,6 +92,7 @@ def test_the_stack_table_walks_and_keys_frames_in_c():
     assert _stack._c_capture is SPEEDUPS.capture
     assert _stack._c_walk_memo is SPEEDUPS.walk_memo
     assert _stack._c_flat_key is SPEEDUPS.flat_key
+    assert _stack._c_site_key is SPEEDUPS.site_key
     assert _stack._c_lineno_at is SPEEDUPS.lineno_at
     assert _stack.StackTable().accelerated is SPEEDUPS.capture
 

@@ -49,6 +49,8 @@ static PyMethodDef module_methods[] = {
     {"call_locked", call_locked, METH_VARARGS, "call_locked(lock, fn, *args): fn(*args) under the lock, taken and released in C."},
     {"flat_key", (PyCFunction)(void (*)(void))flat_key, METH_FASTCALL,
      "flat_key(frame, depth): the code pointers and f_lasti of depth frames, packed (StackTable.capture_flat)."},
+    {"site_key", (PyCFunction)(void (*)(void))site_key, METH_FASTCALL,
+     "site_key(frame, depth, raw_limit, state): the call-site form's frames, packed (StackTable.capture_site)."},
     {"call_if_free", call_if_free, METH_VARARGS,
      "call_if_free(lock, fn, *args): fn(*args) under the lock, or NotImplemented if another thread holds it."},
     {"walk_memo", walk_memo, METH_NOARGS, "walk_memo(): an empty memo for one StackTable's capture walk (see capture)."},
