@@ -99,6 +99,7 @@ LAYERS = (
             "sources",
             "sources.random",
             "sources.numpy",
+            "sources._torch_patches",
             "sources.torch",
         ),
     ),
