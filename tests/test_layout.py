@@ -105,6 +105,7 @@ LAYERS = (
     (
         "hub",
         (
+            "_hublock",
             "_patches",
             "_postimport",
             "_hooks",

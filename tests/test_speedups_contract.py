@@ -79,10 +79,10 @@ def test_internal_frames_says_whether_the_walk_reads_the_interpreters_own_frames
 
 
 def test_every_module_with_a_c_path_takes_the_accelerator_from_hotpath():
-    from rngtrace import _catchall_common, _hub, _patches, _processes, _record, _stack
+    from rngtrace import _catchall_common, _hublock, _patches, _processes, _record, _stack
     from rngtrace.sources import _inplace, _recorder
 
-    for module in (_catchall_common, _hub, _patches, _processes, _record, _recorder, _inplace):
+    for module in (_catchall_common, _hublock, _patches, _processes, _record, _recorder, _inplace):
         assert module._speedups is SPEEDUPS, module.__name__
     assert _stack.SPEEDUPS is SPEEDUPS
 
@@ -104,11 +104,11 @@ def test_patch_sets_are_swapped_in_c():
 
 
 def test_the_hub_takes_its_locks_in_c():
-    from rngtrace import _hub
+    from rngtrace import _hublock
 
-    assert _hub._call_if_free is SPEEDUPS.call_if_free
-    assert _hub._call_when_free is SPEEDUPS.call_if_free
-    assert _hub._call_locked is SPEEDUPS.call_locked
+    assert _hublock.call_if_free is SPEEDUPS.call_if_free
+    assert _hublock.call_when_free is SPEEDUPS.call_if_free
+    assert _hublock.call_locked is SPEEDUPS.call_locked
 
 
 def test_a_monitoring_callback_is_shielded_in_c():
