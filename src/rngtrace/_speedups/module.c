@@ -29,6 +29,7 @@
  *   inplace.c   sources/_inplace.py: InPlace, a stream's state read where it lives
  *   patches.c   _patches.py: swap, and the builtins recorded in place (hook_builtins)
  *   shield.c    _catchall.py's Shielded, _processes.py's ChildWriter SIGTERM handler
+ *   profile.c   _catchall_profile.py's profile function: ProfileHook, the 3.10/3.11 c_call hook in C
  * The declarations of speedups.h say which file defines what; _speedups.pyi is the
  * interface Python sees.
  */
@@ -89,7 +90,7 @@ PyInit__speedups(void)
         (zero = PyLong_FromLong(0)) == NULL)
         return NULL;
     if (PyType_Ready(&RecorderType) < 0 || PyType_Ready(&InPlaceType) < 0 || PyType_Ready(&StreamLockType) < 0 ||
-        PyType_Ready(&ShieldedType) < 0)
+        PyType_Ready(&ShieldedType) < 0 || PyType_Ready(&ProfileHookType) < 0)
         return NULL;
     if (deferred == NULL && (deferred = PyList_New(0)) == NULL)
         return NULL;
@@ -99,7 +100,8 @@ PyInit__speedups(void)
     if (PyModule_AddObjectRef(module, "Recorder", (PyObject *)&RecorderType) < 0 ||
         PyModule_AddObjectRef(module, "InPlace", (PyObject *)&InPlaceType) < 0 ||
         PyModule_AddObjectRef(module, "StreamLock", (PyObject *)&StreamLockType) < 0 ||
-        PyModule_AddObjectRef(module, "Shielded", (PyObject *)&ShieldedType) < 0) {
+        PyModule_AddObjectRef(module, "Shielded", (PyObject *)&ShieldedType) < 0 ||
+        PyModule_AddObjectRef(module, "ProfileHook", (PyObject *)&ProfileHookType) < 0) {
         Py_DECREF(module);
         return NULL;
     }

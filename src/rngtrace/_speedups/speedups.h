@@ -179,6 +179,10 @@ extern PyObject *deferred;
 PyObject *on_sigterm(PyObject *module, PyObject *arg);
 PyObject *die_of_sigterm(PyObject *module, PyObject *noargs);
 
+/* -- profile.c (_catchall_profile.py's profile function) ----------------------------------- */
+
+extern PyTypeObject ProfileHookType;
+
 #if defined(__GNUC__)
 #pragma GCC visibility pop
 #endif
