@@ -11,6 +11,12 @@ around every test (three times per test), and the medians are printed as Markdow
 table rows, as benchmarks/run.py does: wall time, and the runs' CPU time, which a
 machine busy with other work disturbs less. ``--rounds N`` (default 5).
 
+``--only cpython-random`` (also run by default) times CPython's own ``Lib/test/test_random.py`` of the
+running Python, copied to a temporary folder, under ``python -m pytest`` and under
+``python -m rngtrace run -m pytest`` (the whole run one trace, its log printed), pytest-randomly on as
+installed (issue 25's row: at most 1.3x). Its abstract ``TestBasicOps`` class, which pytest collects and
+unittest does not, is deselected on both sides.
+
 rngtrace's own modules are compiled to bytecode first: only the traced side imports
 most of them, and where no ``.pyc`` is written (``PYTHONDONTWRITEBYTECODE``, an editable
 install never compiled) it would compile them from source in every run, which an
@@ -107,18 +113,59 @@ def rows(name: str, folder: str, targets: list[str], expect: str | None, rounds:
             )
 
 
+def cpython_random(rounds: int) -> None:
+    """CPython's test_random under ``rngtrace run -m pytest``, against plain pytest (issue 25: at most 1.3x)."""
+    import sysconfig
+
+    source = os.path.join(sysconfig.get_paths()["stdlib"], "test", "test_random.py")
+    if not os.path.exists(source):
+        print("| rngtrace run -m pytest test_random.py | CPython's tests not installed: skipped | | | |")
+        return
+    with tempfile.TemporaryDirectory() as folder:
+        with open(source) as original, open(os.path.join(folder, "test_random.py"), "w") as copy:
+            copy.write(original.read())
+        # Run by file name, with no ini of the folder's: as a user runs the module at hand.
+        args = ["test_random.py", "--deselect", "test_random.py::TestBasicOps", "-p", "no:cacheprovider"]
+        plain = [sys.executable, "-m", "pytest", "-q", *args]
+        traced = [sys.executable, "-m", "rngtrace", "run", "-m", "pytest", "-q", *args]
+        run_once(folder, plain), run_once(folder, traced)  # warm: bytecode and the file cache
+        sides: list[list[tuple[float, float]]] = [[], []]
+        for _ in range(rounds):
+            sides[0].append(run_once(folder, plain))
+            sides[1].append(run_once(folder, traced))
+        for i, what in ((0, "wall"), (1, "CPU")):
+            a, b = (statistics.median(r[i] for r in side) for side in sides)
+            print(
+                f"| rngtrace run -m pytest over CPython's test_random.py (Python {sys.version.split()[0]}), "
+                f"{what} time (median of {rounds}) | {a:.2f} s | {b:.2f} s | {b / a:.2f}x | ≤ 1.3x |",
+                flush=True,
+            )
+
+
+def run_once(folder: str, command: list[str]) -> tuple[float, float]:
+    """(wall, CPU) seconds of one run of ``command`` in ``folder``, which must pass."""
+    start, cpu = time.perf_counter(), _cpu()
+    done = subprocess.run(command, cwd=folder, capture_output=True, text=True)
+    elapsed, cpu = time.perf_counter() - start, _cpu() - cpu
+    if done.returncode != 0 or " passed" not in done.stdout:
+        raise SystemExit(f"test_random.py did not pass:\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}")
+    return elapsed, cpu
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument(
         "--only",
-        choices=("trivial", "sklearn", "networkx"),
+        choices=("trivial", "sklearn", "networkx", "cpython-random"),
         action="append",
-        help="run only this suite (repeatable); all three by default",
+        help="run only this suite (repeatable); all four by default",
     )
     args = parser.parse_args(argv)
-    only = set(args.only or ("trivial", "sklearn", "networkx"))
+    only = set(args.only or ("trivial", "sklearn", "networkx", "cpython-random"))
     compile_rngtrace()
+    if "cpython-random" in only:
+        cpython_random(args.rounds)
     with tempfile.TemporaryDirectory() as folder:
         write_suite(folder)
         if "trivial" in only:

@@ -4,7 +4,7 @@ Every timed figure is the median of alternating rounds (untraced, traced,
 untraced, ...), so drift on a noisy machine hits both sides alike. Run with
 ``make bench``; ``--quick`` runs fewer rounds; ``--markdown`` prints the table
 as benchmarks/README.md keeps it; ``--only NAME`` (repeatable) runs some sections
-only: per-draw, fresh-frames, per-call, training, workers, subprocess, memory, after-trace.
+only: per-draw, hand-tracer, fresh-frames, per-call, training, workers, subprocess, memory, after-trace.
 """
 
 from __future__ import annotations
@@ -87,6 +87,42 @@ def per_draw(rounds: int, n: int) -> list[tuple[str, float, float]]:
         untraced_ns, traced_ns = alternate(loop, traced(loop), rounds)
         rows.append((label, untraced_ns, traced_ns))
     return rows
+
+
+def hand_traced(fn: Callable[[], float]) -> Callable[[], float]:
+    """``fn`` with ``random.random`` wrapped as a hand-written tracer would: its stack, per draw, in a list."""
+    import traceback
+
+    import wrapt
+
+    def capture(wrapped: Callable, instance: object, args: tuple, kwargs: dict) -> object:
+        stacks.append(traceback.extract_stack(limit=DEPTH))
+        return wrapped(*args, **kwargs)
+
+    stacks: list = []
+
+    def run() -> float:
+        original = random.random
+        random.random = wrapt.FunctionWrapper(original, capture)
+        try:
+            return fn()
+        finally:
+            random.random = original
+            stacks.clear()
+
+    return run
+
+
+def against_hand_tracer(rounds: int, n: int) -> tuple[float, float, float]:
+    """ns per ``random.random()`` at depth 16: untraced, rngtrace, a hand-written stack-capturing tracer."""
+    loop = _draw_loop(lambda: random.random(), n)
+    loop()
+    sides: list[list[float]] = [[], [], []]
+    for _ in range(rounds):
+        for side, run in zip(sides, (loop, traced(loop), hand_traced(loop))):
+            side.append(run())
+    untraced_ns, rngtrace_ns, hand_ns = (statistics.median(side) for side in sides)
+    return untraced_ns, rngtrace_ns, hand_ns
 
 
 def _fresh_loop(draw: Callable[[], object], n: int, fresh: int = 8) -> Callable[[], float]:
@@ -361,6 +397,25 @@ def report_per_draw(quick: bool, row: Row) -> None:
         )
 
 
+def report_hand_tracer(quick: bool, row: Row) -> None:
+    a, b, hand = against_hand_tracer(5 if quick else 9, 2000 if quick else 10000)
+    row(
+        f"random.random(), depth {DEPTH}: a wrapt wrapper calling traceback.extract_stack(limit={DEPTH})",
+        f"{a:,.0f} ns",
+        f"{hand:,.0f} ns",
+        f"+{(hand - a) / 1000:.2f} µs/draw",
+        "—",
+    )
+    share = (b - a) / (hand - a) if hand > a else float("nan")
+    row(
+        f"random.random(), depth {DEPTH}: rngtrace's added cost against the hand tracer's, same rounds",
+        f"{a:,.0f} ns",
+        f"{b:,.0f} ns",
+        f"1/{1 / share:.0f}" if share > 0 else f"{share:.3f}",
+        "≤ 1/50",
+    )
+
+
 def report_fresh_frames(quick: bool, row: Row) -> None:
     for label, a, b in per_fresh_draw(5 if quick else 9, 1000 if quick else 4000):
         target = "≤ 2.0 µs" if "Dropout" in label else "—"
@@ -550,6 +605,7 @@ def report_after_trace(quick: bool, row: Row) -> None:
 # In the order they run and print; --only picks some, keeping this order.
 SECTIONS: dict[str, Callable[[bool, Row], None]] = {
     "per-draw": report_per_draw,
+    "hand-tracer": report_hand_tracer,
     "fresh-frames": report_fresh_frames,
     "per-call": report_per_call,
     "training": report_training,

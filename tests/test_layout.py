@@ -100,12 +100,14 @@ LAYERS = (
             "sources",
             "sources.random",
             "sources.numpy",
+            "sources._torch_patches",
             "sources.torch",
         ),
     ),
     (
         "hub",
         (
+            "_hublock",
             "_patches",
             "_postimport",
             "_hooks",

@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import pathlib
 import random
+import sys
 import threading
 import types
 
@@ -78,10 +79,10 @@ def test_internal_frames_says_whether_the_walk_reads_the_interpreters_own_frames
 
 
 def test_every_module_with_a_c_path_takes_the_accelerator_from_hotpath():
-    from rngtrace import _catchall_common, _hub, _patches, _processes, _record, _stack
+    from rngtrace import _catchall_common, _hublock, _patches, _processes, _record, _stack
     from rngtrace.sources import _inplace, _recorder
 
-    for module in (_catchall_common, _hub, _patches, _processes, _record, _recorder, _inplace):
+    for module in (_catchall_common, _hublock, _patches, _processes, _record, _recorder, _inplace):
         assert module._speedups is SPEEDUPS, module.__name__
     assert _stack.SPEEDUPS is SPEEDUPS
 
@@ -92,6 +93,7 @@ def test_the_stack_table_walks_and_keys_frames_in_c():
     assert _stack._c_capture is SPEEDUPS.capture
     assert _stack._c_walk_memo is SPEEDUPS.walk_memo
     assert _stack._c_flat_key is SPEEDUPS.flat_key
+    assert _stack._c_site_key is SPEEDUPS.site_key
     assert _stack._c_lineno_at is SPEEDUPS.lineno_at
     assert _stack.StackTable().accelerated is SPEEDUPS.capture
 
@@ -103,11 +105,11 @@ def test_patch_sets_are_swapped_in_c():
 
 
 def test_the_hub_takes_its_locks_in_c():
-    from rngtrace import _hub
+    from rngtrace import _hublock
 
-    assert _hub._call_if_free is SPEEDUPS.call_if_free
-    assert _hub._call_when_free is SPEEDUPS.call_if_free
-    assert _hub._call_locked is SPEEDUPS.call_locked
+    assert _hublock.call_if_free is SPEEDUPS.call_if_free
+    assert _hublock.call_when_free is SPEEDUPS.call_if_free
+    assert _hublock.call_locked is SPEEDUPS.call_locked
 
 
 def test_a_monitoring_callback_is_shielded_in_c():
@@ -194,4 +196,36 @@ def test_a_seed_of_random_or_numpy_is_recorded_in_c_its_event_with_no_python_cal
     assert [(e.stream, e.kind, e.detail, e.stack[0].function) for e in trace.events[1:]] == [
         ("random", "seed", "1", name),
         ("numpy", "seed", "2", name),
+    ]
+
+
+prebound_random = random.random  # bound before any trace: only a catch-all hook sees calls through it
+prebound_getrandbits = random.getrandbits
+
+
+@pytest.mark.skipif(sys.version_info >= (3, 12), reason="3.10/3.11 arm a profile hook")
+def test_the_armed_profile_hook_is_a_c_function_on_every_thread_and_attributes_a_prebound_draw():
+    if sys.getprofile() is not None:
+        pytest.skip("another profiler is active: rngtrace would not arm its hook")
+    in_thread = []
+
+    def worker():
+        hook = sys.getprofile()
+        in_thread.append((type(hook), hook.installed()))
+
+    with rng_trace(print=False) as trace:
+        list(map(prebound_getrandbits, [8]))  # a move no call recorded (C code calls the reference)...
+        random.random()  # ...noticed here: the hook arms
+        hook = sys.getprofile()
+        # Installed as a C profile function, not through sys.setprofile's Python trampoline.
+        assert type(hook) is SPEEDUPS.ProfileHook and hook.installed()
+        t = threading.Thread(target=worker)
+        t.start()
+        t.join()
+        prebound_random()
+    assert in_thread == [(SPEEDUPS.ProfileHook, True)]
+    name = "test_the_armed_profile_hook_is_a_c_function_on_every_thread_and_attributes_a_prebound_draw"
+    assert [(e.kind, e.api, e.stack[0].function if e.stack else None) for e in trace.events][1:] == [
+        ("draw", "random.random", name),
+        ("draw", "random.random", name),
     ]

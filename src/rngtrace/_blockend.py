@@ -10,27 +10,15 @@ C code drawing) is never silent, even where the catch-all could not name the cal
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
-from ._hotpath import SPEEDUPS as _speedups
+from ._hublock import call_if_free
 from ._model import SEED
 from ._store import RawStore
 from .sources import source_class
 from .sources import stream as stream_info
 from .sources._base import same_state, unmoved
-
-
-def _call_unlocked(lock: Any, fn: Callable, *args: Any) -> Any:
-    # Without the accelerator: a try-acquire in Python could be interrupted before its release
-    # is guarded, leaving the lock held for good, so the check runs as before, without it.
-    return fn(*args)
-
-
-#: ``fn(*args)`` under ``lock`` unless another thread holds it (then not at all); in C, a Ctrl-C
-#: cannot land between taking the lock and letting it go
-call_if_free = _speedups.call_if_free if _speedups is not None else _call_unlocked
 
 
 def check_moved(rec: Any, session: Any, frame: FrameType | None) -> None:

@@ -26,12 +26,11 @@ from types import FrameType
 from typing import Any
 
 from . import _catchall, _lone
-from ._blockend import call_if_free as _call_if_free
 from ._blockend import check_moved, read_settings
 from ._childlogs import Spool
 from ._hooks import ImportWatch, ProcessHooks
-from ._hotpath import SPEEDUPS as _speedups
 from ._hubchildren import HubChildren
+from ._hublock import call_if_free, call_locked, call_when_free
 from ._hubstreams import HubStreams
 from ._patches import Patches
 from ._processes import ChildWriter
@@ -40,48 +39,6 @@ from ._roles import untraced_children
 from ._session import ON_DRAW, Session, install_order, validate_on_draw, validate_streams
 from ._store import RawStore
 from .sources import declared, load_source
-
-
-def _under(lock: Any, blocking: bool, fn: Callable, args: tuple) -> Any:
-    """``fn(*args)`` holding the RLock ``lock`` (NotImplemented where ``blocking`` is False and it is taken).
-
-    Without the accelerator. Not a with statement, nor acquire() then try: a profile
-    hook (the catch-all's, or another tool's) runs before each call and after it, so a
-    Ctrl-C can land right after the acquire, or just before the release is called, and
-    keep the lock for good. The outer ``try`` lets go of it wherever it landed.
-    """
-    if lock._is_owned():
-        return fn(*args)  # this thread's already: taken again by nothing, let go by nothing
-    try:
-        if not lock.acquire(blocking):
-            return NotImplemented
-        try:
-            return fn(*args)
-        finally:
-            lock.release()
-    except BaseException:
-        if lock._is_owned():
-            lock.release()
-        raise
-
-
-def _try_locked(lock: Any, fn: Callable, *args: Any) -> Any:
-    return _under(lock, False, fn, args)
-
-
-# fn(*args) under the lock where no other thread holds it, else NotImplemented (fn not called);
-# in C, taken and released with no point between for a Ctrl-C to land.
-_call_when_free = _speedups.call_if_free if _speedups is not None else _try_locked
-
-
-def _call_with(lock: Any, fn: Callable, *args: Any) -> Any:
-    return _under(lock, True, fn, args)
-
-
-# The hub's lock is taken and released in C where the accelerator is built: on 3.12+ the
-# catch-all's monitoring callback runs before a `with` statement's __exit__ call, and a Ctrl-C
-# landing in it would leave the lock held for good.
-_call_locked = _speedups.call_locked if _speedups is not None else _call_with
 
 
 def _start_spawned(target: Any) -> None:
@@ -375,21 +332,21 @@ class Hub(HubStreams, HubChildren):
 
     def _locked(self, fn: Callable, *args: Any) -> Any:
         """``fn(*args)`` under the hub's lock; then the imports queued meanwhile are taken."""
-        result = _call_locked(self._lock, fn, *args)
+        result = call_locked(self._lock, fn, *args)
         self._after_unlock()
         return result
 
     def call_if_free(self, fn: Callable[[], None]) -> None:
         """Run ``fn`` under the hub's lock unless this thread holds it already (a hook fired inside the hub)."""
-        _call_if_free(self._lock, fn)
+        call_if_free(self._lock, fn)
 
     def _if_free(self, fn: Callable, *args: Any) -> Any:
         """``fn(*args)`` under the hub's lock where no other thread holds it; else NotImplemented, ``fn`` not called."""
-        return _call_when_free(self._lock, fn, *args)
+        return call_when_free(self._lock, fn, *args)
 
     def _holding(self, fn: Callable, *args: Any) -> Any:
         """``fn(*args)`` under the hub's lock, leaving what was queued meanwhile (unlike ``_locked``)."""
-        return _call_locked(self._lock, fn, *args)
+        return call_locked(self._lock, fn, *args)
 
     def _after_unlock(self) -> None:
         """Do what was queued while the lock was taken: the sessions ``orphaned`` and the imports ``_imported``.
@@ -401,7 +358,7 @@ class Hub(HubStreams, HubChildren):
         """
         lock = self._lock
         while (self._pending_imports or self._orphans) and not lock._is_owned():
-            if _call_when_free(lock, self._take_pending) is NotImplemented:
+            if call_when_free(lock, self._take_pending) is NotImplemented:
                 break
 
     def _take_pending(self) -> None:

@@ -267,9 +267,11 @@ class Recording:
         """Record that ``stream`` moved with no recorded call, noticed at ``frame``."""
         now = self.hot.now
         if now.active:
-            raw = self.moved_event(stream, frame, note, self._depth)
             base = self.base_of(stream)
             traces = [session.trace for session in now.active if base in session.streams]
+            # Past max_events the event is only counted, and the noticing stack is not kept with it.
+            noticed = not traces or not all(trace.full() for trace in traces)
+            raw = self.moved_event(stream, frame if noticed else None, note, self._depth)
             for trace in traces:
                 trace.add(raw)
             self.note_prebound(base, frame, traces)
@@ -329,7 +331,10 @@ class Recording:
         if sink is not None and st is not None and frame is not None and stream in sink[2]:
             sid = None
             known = st.frames
-            if known is not None and st.epoch is cache:
+            if len(sink[0]) >= sink[1]:
+                # Past max_events: only the call-site form of the stack is interned and counted.
+                sid = self._site(frame, kind, st, cache)
+            elif known is not None and st.epoch is cache:
                 parent = frame.f_back
                 hit = known.get(id(parent))
                 if hit is not None and hit[0] == parent.f_lasti:  # type: ignore[union-attr]
@@ -352,17 +357,28 @@ class Recording:
             return
         if st is None:
             st = self.state()
-        known = self.known_frames(st, cache)
-        if cache.mode is _WALK and kind == DRAW:
-            self._count_walk()
-        sid = cache.table.capture(frame, self._depth, known, cache.mode is _PINNED)
-        raw = (stream, kind, api, count, sid, st.key, detail)
         base = self.base_of(stream)
-        for session in active:
-            if base in session.streams:
-                session.trace.add(raw)
+        traces = [session.trace for session in active if base in session.streams]
+        if traces and all(trace.full() for trace in traces):
+            sid = self._site(frame, kind, st, cache)  # every trace only counts it: its call-site form
+        else:
+            known = self.known_frames(st, cache)
+            if cache.mode is _WALK and kind == DRAW:
+                self._count_walk()
+            sid = cache.table.capture(frame, self._depth, known, cache.mode is _PINNED)
+        raw = (stream, kind, api, count, sid, st.key, detail)
+        for trace in traces:
+            trace.add(raw)
         if now.strict and kind == DRAW and self._policy.get(base) == "warn":
             self._warn(stream, api, sid, cache.table)
+
+    def _site(self, frame: FrameType | None, kind: str, st: ThreadState, cache: Cache) -> int:
+        """The call-site form of the stack at ``frame``, walked as far as ``capture`` would walk it."""
+        mode = cache.mode
+        flat = mode is _WALK or (mode is _PROFILE and not st.hooked)  # capture_flat: 2 * depth frames
+        if mode is _WALK and kind == DRAW:
+            self._count_walk()  # frame modes change at the same draw as with no max_events
+        return cache.table.capture_site(frame, self._depth, 2 * self._depth if flat else 0)
 
     def _count_walk(self) -> None:
         # Pinning pays for its sweeper thread only where a trace draws often: after PIN_AFTER walks.

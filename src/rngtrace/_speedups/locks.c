@@ -1,6 +1,6 @@
-/* rngtrace._speedups, locks.c -- mirrors the locks of rngtrace/_record.py and rngtrace/_hub.py:
+/* rngtrace._speedups, locks.c -- mirrors the locks of rngtrace/_record.py and rngtrace/_hublock.py:
  * StreamLock, the reentrant lock Recording.stream_lock() gives each stream (the Recorder takes
- * it in C, record.c), and call_locked / call_if_free, the hub's _call_locked and _call_if_free
+ * it in C, record.c), and call_locked / call_if_free, the hub's (_hublock.call_locked, call_when_free, call_if_free)
  * (a lock taken and released in C, where no signal handler runs in between). The struct is in
  * speedups.h. */
 #include "speedups.h"

@@ -37,6 +37,22 @@ sink_append(PyObject *sink, PyObject *raw)
     return r == NULL ? -1 : 1;
 }
 
+/* 1 when the trace of ``sink`` keeps no more events: record() then interns only the call-site form of
+ * the event's stack (StackTable.capture_site) and counts it. */
+static int
+sink_full(PyObject *sink)
+{
+    PyObject *events = PyTuple_GET_ITEM(sink, 0), *limit = PyTuple_GET_ITEM(sink, 1);
+    if (!PyList_CheckExact(events) || !PyLong_CheckExact(limit))
+        return 1; /* not what the hub publishes: record() decides */
+    Py_ssize_t max = PyLong_AsSsize_t(limit);
+    if (max == -1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return 1;
+    }
+    return PyList_GET_SIZE(events) >= max;
+}
+
 /* Whether a pinned entry of a thread's cache, (lasti, node, frame), holds a frame that has
  * finished: a frame object becomes GC-tracked once it outlives its run (the Sweeper's test). */
 static int
@@ -138,6 +154,8 @@ fast_record(Recorder *self, PyObject *now, PyObject *st, PyFrameObject *frame, P
     if (!PyTuple_CheckExact(sink) || PyTuple_GET_SIZE(sink) < 4 || !PyDict_CheckExact(known) ||
         !PyDict_CheckExact(interned) || !PyTuple_CheckExact(walk) || !PyBool_Check(pin))
         return 0;
+    if (sink_full(sink))
+        return 0; /* past max_events: record() keeps the call-site form */
     /* Held while we work: an allocation below may run the collector, and with it any code. */
     Py_INCREF(sink);
     Py_INCREF(known);
@@ -206,6 +224,8 @@ flat_record(Recorder *self, PyObject *now, PyObject *st, PyObject *frame, PyObje
     PyObject *flat = SLOT(cache, ca_flat);
     if (flat == NULL || flat == Py_None)
         return 0;
+    if (sink_full(sink))
+        return 0; /* past max_events: record() keeps the call-site form */
     Py_INCREF(sink);
     Py_INCREF(flat);
     int done = -1;

@@ -153,6 +153,7 @@ PyObject *known_stack(PyFrameObject *frame, PyObject *known, PyObject *ids, PyOb
 PyObject *walk_memo(PyObject *module, PyObject *unused);
 PyObject *capture(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *flat_key(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+PyObject *site_key(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *lineno_at(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 
 /* The capture walk reads the interpreter's own frames on 3.11-3.13 (stack.c), where
@@ -177,6 +178,10 @@ extern PyObject *deferred;
 
 PyObject *on_sigterm(PyObject *module, PyObject *arg);
 PyObject *die_of_sigterm(PyObject *module, PyObject *noargs);
+
+/* -- profile.c (_catchall_profile.py's profile function) ----------------------------------- */
+
+extern PyTypeObject ProfileHookType;
 
 #if defined(__GNUC__)
 #pragma GCC visibility pop

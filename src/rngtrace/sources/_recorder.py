@@ -76,31 +76,30 @@ def recorder(
     # the C Recorder checks itself.
     declines = takes is not None or restored is not None
     if owner is not None:
-        own = takes
-        if own is None:
-            takes = lambda args, kwargs: bool(args) and args[0] is owner  # noqa: E731
-        else:
-            takes = lambda args, kwargs: bool(args) and args[0] is owner and own(args, kwargs)  # noqa: E731
+        takes = _on_owner(owner, takes)
     library = library_of(stream)
     wrapper = entry(rec, original, record_call, takes, library, through, record_through)
     if not accelerate or _speedups is None or (not is_draw and declines):
         return Wrapper.make(wrapper, original)
-    if is_draw:
-        placing = {} if place is None else {"tensor_type": _tensor_type(), "place": place, "slow_keyword": "generator"}
-        # ``draws_if``: the part of ``takes`` the C Recorder asks itself (dropout only draws in training),
-        # in C where it is a declared Condition.
-        declared = isinstance(draws_if, Condition)
-        specific = {
-            **placing,
-            "takes": None if declared else draws_if,
-            "condition": draws_if.spec if declared else None,  # type: ignore[union-attr]
-        }
-    elif seeded is None:
-        # A seed on its own stream: the C Recorder makes the call and records it (where its value is: past
-        # the instance of a method), as after_seed would, with no Python frame for its bookkeeping.
-        specific = {"seed_argument": 1 if owner is not None or method else 0}
-    else:
-        specific = {"after": after_seed}  # a seed on a stream its arguments name: after_seed records it
+    specific = _c_arguments(is_draw, place, draws_if, seeded, owner is not None or method, after_seed)
+    return _c_recorder(rec, stream, kind, api, wrapper, original, owner, count_of, library, through, specific)
+
+
+def _c_recorder(
+    rec: Any,
+    stream: str,
+    kind: str,
+    api: str,
+    wrapper: Callable,
+    original: Callable,
+    owner: Any,
+    count_of: Callable | None,
+    library: tuple,
+    through: Through | None,
+    specific: dict[str, Any],
+) -> Callable:
+    """The C ``Recorder`` in front of the Python ``wrapper``: the same protocol, one-to-one."""
+    assert _speedups is not None  # the caller's check
     # A call from these files inside a recorded call is part of it (``entry``'s rule, asked in C too).
     inside = (*library, PACKAGE_DIR)
     made = _speedups.Recorder(
@@ -123,6 +122,40 @@ def recorder(
     # Looked up on the instance first: the same rule as the Python wrapper's.
     made.__reduce_ex__ = MethodType(reduce_as_original, made)
     return made
+
+
+def _on_owner(owner: Any, takes: Callable[[tuple, dict], bool] | None) -> Callable[[tuple, dict], bool]:
+    """``takes`` narrowed to calls on ``owner`` (the singleton) as their first argument."""
+    if takes is None:
+        return lambda args, kwargs: bool(args) and args[0] is owner
+    own = takes
+    return lambda args, kwargs: bool(args) and args[0] is owner and own(args, kwargs)
+
+
+def _c_arguments(
+    is_draw: bool,
+    place: Callable | None,
+    draws_if: Callable | None,
+    seeded: Callable | None,
+    past_instance: bool,
+    after_seed: Callable,
+) -> dict[str, Any]:
+    """The C Recorder's arguments that differ between a draw and a seed."""
+    if is_draw:
+        placing = {} if place is None else {"tensor_type": _tensor_type(), "place": place, "slow_keyword": "generator"}
+        # ``draws_if``: the part of ``takes`` the C Recorder asks itself (dropout only draws in training),
+        # in C where it is a declared Condition.
+        declared = isinstance(draws_if, Condition)
+        return {
+            **placing,
+            "takes": None if declared else draws_if,
+            "condition": draws_if.spec if declared else None,  # type: ignore[union-attr]
+        }
+    if seeded is None:
+        # A seed on its own stream: the C Recorder makes the call and records it (where its value is: past
+        # the instance of a method), as after_seed would, with no Python frame for its bookkeeping.
+        return {"seed_argument": 1 if past_instance else 0}
+    return {"after": after_seed}  # a seed on a stream its arguments name: after_seed records it
 
 
 def seed_recorder(
