@@ -374,11 +374,11 @@ class Recording:
 
     def _site(self, frame: FrameType | None, kind: str, st: ThreadState, cache: Cache) -> int:
         """The call-site form of the stack at ``frame``, walked as far as ``capture`` would walk it."""
-        mode = cache.mode
-        flat = mode is _WALK or (mode is _PROFILE and not st.hooked)  # capture_flat: 2 * depth frames
-        if mode is _WALK and kind == DRAW:
+        if cache.mode is not _WALK:  # as a thread's cache of live frames walks: to the outermost frame
+            return cache.table.capture_site(frame, self._depth)
+        if kind == DRAW:
             self._count_walk()  # frame modes change at the same draw as with no max_events
-        return cache.table.capture_site(frame, self._depth, 2 * self._depth if flat else 0)
+        return cache.table.capture_site(frame, self._depth, 2 * self._depth)  # as capture_flat walks
 
     def _count_walk(self) -> None:
         # Pinning pays for its sweeper thread only where a trace draws often: after PIN_AFTER walks.

@@ -37,7 +37,7 @@ def flat_key(frame: Any, depth: int, /) -> bytes:
 def site_key(frame: Any, depth: int, raw_limit: int, state: tuple, /) -> Any:
     """``StackTable.capture_site``'s key: the call-site form's frames, packed; NotImplemented where a code is new.
 
-    ``state`` is the table's ``(site codes, walk memo)`` (``StackTable.site_state``).
+    ``state`` is the table's ``(site codes, walk memo, forms)`` (``StackTable.site_state``).
     """
 
 def call_locked(lock: Any, fn: Callable[..., Any], /, *args: Any) -> Any:

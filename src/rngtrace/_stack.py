@@ -53,7 +53,8 @@ _c_capture = SPEEDUPS.capture if SPEEDUPS is not None else None
 _c_walk_memo = SPEEDUPS.walk_memo if SPEEDUPS is not None else None
 _c_flat_key = SPEEDUPS.flat_key if SPEEDUPS is not None else None
 _c_lineno_at = SPEEDUPS.lineno_at if SPEEDUPS is not None else None
-_c_site_key = SPEEDUPS.site_key if SPEEDUPS is not None else None
+# Looked up, not assumed: an accelerator built before it existed (a checkout's stale build) walks in Python.
+_c_site_key = getattr(SPEEDUPS, "site_key", None)
 
 
 def program_entry(func: _F) -> _F:
@@ -97,8 +98,9 @@ class StackTable:
         # kind and USER/MODULE/IMPORTING bits, and each form's key -> its node.
         self._site_codes: dict[int, int] = {}
         self._sites: dict[Any, int] = {}
-        #: what the C call-site walk reads (``_speedups.site_key``)
-        self.site_state = (self._site_codes, memo)
+        #: what the C call-site walk reads (``_speedups.site_key``), and its forms (a draw past
+        #: max_events recorded in C is counted under a form already interned here)
+        self.site_state = (self._site_codes, memo, self._sites)
         #: the C walk, or None for this module's (tests compare the two)
         self.accelerated = _c_capture
 

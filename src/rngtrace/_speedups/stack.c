@@ -1138,19 +1138,14 @@ site_flags(WalkMemo *memo, PyObject *codes, PyCodeObject *code)
     return flags;
 }
 
+/* The call-site form's key of ``frame`` (None: no frame) under ``state``, a table's (site codes,
+ * walk memo, ...): new bytes, NotImplemented where a code is not noted yet, NULL on error. */
 PyObject *
-site_key(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+site_key_of(PyObject *frame, long depth, long limit, PyObject *state)
 {
-    if (nargs != 4 || (args[0] != Py_None && !PyFrame_Check(args[0])) || !PyLong_CheckExact(args[1]) ||
-        !PyLong_CheckExact(args[2]) || !PyTuple_CheckExact(args[3]) || PyTuple_GET_SIZE(args[3]) != 2 ||
-        !PyDict_CheckExact(PyTuple_GET_ITEM(args[3], 0))) {
-        PyErr_SetString(PyExc_TypeError, "site_key(frame or None, depth, raw_limit, (site codes, memo))");
-        return NULL;
-    }
-    long depth = PyLong_AsLong(args[1]), limit = PyLong_AsLong(args[2]);
-    if ((depth == -1 || limit == -1) && PyErr_Occurred())
-        return NULL;
-    PyObject *codes = PyTuple_GET_ITEM(args[3], 0), *capsule = PyTuple_GET_ITEM(args[3], 1);
+    if (!PyTuple_CheckExact(state) || PyTuple_GET_SIZE(state) < 2 || !PyDict_CheckExact(PyTuple_GET_ITEM(state, 0)))
+        Py_RETURN_NOTIMPLEMENTED;
+    PyObject *codes = PyTuple_GET_ITEM(state, 0), *capsule = PyTuple_GET_ITEM(state, 1);
     WalkMemo *memo = PyCapsule_CheckExact(capsule) ? PyCapsule_GetPointer(capsule, MEMO_NAME) : NULL;
     if (memo == NULL) {
         PyErr_Clear();
@@ -1163,15 +1158,14 @@ site_key(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         return PyErr_NoMemory();
     long kept = 0, user = -1, imported = -1, walked = 0, previous = 0;
     int unknown = 0;
-    if (args[0] != Py_None && depth > 0) {
+    if (frame != Py_None && depth > 0) {
         WalkFrame w, next;
-        walk_start((PyFrameObject *)args[0], &w);
+        walk_start((PyFrameObject *)frame, &w);
         for (;;) {
             int stop = limit > 0 && ++walked > limit;
-            long flags = 0;
             if (!stop) {
                 PyCodeObject *code = walk_code(&w);
-                flags = site_flags(memo, codes, code);
+                long flags = site_flags(memo, codes, code);
                 unknown = flags < 0;
                 stop = unknown || (flags & 3) == KIND_END;
                 if (!stop && (flags & 3) == KIND_KEEP) {
@@ -1203,6 +1197,21 @@ site_key(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     if (pairs != local)
         PyMem_Free(pairs);
     return key;
+}
+
+/* site_key(frame, depth, raw_limit, state): site_key_of() for StackTable.capture_site. */
+PyObject *
+site_key(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 4 || (args[0] != Py_None && !PyFrame_Check(args[0])) || !PyLong_CheckExact(args[1]) ||
+        !PyLong_CheckExact(args[2])) {
+        PyErr_SetString(PyExc_TypeError, "site_key(frame or None, depth, raw_limit, state)");
+        return NULL;
+    }
+    long depth = PyLong_AsLong(args[1]), limit = PyLong_AsLong(args[2]);
+    if ((depth == -1 || limit == -1) && PyErr_Occurred())
+        return NULL;
+    return site_key_of(args[0], depth, limit, args[3]);
 }
 
 /* lineno_at(code, lasti): the line of the instruction at byte offset ``lasti``, or None where it has
