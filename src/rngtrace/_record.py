@@ -58,8 +58,9 @@ class Recording:
         #: a catch-all that can start pinning frames once a trace has drawn often enough
         self.pinnable: Any | None = None
         self._walks = 0
-        #: called with a stream that moved with no recorded call (the hub may arm the profile hook)
-        self.on_unattributed: Callable[[str], None] | None = None
+        #: called with a stream that moved with no recorded call and the frame that noticed it (the hub
+        #: may patch references on its stack, or arm the profile hook)
+        self.on_unattributed: Callable[[str, FrameType | None], None] | None = None
         #: called with ``pinnable`` once a trace has drawn often enough to start pinning
         self.on_pin: Callable[[Any], None] | None = None
         #: called with a stream after a recorded seed (the hub notes where processes start anew)
@@ -249,7 +250,7 @@ class Recording:
             self.note_prebound(base, frame, traces)
         self.rebase(stream)
         if self.on_unattributed is not None:
-            self.on_unattributed(self.base_of(stream))
+            self.on_unattributed(self.base_of(stream), frame)
 
     def moved_event(self, stream: str, frame: FrameType | None, note: str, depth: int) -> tuple:
         """The raw event of a move no recorded call made, noticed at ``frame``.
