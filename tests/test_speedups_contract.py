@@ -93,6 +93,7 @@ def test_the_stack_table_walks_and_keys_frames_in_c():
     assert _stack._c_capture is SPEEDUPS.capture
     assert _stack._c_walk_memo is SPEEDUPS.walk_memo
     assert _stack._c_flat_key is SPEEDUPS.flat_key
+    assert _stack._c_site_key is SPEEDUPS.site_key
     assert _stack._c_lineno_at is SPEEDUPS.lineno_at
     assert _stack.StackTable().accelerated is SPEEDUPS.capture
 
@@ -228,3 +229,33 @@ def test_the_armed_profile_hook_is_a_c_function_on_every_thread_and_attributes_a
         ("draw", "random.random", name),
         ("draw", "random.random", name),
     ]
+
+
+def _draw(n: int) -> None:
+    for _ in range(n):
+        random.random()
+
+
+def test_a_draw_past_max_events_is_counted_in_c_under_its_call_site_form():
+    from rngtrace._hotpath import FrameMode
+    from rngtrace._hub import HUB
+
+    hot = HUB.rec.hot
+    record = hot.record
+    seen = []
+
+    def spy_record(*args):
+        seen.append(args[0])
+        return record(*args)
+
+    with rng_trace(print=False, max_events=5) as trace:
+        _draw(200)  # past max_events from the first few; Python interns the line's form once, then frames are kept
+        assert HUB.rec.mode is not FrameMode.WALK
+        hot.record = spy_record
+        try:
+            _draw(100)
+        finally:
+            hot.record = record
+    assert seen == []
+    assert trace.dropped == 295
+    assert [calls for calls, _values in trace.overflow.values()] == [295]

@@ -34,6 +34,12 @@ def lineno_at(code: Any, lasti: int, /) -> int | None:
 def flat_key(frame: Any, depth: int, /) -> bytes:
     """``StackTable.capture_flat``'s key: the code pointer and f_lasti of up to ``depth`` frames, packed."""
 
+def site_key(frame: Any, depth: int, raw_limit: int, state: tuple, /) -> Any:
+    """``StackTable.capture_site``'s key: the call-site form's frames, packed; NotImplemented where a code is new.
+
+    ``state`` is the table's ``(site codes, walk memo, forms)`` (``StackTable.site_state``).
+    """
+
 def call_locked(lock: Any, fn: Callable[..., Any], /, *args: Any) -> Any:
     """``fn(*args)`` with ``lock`` taken (waiting for it) and released in C, whatever ``fn`` does."""
 

@@ -35,7 +35,8 @@
  */
 #include "speedups.h"
 
-PyObject *s_value, *s_add, *s_is_cpu, *s_numel, *s_depth, *s_watch_code, *s_acquire, *s_release;
+PyObject *s_value, *s_add, *s_is_cpu, *s_numel, *s_depth, *s_watch_code, *s_acquire, *s_release, *s_site_state, *s_finished,
+    *s_overflow, *s_dropped;
 PyObject *one, *zero;
 PyObject *root; /* ROOT in _stack.py: the parent of an outermost frame */
 
@@ -50,6 +51,8 @@ static PyMethodDef module_methods[] = {
     {"call_locked", call_locked, METH_VARARGS, "call_locked(lock, fn, *args): fn(*args) under the lock, taken and released in C."},
     {"flat_key", (PyCFunction)(void (*)(void))flat_key, METH_FASTCALL,
      "flat_key(frame, depth): the code pointers and f_lasti of depth frames, packed (StackTable.capture_flat)."},
+    {"site_key", (PyCFunction)(void (*)(void))site_key, METH_FASTCALL,
+     "site_key(frame, depth, raw_limit, state): the call-site form's frames, packed (StackTable.capture_site)."},
     {"call_if_free", call_if_free, METH_VARARGS,
      "call_if_free(lock, fn, *args): fn(*args) under the lock, or NotImplemented if another thread holds it."},
     {"walk_memo", walk_memo, METH_NOARGS, "walk_memo(): an empty memo for one StackTable's capture walk (see capture)."},
@@ -83,6 +86,10 @@ PyInit__speedups(void)
     INTERN(s_watch_code, "watch_code");
     INTERN(s_acquire, "acquire");
     INTERN(s_release, "release");
+    INTERN(s_site_state, "site_state");
+    INTERN(s_finished, "finished");
+    INTERN(s_overflow, "overflow");
+    INTERN(s_dropped, "dropped");
 #undef INTERN
     if ((one = PyLong_FromLong(1)) == NULL || (root = PyLong_FromLong(-1)) == NULL ||
         (zero = PyLong_FromLong(0)) == NULL)

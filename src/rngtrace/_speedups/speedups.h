@@ -30,7 +30,8 @@ PyObject *configure(PyObject *module, PyObject *args);
 
 /* -- module.c: made once, at import --------------------------------------------------- */
 
-extern PyObject *s_value, *s_add, *s_is_cpu, *s_numel, *s_depth, *s_watch_code, *s_acquire, *s_release;
+extern PyObject *s_value, *s_add, *s_is_cpu, *s_numel, *s_depth, *s_watch_code, *s_acquire, *s_release, *s_site_state, *s_finished,
+    *s_overflow, *s_dropped;
 extern PyObject *one, *zero;
 extern PyObject *root; /* ROOT in _stack.py: the parent of an outermost frame */
 
@@ -153,6 +154,8 @@ PyObject *known_stack(PyFrameObject *frame, PyObject *known, PyObject *ids, PyOb
 PyObject *walk_memo(PyObject *module, PyObject *unused);
 PyObject *capture(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *flat_key(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+PyObject *site_key(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+PyObject *site_key_of(PyObject *frame, long depth, long limit, PyObject *state);
 PyObject *lineno_at(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 
 /* The capture walk reads the interpreter's own frames on 3.11-3.13 (stack.c), where
