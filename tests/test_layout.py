@@ -90,6 +90,7 @@ LAYERS = (
             "sources._base",
             "sources._entropy",
             "sources._inplace",
+            "sources._numpy_views",
             "sources._torch_state",
             "sources._torch_ops",
             "sources._torch_wrappers",

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from . import _catchall
 from ._hooks import ImportWatch
 from ._patches import Patches
+from ._paths import is_user_file
 from ._record import Recording
 from ._session import Session, note_origins
 from .sources import declared, load_source
@@ -25,6 +26,8 @@ from .sources._base import unmoved
 
 #: module namespaces remembered as searched (each held, so the table is bounded)
 LEARNED_FROM_LIMIT = 1024
+#: frames searched for modules holding a stream's originals, when a move no call recorded is noticed
+LEARN_STACK_DEPTH = 32
 
 
 class HubStreams:
@@ -147,11 +150,11 @@ class HubStreams:
             return
         self._after_unlock()
 
-    def _learn(self, stream: str, key: tuple[str, int], namespace: dict) -> None:
+    def _learn(self, stream: str, key: tuple[str, int], namespace: dict) -> int:
         if len(self._learned_from) >= LEARNED_FROM_LIMIT:
             self._learned_from.clear()  # searched again if met again: a bound, not a loss
         self._learned_from[key] = namespace
-        self.patches.learn(stream, namespace)
+        return self.patches.learn(stream, namespace)
 
     def _start_pinning(self, pinnable: Any) -> None:
         self._locked(self._start_pinning_locked, pinnable)
@@ -161,13 +164,46 @@ class HubStreams:
         if pinnable is self.catchall:
             pinnable.start_pinning()  # type: ignore[union-attr]  # the profile hook's, which pins
 
-    def _unattributed(self, stream: str) -> None:
+    def _unattributed(self, stream: str, frame: FrameType | None = None) -> None:
         source = self.rec.sources.get(stream)
         # Arm the profile hook only where it can see what moved the stream.
-        if source is not None and source.profile_visible:
-            self._hook_wanted = True
-            if isinstance(self.catchall, _catchall.ArmedCatchAll):
-                self._arm()
+        if source is None or not source.profile_visible:
+            return
+        armed = isinstance(self.catchall, _catchall.ArmedCatchAll)
+        if armed and self._learn_stack(stream, frame):
+            # A module on the noticing stack held the stream's originals, patched now: the likely
+            # way in is closed with no hook, which would see every call of the program (3.11 runs
+            # unspecialised under any profile function). A move that still comes arms it.
+            return
+        self._hook_wanted = True
+        if armed:
+            self._arm()
+
+    def _learn_stack(self, stream: str, frame: FrameType | None) -> bool:
+        """Patch the references to ``stream``'s originals held by the user modules on the stack; whether any was."""
+        namespaces = []
+        f = frame
+        for _ in range(LEARN_STACK_DEPTH):
+            if f is None:
+                break
+            key = (stream, id(f.f_globals))
+            filename = f.f_code.co_filename
+            # The user's modules, a notebook's cells and `python -c` included (their globals are patched
+            # as a module's are), not the frozen standard library's.
+            user = is_user_file(filename) if not filename.startswith("<") else not filename.startswith("<frozen")
+            if key not in self._learned_from and user:
+                namespaces.append((key, f.f_globals))
+            f = f.f_back
+        if not namespaces:
+            return False
+        added = self._if_free(self._learn_all, stream, namespaces)
+        if added is NotImplemented:
+            return False
+        self._after_unlock()
+        return added > 0
+
+    def _learn_all(self, stream: str, namespaces: list[tuple[tuple[str, int], dict]]) -> int:
+        return sum(self._learn(stream, key, namespace) for key, namespace in namespaces)
 
     def hook_found(self) -> None:
         """The profile hook attributed a call: the next trace should have it from its start too."""

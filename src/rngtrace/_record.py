@@ -32,6 +32,8 @@ _WALK, _PINNED, _PROFILE = FrameMode.WALK, FrameMode.PINNED, FrameMode.PROFILE
 _STRENGTH = {"log": 0, "warn": 1, "raise": 2}
 #: interned stack nodes past which a table is replaced once no trace is active
 TABLE_LIMIT = 50_000
+#: the digests of states handed out kept per stream: a framework saves a few and puts them back
+HANDED_LIMIT = 64
 
 
 class Recording:
@@ -58,14 +60,17 @@ class Recording:
         #: a catch-all that can start pinning frames once a trace has drawn often enough
         self.pinnable: Any | None = None
         self._walks = 0
-        #: called with a stream that moved with no recorded call (the hub may arm the profile hook)
-        self.on_unattributed: Callable[[str], None] | None = None
+        #: called with a stream that moved with no recorded call and the frame that noticed it (the hub
+        #: may patch references on its stack, or arm the profile hook)
+        self.on_unattributed: Callable[[str, FrameType | None], None] | None = None
         #: called with ``pinnable`` once a trace has drawn often enough to start pinning
         self.on_pin: Callable[[Any], None] | None = None
         #: called with a stream after a recorded seed (the hub notes where processes start anew)
         self.on_seed: Callable[[str], None] | None = None
         #: the modules searched for references bound before each trace (``_prebound``)
         self.prebound = PreboundNotes()
+        #: stream -> digests of the states its getters handed out during the traces, oldest first
+        self.handed: dict[str, dict[Any, None]] = {}
 
     # -- what the hub publishes ------------------------------------------------
     def publish(self, sessions: tuple) -> None:
@@ -230,6 +235,28 @@ class Recording:
         if fingerprint is not None:
             fingerprint.last = None
 
+    def hand_out(self, stream: str, digest: Any) -> None:
+        """A getter handed out ``stream``'s state with ``digest``: putting it back later is a restore."""
+        seen = self.handed.get(stream)
+        if seen is None:
+            seen = self.handed.setdefault(stream, {})
+        seen.pop(digest, None)  # the newest last: the oldest goes first
+        seen[digest] = None
+        if len(seen) > HANDED_LIMIT:
+            try:
+                del seen[next(iter(seen))]
+            except (KeyError, RuntimeError, StopIteration):  # another thread's hand_out got there first
+                pass
+
+    def was_handed(self, stream: str, digest: Any) -> bool:
+        """Whether a getter handed out ``stream``'s state with ``digest`` since the traces began."""
+        seen = self.handed.get(stream)
+        return seen is not None and digest in seen
+
+    def forget_handed(self) -> None:
+        """No trace is active: the states handed out before belong to none."""
+        self.handed = {}
+
     def base_of(self, stream: str) -> str:
         base = self._base.get(stream)
         if base is None:
@@ -251,7 +278,7 @@ class Recording:
             self.note_prebound(base, frame, traces)
         self.rebase(stream)
         if self.on_unattributed is not None:
-            self.on_unattributed(self.base_of(stream))
+            self.on_unattributed(self.base_of(stream), frame)
 
     def moved_event(self, stream: str, frame: FrameType | None, note: str, depth: int) -> tuple:
         """The raw event of a move no recorded call made, noticed at ``frame``.

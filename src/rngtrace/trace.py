@@ -20,6 +20,7 @@ from ._model import (  # noqa: F401 (the value classes are this module's public 
     FORMAT_VERSION,
     KINDS,
     NO_STACK,
+    RESTORE,
     RISK,
     SEED,
     UNATTRIBUTED,

@@ -36,6 +36,8 @@ from ._torch_wrappers import (
     draw_wrapper,
     generator_method_wrapper,
     recurrent_wrapper,
+    state_digest,
+    state_getter,
 )
 
 _Make = Callable[[Callable, str], Callable]
@@ -60,6 +62,7 @@ class Patcher:
         yield from self.ops()
         for name, original in GENERATOR_METHODS.items():
             yield torch.Generator, name, generator_method_wrapper(self.hub, name, original)
+        yield torch.Generator, "get_state", state_getter(self.hub)
         yield from self.seeds()
 
     def patch(self, parent: Any, attr: str, api: str, make: _Make) -> Iterable[Patch]:
@@ -159,7 +162,7 @@ class Patcher:
 
         def cpu_seed(original: Callable, api: str) -> Callable:
             if api.endswith(".set_rng_state"):
-                return restore_wrapper(hub, "torch", api, original, cpu_holds)
+                return restore_wrapper(hub, "torch", api, original, cpu_holds, digest=state_digest)
             return seed_wrapper(hub, "torch", api, original)
 
         for module in (torch, torch.random):
