@@ -375,11 +375,12 @@ class Recording:
 
     def _site(self, frame: FrameType | None, kind: str, st: ThreadState, cache: Cache) -> int:
         """The call-site form of the stack at ``frame``, walked as far as ``capture`` would walk it."""
-        if cache.mode is not _WALK:  # as a thread's cache of live frames walks: to the outermost frame
-            return cache.table.capture_site(frame, self._depth)
-        if kind == DRAW:
+        mode = cache.mode
+        if mode is _WALK and kind == DRAW:
             self._count_walk()  # frame modes change at the same draw as with no max_events
-        return cache.table.capture_site(frame, self._depth, 2 * self._depth)  # as capture_flat walks
+        if mode is _WALK or (mode is _PROFILE and not st.hooked):  # no cache of live frames: capture_flat's walk
+            return cache.table.capture_site(frame, self._depth, 2 * self._depth)
+        return cache.table.capture_site(frame, self._depth)  # as a thread's cache walks: to the outermost frame
 
     def _count_walk(self) -> None:
         # Pinning pays for its sweeper thread only where a trace draws often: after PIN_AFTER walks.

@@ -54,12 +54,13 @@ sink_full(PyObject *sink)
 }
 
 /* Past max_events, Recording.record()'s draw and RawStore.add() in C: the call-site form of the
- * stack at ``frame`` (StackTable.capture_site, walked as the thread's cache would be: to the
- * outermost frame), counted in the trace's overflow. 1 when counted (or dropped: the trace has
+ * stack at ``frame`` (StackTable.capture_site; ``flat``: no further than capture_flat walks),
+ * counted in the trace's overflow. 1 when counted (or dropped: the trace has
  * finished), 0 when record() must do it (a form not interned yet, an overflow key not there
  * yet, a code the walk has not noted), -1 on error. */
 static int
-site_count(Recorder *self, PyObject *sink, PyObject *cache, PyFrameObject *frame, PyObject *stream, PyObject *count)
+site_count(Recorder *self, PyObject *sink, PyObject *cache, PyFrameObject *frame, PyObject *stream, PyObject *count,
+           int flat)
 {
     PyObject *trace = PyTuple_GET_ITEM(sink, 3); /* held by ``sink``, which the caller holds */
     PyObject *state = NULL, *depth = NULL, *key = NULL, *finished = NULL, *overflow = NULL, *okey = NULL;
@@ -75,7 +76,7 @@ site_count(Recorder *self, PyObject *sink, PyObject *cache, PyFrameObject *frame
         done = 0;
         goto out;
     }
-    if ((key = site_key_of((PyObject *)frame, d, 0, state)) == NULL)
+    if ((key = site_key_of((PyObject *)frame, d, flat ? 2 * d : 0, state)) == NULL)
         goto out;
     PyObject *sid = key == Py_NotImplemented ? NULL : PyDict_GetItemWithError(PyTuple_GET_ITEM(state, 2), key);
     if (sid == NULL) {
@@ -129,13 +130,14 @@ out:
 
 /* site_count() for one recording trace, once ``stream`` is one it watches. */
 static int
-site_record(Recorder *self, PyObject *sink, PyObject *cache, PyFrameObject *frame, PyObject *stream, PyObject *count)
+site_record(Recorder *self, PyObject *sink, PyObject *cache, PyFrameObject *frame, PyObject *stream, PyObject *count,
+            int flat)
 {
     Py_INCREF(sink); /* held while we work: an allocation may run the collector, and with it any code */
     Py_INCREF(cache);
     int done = PySequence_Contains(PyTuple_GET_ITEM(sink, 2), stream);
     if (done > 0)
-        done = site_count(self, sink, cache, frame, stream, count);
+        done = site_count(self, sink, cache, frame, stream, count, flat);
     Py_DECREF(cache);
     Py_DECREF(sink);
     return done;
@@ -237,8 +239,17 @@ fast_record(Recorder *self, PyObject *now, PyObject *st, PyFrameObject *frame, P
         return 0;
     /* Past max_events: counted under the stack's call-site form, with or without the thread's cache. In
      * frame mode WALK record() does it (it counts the walks that start pinning). */
-    if (PyTuple_CheckExact(sink) && PyTuple_GET_SIZE(sink) >= 4 && sink_full(sink))
-        return SLOT(cache, ca_flat) == Py_None ? site_record(self, sink, cache, frame, stream, count) : 0;
+    if (PyTuple_CheckExact(sink) && PyTuple_GET_SIZE(sink) >= 4 && sink_full(sink)) {
+        if (SLOT(cache, ca_flat) != Py_None)
+            return 0;
+        /* Walked as record() would walk the whole stack: to the outermost frame with a cache of live
+         * frames, else (3.10/3.11's profile mode on a thread the hook does not run on) as capture_flat. */
+        int flat = 0;
+#if PY_VERSION_HEX < 0x030C0000
+        flat = SLOT(cache, ca_pin) != Py_True && SLOT(st, st_hooked) != Py_True;
+#endif
+        return site_record(self, sink, cache, frame, stream, count, flat);
+    }
     if (known == NULL)
         return 0;
     PyObject *interned = SLOT(cache, ca_ids), *walk = SLOT(cache, ca_walk), *pin = SLOT(cache, ca_pin);
