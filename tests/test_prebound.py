@@ -94,6 +94,41 @@ def test_a_move_noticed_in_the_module_holding_the_reference_patches_it_and_arms_
     assert not any("profile hook" in note for note in first.notes + second.notes)
 
 
+@pytest.mark.skipif(sys.version_info >= (3, 12), reason="3.10/3.11 arm a profile hook on demand")
+def test_the_profile_hook_goes_back_to_armed_once_the_name_it_found_is_patched(prebound: ModuleType) -> None:
+    if sys.getprofile() is not None:
+        pytest.skip("another profiler is active")
+    with rng_trace(print=False) as trace:
+        prebound.pick()  # a move no patch saw, noticed below, where no module holds random's originals
+        random.random()
+        armed = sys.getprofile()
+        prebound.pick()  # the hook sees it and patches the module's names: it has nothing left to find
+        after = sys.getprofile()
+        prebound.pick()
+    assert armed is not None and after is None
+    name = "test_the_profile_hook_goes_back_to_armed_once_the_name_it_found_is_patched"
+    assert [(e.kind, e.api, e.frame.function) for e in trace.events[2:]] == [("draw", "random.random", name)] + [
+        ("draw", "random.randrange", "pick"),
+        ("draw", "random.random", "pick"),
+    ] * 2
+
+
+@pytest.mark.skipif(sys.version_info >= (3, 12), reason="3.10/3.11 arm a profile hook on demand")
+def test_the_profile_hook_stays_where_it_found_a_call_no_patch_reaches(prebound: ModuleType) -> None:
+    if sys.getprofile() is not None:
+        pytest.skip("another profiler is active")
+    holder = types.SimpleNamespace(random=random.random)
+    with rng_trace(print=False) as trace:
+        holder.random()  # a move no patch saw, through a reference no module holds
+        random.random()  # noticed: the hook arms
+        holder.random()  # found by the hook: no name to patch, so it stays
+        prebound.pick()  # found too, and the module's names patched: still needed for the holder's
+        after = sys.getprofile()
+        holder.random()
+    assert after is not None
+    assert [e.kind for e in trace.events][-4:] == ["draw"] * 4
+
+
 def test_learned_names_hold_the_originals_again_after_each_trace(prebound: ModuleType) -> None:
     originals = (prebound.randrange, prebound.uniform)
     for _ in range(4):

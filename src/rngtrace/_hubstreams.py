@@ -136,19 +136,46 @@ class HubStreams:
                         note_origins((s,), source, "start")  # e.g. numpy imported by the program rngtrace run runs
 
     # -- references bound before the trace, and the profile hook armed by a move ------------
-    def learn(self, stream: str, frame: FrameType | None) -> None:
+    def learn(self, stream: str, frame: FrameType | None, callee: Any = None) -> bool:
         """The catch-all saw ``frame`` reach ``stream`` around the patches: patch its module's references.
 
         Once per module and stream; only when the hub's lock is free, since the
         catch-all runs inside any code, which may be waiting for it (a later call learns).
+        Returns whether ``callee`` was one of them: the module held it, and holds a wrapper now.
         """
         if frame is None:
-            return
+            return False
         namespace = frame.f_globals
         key = (stream, id(namespace))
-        if key in self._learned_from or self._if_free(self._learn, stream, key, namespace) is NotImplemented:
-            return
+        if key in self._learned_from:
+            return False
+        learned = self._if_free(self._learn_callee, stream, key, namespace, callee)
+        if learned is NotImplemented:
+            return False
         self._after_unlock()
+        return bool(learned)
+
+    def _learn_callee(self, stream: str, key: tuple[str, int], namespace: dict, callee: Any) -> bool:
+        held = callee is not None and any(value is callee for value in list(namespace.values()))
+        self._learn(stream, key, namespace)
+        if not held or any(value is callee for value in list(namespace.values())):
+            return False
+        self._disarm_locked()
+        return True
+
+    def _disarm_locked(self) -> None:
+        """3.10/3.11: the profile hook's find was a module's name, a wrapper now: the hook goes back to armed.
+
+        Unless it also found a call no patch reaches (a reference held in an object, a local):
+        it stays in for those. A later move nobody recorded arms it again.
+        """
+        hooked = self.catchall
+        if not isinstance(hooked, _catchall.PROFILE_HOOKS) or hooked.needed:
+            return
+        hooked.uninstall()
+        self.catchall = None
+        self.catchall = _catchall.ArmedCatchAll(self)
+        self._hook_wanted = False  # the names learned are patched with the stream at every later install
 
     def _learn(self, stream: str, key: tuple[str, int], namespace: dict) -> int:
         if len(self._learned_from) >= LEARNED_FROM_LIMIT:
