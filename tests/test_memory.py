@@ -214,6 +214,34 @@ def test_a_saved_log_with_repeated_rows_and_overflow_round_trips_byte_identical(
     assert shown[0] == shown[1] and "random.random" in shown[0]
 
 
+def test_past_max_events_the_values_drawn_are_bit_identical_and_counted_with_their_sizes(tmp_path):
+    import numpy as np
+
+    from rngtrace import rng_trace
+
+    funcs = _user_pairs_program(tmp_path / "pairs.py", 20, 5)["FUNCS"]
+
+    def body() -> tuple[list, bytes]:
+        values = [outer(callee) for outer in funcs for callee in funcs[:5]]  # 100 distinct stacks
+        arrays = [np.random.rand(4) for _ in range(50)]
+        return values, np.concatenate(arrays).tobytes()
+
+    random.seed(5)
+    np.random.seed(5)
+    plain = body()
+    random.seed(5)
+    np.random.seed(5)
+    with rng_trace(print=False, max_events=10) as trace:
+        traced = body()
+    assert traced == plain
+    assert trace.dropped == 140
+    assert len(trace.overflow) == 6  # the 5 drawing lines' forms and numpy's line, not a row per stack
+    assert sorted((s.stream, s.calls, s.values) for s in trace.statistics("lineno")) == [
+        ("numpy", 50, 200),
+        *[("random", 20, 20)] * 5,
+    ]
+
+
 _DISTINCT_STACKS = """
 import json, os, random, sys
 sys.path.insert(0, sys.argv[1])

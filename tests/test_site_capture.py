@@ -7,6 +7,7 @@ keeps the frames those need and no more, in C and in Python alike.
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 import sysconfig
@@ -134,3 +135,23 @@ def test_the_c_key_asks_python_for_a_code_it_has_not_seen():
     table.site_frames(frame, DEPTH)  # notes every code on the way
     key = _stack._c_site_key(frame, DEPTH, 0, table.site_state)
     assert isinstance(key, bytes) and len(key) == 16  # one frame: the test's own
+
+
+def test_a_form_walks_no_further_than_the_flat_capture_it_stands_for(walk):
+    from rngtrace._paths import PACKAGE_DIR
+
+    # rngtrace's own frames are hidden: 20 of them between a library frame and the test's own.
+    namespace: dict = {"sys": sys}
+    source = "def h(cb, n):\n    return cb() if n == 0 else h(cb, n - 1)\n"
+    exec(compile(source, PACKAGE_DIR + "_hidden.py", "exec"), namespace)
+    call = _library_call(os.path.join(sysconfig.get_paths()["purelib"], "somelib", "deep.py"))
+
+    def forms(frame):
+        table = StackTable()
+        flat = table.resolve(table.capture_flat(frame, 4), 4)  # walks 8 frames: the library's, then hidden ones
+        return flat, table.resolve(table.capture_site(frame, 4, 8), 4), table.resolve(table.capture_site(frame, 4), 4)
+
+    flat, bounded, unbounded = namespace["h"](functools.partial(call, forms), 20)
+    assert [f.function for f in flat] == ["call"]  # the test's own frame is past the 8 walked
+    assert bounded == flat
+    assert [f.function for f in unbounded] == ["call", sys._getframe().f_code.co_name]

@@ -199,8 +199,8 @@ def test_a_seed_of_random_or_numpy_is_recorded_in_c_its_event_with_no_python_cal
     ]
 
 
-prebound_random = random.random  # bound before any trace: only a catch-all hook sees calls through it
-prebound_getrandbits = random.getrandbits
+# Held in an object, not by a module: only the profile hook sees calls through them.
+held = types.SimpleNamespace(random=random.random, getrandbits=random.getrandbits)
 
 
 @pytest.mark.skipif(sys.version_info >= (3, 12), reason="3.10/3.11 arm a profile hook")
@@ -214,7 +214,7 @@ def test_the_armed_profile_hook_is_a_c_function_on_every_thread_and_attributes_a
         in_thread.append((type(hook), hook.installed()))
 
     with rng_trace(print=False) as trace:
-        list(map(prebound_getrandbits, [8]))  # a move no call recorded (C code calls the reference)...
+        list(map(held.getrandbits, [8]))  # a move no call recorded (C code calls the reference)...
         random.random()  # ...noticed here: the hook arms
         hook = sys.getprofile()
         # Installed as a C profile function, not through sys.setprofile's Python trampoline.
@@ -222,7 +222,7 @@ def test_the_armed_profile_hook_is_a_c_function_on_every_thread_and_attributes_a
         t = threading.Thread(target=worker)
         t.start()
         t.join()
-        prebound_random()
+        held.random()
     assert in_thread == [(SPEEDUPS.ProfileHook, True)]
     name = "test_the_armed_profile_hook_is_a_c_function_on_every_thread_and_attributes_a_prebound_draw"
     assert [(e.kind, e.api, e.stack[0].function if e.stack else None) for e in trace.events][1:] == [

@@ -33,6 +33,7 @@ __all__ = [
     "CProfileCatchAll",
     "CatchAll",
     "NoCatchAll",
+    "PROFILE_HOOKS",
     "PinningCatchAll",
     "install",
     "profile_hook",
@@ -159,6 +160,10 @@ class CProfileCatchAll(PinningCatchAll):
                     threading.setprofile(self._previous_threading)
             finally:
                 super().uninstall()
+
+
+#: the 3.10/3.11 profile hooks, which the hub takes off again once what they found is patched
+PROFILE_HOOKS = (ProfileCatchAll, CProfileCatchAll)
 
 
 def profile_hook(hub: Any) -> CatchAll:

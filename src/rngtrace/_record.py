@@ -60,8 +60,9 @@ class Recording:
         #: a catch-all that can start pinning frames once a trace has drawn often enough
         self.pinnable: Any | None = None
         self._walks = 0
-        #: called with a stream that moved with no recorded call (the hub may arm the profile hook)
-        self.on_unattributed: Callable[[str], None] | None = None
+        #: called with a stream that moved with no recorded call and the frame that noticed it (the hub
+        #: may patch references on its stack, or arm the profile hook)
+        self.on_unattributed: Callable[[str, FrameType | None], None] | None = None
         #: called with ``pinnable`` once a trace has drawn often enough to start pinning
         self.on_pin: Callable[[Any], None] | None = None
         #: called with a stream after a recorded seed (the hub notes where processes start anew)
@@ -277,7 +278,7 @@ class Recording:
             self.note_prebound(base, frame, traces)
         self.rebase(stream)
         if self.on_unattributed is not None:
-            self.on_unattributed(self.base_of(stream))
+            self.on_unattributed(self.base_of(stream), frame)
 
     def moved_event(self, stream: str, frame: FrameType | None, note: str, depth: int) -> tuple:
         """The raw event of a move no recorded call made, noticed at ``frame``.
@@ -374,11 +375,12 @@ class Recording:
 
     def _site(self, frame: FrameType | None, kind: str, st: ThreadState, cache: Cache) -> int:
         """The call-site form of the stack at ``frame``, walked as far as ``capture`` would walk it."""
-        if cache.mode is not _WALK:  # as a thread's cache of live frames walks: to the outermost frame
-            return cache.table.capture_site(frame, self._depth)
-        if kind == DRAW:
+        mode = cache.mode
+        if mode is _WALK and kind == DRAW:
             self._count_walk()  # frame modes change at the same draw as with no max_events
-        return cache.table.capture_site(frame, self._depth, 2 * self._depth)  # as capture_flat walks
+        if mode is _WALK or (mode is _PROFILE and not st.hooked):  # no cache of live frames: capture_flat's walk
+            return cache.table.capture_site(frame, self._depth, 2 * self._depth)
+        return cache.table.capture_site(frame, self._depth)  # as a thread's cache walks: to the outermost frame
 
     def _count_walk(self) -> None:
         # Pinning pays for its sweeper thread only where a trace draws often: after PIN_AFTER walks.

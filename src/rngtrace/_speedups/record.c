@@ -53,89 +53,16 @@ sink_full(PyObject *sink)
     return PyList_GET_SIZE(events) >= max;
 }
 
-/* Past max_events, Recording.record()'s draw and RawStore.add() in C: the call-site form of the
- * stack at ``frame`` (StackTable.capture_site, walked as the thread's cache would be: to the
- * outermost frame), counted in the trace's overflow. 1 when counted (or dropped: the trace has
- * finished), 0 when record() must do it (a form not interned yet, an overflow key not there
- * yet, a code the walk has not noted), -1 on error. */
-static int
-site_count(Recorder *self, PyObject *sink, PyObject *cache, PyFrameObject *frame, PyObject *stream, PyObject *count)
-{
-    PyObject *trace = PyTuple_GET_ITEM(sink, 3); /* held by ``sink``, which the caller holds */
-    PyObject *state = NULL, *depth = NULL, *key = NULL, *finished = NULL, *overflow = NULL, *okey = NULL;
-    PyObject *dropped = NULL;
-    int done = -1;
-    if ((state = PyObject_GetAttr(SLOT(cache, ca_table), s_site_state)) == NULL ||
-        (depth = PyObject_GetAttr(trace, s_depth)) == NULL)
-        goto out;
-    long d = PyLong_AsLong(depth);
-    if (d == -1 && PyErr_Occurred())
-        goto out;
-    if (!PyTuple_CheckExact(state) || PyTuple_GET_SIZE(state) < 3 || !PyDict_CheckExact(PyTuple_GET_ITEM(state, 2))) {
-        done = 0;
-        goto out;
-    }
-    if ((key = site_key_of((PyObject *)frame, d, 0, state)) == NULL)
-        goto out;
-    PyObject *sid = key == Py_NotImplemented ? NULL : PyDict_GetItemWithError(PyTuple_GET_ITEM(state, 2), key);
-    if (sid == NULL) {
-        done = PyErr_Occurred() ? -1 : 0;
-        goto out;
-    }
-    if ((finished = PyObject_GetAttr(trace, s_finished)) == NULL)
-        goto out;
-    if (finished == Py_True) { /* another thread's draw that overlapped the end of the block */
-        done = 1;
-        goto out;
-    }
-    if ((overflow = PyObject_GetAttr(trace, s_overflow)) == NULL ||
-        (okey = PyTuple_Pack(4, stream, self->kind, self->api, sid)) == NULL)
-        goto out;
-    PyObject *slot = PyDict_CheckExact(overflow) ? PyDict_GetItemWithError(overflow, okey) : NULL;
-    if (slot == NULL || !PyList_CheckExact(slot) || PyList_GET_SIZE(slot) != 2 || count == NULL) {
-        done = PyErr_Occurred() ? -1 : 0; /* a new key: RawStore.add makes its slot */
-        goto out;
-    }
-    static PyObject *one;
-    if (one == NULL && (one = PyLong_FromLong(1)) == NULL) /* kept for the process */
-        goto out;
-    Py_INCREF(slot);
-    PyObject *calls = PyNumber_Add(PyList_GET_ITEM(slot, 0), one);
-    PyObject *values = calls == NULL ? NULL : count == Py_None ? Py_NewRef(PyList_GET_ITEM(slot, 1))
-                                                               : PyNumber_Add(PyList_GET_ITEM(slot, 1), count);
-    if (values != NULL && (dropped = PyObject_GetAttr(trace, s_dropped)) != NULL) {
-        PyObject *more = PyNumber_Add(dropped, one);
-        if (more != NULL && PyObject_SetAttr(trace, s_dropped, more) == 0) {
-            PyList_SetItem(slot, 0, calls); /* steals: set only once the count above is in */
-            PyList_SetItem(slot, 1, values);
-            calls = values = NULL;
-            done = 1;
-        }
-        Py_XDECREF(more);
-    }
-    Py_XDECREF(calls);
-    Py_XDECREF(values);
-    Py_DECREF(slot);
-out:
-    Py_XDECREF(dropped);
-    Py_XDECREF(okey);
-    Py_XDECREF(overflow);
-    Py_XDECREF(finished);
-    Py_XDECREF(key);
-    Py_XDECREF(depth);
-    Py_XDECREF(state);
-    return done;
-}
-
 /* site_count() for one recording trace, once ``stream`` is one it watches. */
 static int
-site_record(Recorder *self, PyObject *sink, PyObject *cache, PyFrameObject *frame, PyObject *stream, PyObject *count)
+site_record(Recorder *self, PyObject *sink, PyObject *cache, PyFrameObject *frame, PyObject *stream, PyObject *count,
+            int flat)
 {
     Py_INCREF(sink); /* held while we work: an allocation may run the collector, and with it any code */
     Py_INCREF(cache);
     int done = PySequence_Contains(PyTuple_GET_ITEM(sink, 2), stream);
     if (done > 0)
-        done = site_count(self, sink, cache, frame, stream, count);
+        done = site_count(self, sink, cache, frame, stream, count, flat);
     Py_DECREF(cache);
     Py_DECREF(sink);
     return done;
@@ -237,8 +164,17 @@ fast_record(Recorder *self, PyObject *now, PyObject *st, PyFrameObject *frame, P
         return 0;
     /* Past max_events: counted under the stack's call-site form, with or without the thread's cache. In
      * frame mode WALK record() does it (it counts the walks that start pinning). */
-    if (PyTuple_CheckExact(sink) && PyTuple_GET_SIZE(sink) >= 4 && sink_full(sink))
-        return SLOT(cache, ca_flat) == Py_None ? site_record(self, sink, cache, frame, stream, count) : 0;
+    if (PyTuple_CheckExact(sink) && PyTuple_GET_SIZE(sink) >= 4 && sink_full(sink)) {
+        if (SLOT(cache, ca_flat) != Py_None)
+            return 0;
+        /* Walked as record() would walk the whole stack: to the outermost frame with a cache of live
+         * frames, else (3.10/3.11's profile mode on a thread the hook does not run on) as capture_flat. */
+        int flat = 0;
+#if PY_VERSION_HEX < 0x030C0000
+        flat = SLOT(cache, ca_pin) != Py_True && SLOT(st, st_hooked) != Py_True;
+#endif
+        return site_record(self, sink, cache, frame, stream, count, flat);
+    }
     if (known == NULL)
         return 0;
     PyObject *interned = SLOT(cache, ca_ids), *walk = SLOT(cache, ca_walk), *pin = SLOT(cache, ca_pin);

@@ -140,6 +140,11 @@ PyObject *record_call(Recorder *self, PyObject *now, PyObject *st, PyObject *fra
 PyObject *call_with_arguments(PyObject *fn, PyObject *first, PyObject *const *args, Py_ssize_t nargs,
                               PyObject *kwnames);
 
+/* -- store.c (_store.py) ----------------------------------------------------------------- */
+
+int site_count(Recorder *self, PyObject *sink, PyObject *cache, PyFrameObject *frame, PyObject *stream, PyObject *count,
+               int flat);
+
 /* -- stack.c (_stack.py) ----------------------------------------------------------------- */
 
 /* A capture's depth: the trace's, read only when a walk needs it (a cached chain that did not
