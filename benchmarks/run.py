@@ -5,7 +5,8 @@ untraced, ...), so drift on a noisy machine hits both sides alike. Run with
 ``make bench``; ``--quick`` runs fewer rounds; ``--markdown`` prints the table
 as benchmarks/README.md keeps it; ``--cpu`` times the per-draw and per-call loops in CPU time;
 ``--only NAME`` (repeatable) runs some sections
-only: per-draw, hand-tracer, fresh-frames, per-call, training, workers, subprocess, memory, after-trace.
+only: per-draw, hand-tracer, fresh-frames, per-call, training, workers, subprocess, prebound, memory,
+after-trace.
 """
 
 from __future__ import annotations
@@ -370,6 +371,40 @@ after_many = median_rate()
 print(after_one / before, after_many / before)
 """
 
+PREBOUND_CHILD = """
+import random, statistics, time, types
+from rngtrace import rng_trace
+pre = random.random  # bound at import, as `from random import random` does: no patch reaches it
+holder = types.SimpleNamespace(random=random.random)  # held in an object: no patch reaches it, nor a module's name
+def leaf(x):
+    return x + 1
+def timed():  # code that draws nothing: small Python calls, the worst case for a profile hook
+    t = time.perf_counter()
+    s = 0
+    for i in range({n}):
+        s += leaf(i)
+    return time.perf_counter() - t
+timed(); timed()  # warm: 3.11 specialises the loop first
+untraced = [timed() for _ in range(3)]
+with rng_trace(print=False):
+    {draw}()  # one draw through the reference bound before the trace
+    random.random()  # a recorded draw notices that move (3.10/3.11: the catch-all arms)
+    traced = [timed() for _ in range(3)]
+untraced += [timed() for _ in range(3)]
+print(statistics.median(untraced), statistics.median(traced))
+"""
+
+
+def prebound(children: int, n: int, draw: str = "pre") -> tuple[float, float]:
+    """Seconds of code that draws nothing, untraced and in a trace after one pre-bound draw: medians over children.
+
+    Each child is fresh: its trace is the first to meet the reference (a later one finds it patched).
+    ``draw`` is ``pre`` (a module's name) or ``holder.random`` (held in an object).
+    """
+    runs = [_child(PREBOUND_CHILD.format(n=n, draw=draw)).split() for _ in range(children)]
+    return statistics.median(float(a) for a, _ in runs), statistics.median(float(b) for _, b in runs)
+
+
 AFTER_CALLS = 500  # of each: a decorated call that draws nothing, one that draws once, a with block
 
 
@@ -538,6 +573,45 @@ def report_workers(quick: bool, row: Row) -> None:
         f"{b / a:.2f}×",
         "—",
     )
+    persistent = persistent_epochs(256 if quick else 512)
+    persistent()
+    a, b = alternate(persistent, traced(persistent), 5 if quick else 31)
+    row(
+        f"the same with persistent_workers=True: {PERSISTENT_EPOCHS} epochs, the workers started in the first",
+        f"{a:.3f} s",
+        f"{b:.3f} s",
+        f"{b / a:.2f}×",
+        "≤ 1.10×",
+    )
+
+
+PERSISTENT_EPOCHS = 3
+
+
+def persistent_epochs(items: int) -> Callable[[], float]:
+    """A fresh DataLoader with 2 persistent fork workers, run for PERSISTENT_EPOCHS epochs; returns seconds.
+
+    The workers start in the first epoch and serve the rest, as in a training run; they are shut
+    down after the timing, inside the traced block (their events merged when it ends).
+    """
+
+    def run() -> float:
+        loader = torch.utils.data.DataLoader(
+            _DrawingDataset(items),
+            batch_size=32,
+            num_workers=2,
+            multiprocessing_context="fork",
+            persistent_workers=True,
+        )
+        t = time.perf_counter()
+        for _ in range(PERSISTENT_EPOCHS):
+            for _batch in loader:
+                pass
+        took = time.perf_counter() - t
+        loader._iterator._shutdown_workers()  # type: ignore[union-attr]  # now, not whenever it is collected
+        return took
+
+    return run
 
 
 _CHILDREN_PARENT = """\
@@ -582,7 +656,7 @@ def report_subprocesses(quick: bool, row: Row) -> None:
         f"{a * 1e3:.0f} ms",
         f"{b * 1e3:.0f} ms",
         f"+{(b - a) * 1e3:.0f} ms/child",
-        "—",
+        "≤ +30 ms",
     )
 
 
@@ -595,6 +669,26 @@ def report_memory(quick: bool, row: Row) -> None:
         f"{mib:.1f} MiB",
         f"{calls:,} counted, {dropped:,} not kept",
         "≤ 32 MB",
+    )
+
+
+def report_prebound(quick: bool, row: Row) -> None:
+    children, n = (3, 100_000) if quick else (9, 300_000)
+    a, b = prebound(children, n)
+    row(
+        "code that draws nothing, in a trace, after one draw through `pre = random.random` bound at import",
+        f"{a * 1e3:.1f} ms",
+        f"{b * 1e3:.1f} ms",
+        f"{b / a:.2f}×",
+        "≤ 1.10×",
+    )
+    a, b = prebound(children, n, "holder.random")
+    row(
+        "  the same through `holder.random`, held in an object (3.10/3.11: the profile hook stays in)",
+        f"{a * 1e3:.1f} ms",
+        f"{b * 1e3:.1f} ms",
+        f"{b / a:.2f}×",
+        "—",
     )
 
 
@@ -615,6 +709,7 @@ SECTIONS: dict[str, Callable[[bool, Row], None]] = {
     "training": report_training,
     "workers": report_workers,
     "subprocess": report_subprocesses,
+    "prebound": report_prebound,
     "memory": report_memory,
     "after-trace": report_after_trace,
 }

@@ -252,9 +252,14 @@ def _threads(value: Any) -> dict[int, str]:
 
 def _events(value: Any, stacks: int, threads: dict[int, str]) -> list[tuple]:
     """The raw event tuples a Trace holds; an unattributed move keeps its noticing stack in its detail."""
-    raw = []
+    raw: list[tuple] = []
+    append = raw.append
     kinds = frozenset(KINDS)
+    checked: set[int] = set()  # ids of row tuples already checked: a loop's rows are one tuple (see _logjson)
     for i, row in enumerate(_list(value, "events", "a list of events")):
+        if row.__class__ is tuple and id(row) in checked:
+            append(row)  # the whole list is held, so an id stands for one tuple throughout
+            continue
         if row.__class__ is not tuple and row.__class__ is not list:
             raise LogDamage(f"events[{i}]: expected an event of 7 values, got {shown(row)}")
         if len(row) != 7:
@@ -278,6 +283,8 @@ def _events(value: Any, stacks: int, threads: dict[int, str]) -> list[tuple]:
             raw.append((stream, kind, api, count, NO_STACK, thread, (detail, sid)))
         elif row.__class__ is tuple and stream is row[0] and api is row[2] and detail is row[6]:
             raw.append(row)  # as parsed: no copy
+            if len(checked) < 1 << 16:  # bounded: a log of distinct rows gains nothing from it
+                checked.add(id(row))
         else:
             raw.append((stream, kind, api, count, sid, thread, detail))
     return raw

@@ -32,6 +32,8 @@ _WALK, _PINNED, _PROFILE = FrameMode.WALK, FrameMode.PINNED, FrameMode.PROFILE
 _STRENGTH = {"log": 0, "warn": 1, "raise": 2}
 #: interned stack nodes past which a table is replaced once no trace is active
 TABLE_LIMIT = 50_000
+#: the digests of states handed out kept per stream: a framework saves a few and puts them back
+HANDED_LIMIT = 64
 
 
 class Recording:
@@ -58,14 +60,17 @@ class Recording:
         #: a catch-all that can start pinning frames once a trace has drawn often enough
         self.pinnable: Any | None = None
         self._walks = 0
-        #: called with a stream that moved with no recorded call (the hub may arm the profile hook)
-        self.on_unattributed: Callable[[str], None] | None = None
+        #: called with a stream that moved with no recorded call and the frame that noticed it (the hub
+        #: may patch references on its stack, or arm the profile hook)
+        self.on_unattributed: Callable[[str, FrameType | None], None] | None = None
         #: called with ``pinnable`` once a trace has drawn often enough to start pinning
         self.on_pin: Callable[[Any], None] | None = None
         #: called with a stream after a recorded seed (the hub notes where processes start anew)
         self.on_seed: Callable[[str], None] | None = None
         #: the modules searched for references bound before each trace (``_prebound``)
         self.prebound = PreboundNotes()
+        #: stream -> digests of the states its getters handed out during the traces, oldest first
+        self.handed: dict[str, dict[Any, None]] = {}
 
     # -- what the hub publishes ------------------------------------------------
     def publish(self, sessions: tuple) -> None:
@@ -230,6 +235,28 @@ class Recording:
         if fingerprint is not None:
             fingerprint.last = None
 
+    def hand_out(self, stream: str, digest: Any) -> None:
+        """A getter handed out ``stream``'s state with ``digest``: putting it back later is a restore."""
+        seen = self.handed.get(stream)
+        if seen is None:
+            seen = self.handed.setdefault(stream, {})
+        seen.pop(digest, None)  # the newest last: the oldest goes first
+        seen[digest] = None
+        if len(seen) > HANDED_LIMIT:
+            try:
+                del seen[next(iter(seen))]
+            except (KeyError, RuntimeError, StopIteration):  # another thread's hand_out got there first
+                pass
+
+    def was_handed(self, stream: str, digest: Any) -> bool:
+        """Whether a getter handed out ``stream``'s state with ``digest`` since the traces began."""
+        seen = self.handed.get(stream)
+        return seen is not None and digest in seen
+
+    def forget_handed(self) -> None:
+        """No trace is active: the states handed out before belong to none."""
+        self.handed = {}
+
     def base_of(self, stream: str) -> str:
         base = self._base.get(stream)
         if base is None:
@@ -241,15 +268,17 @@ class Recording:
         """Record that ``stream`` moved with no recorded call, noticed at ``frame``."""
         now = self.hot.now
         if now.active:
-            raw = self.moved_event(stream, frame, note, self._depth)
             base = self.base_of(stream)
             traces = [session.trace for session in now.active if base in session.streams]
+            # Past max_events the event is only counted, and the noticing stack is not kept with it.
+            noticed = not traces or not all(trace.full() for trace in traces)
+            raw = self.moved_event(stream, frame if noticed else None, note, self._depth)
             for trace in traces:
                 trace.add(raw)
             self.note_prebound(base, frame, traces)
         self.rebase(stream)
         if self.on_unattributed is not None:
-            self.on_unattributed(self.base_of(stream))
+            self.on_unattributed(self.base_of(stream), frame)
 
     def moved_event(self, stream: str, frame: FrameType | None, note: str, depth: int) -> tuple:
         """The raw event of a move no recorded call made, noticed at ``frame``.
@@ -303,7 +332,10 @@ class Recording:
         if sink is not None and st is not None and frame is not None and stream in sink[2]:
             sid = None
             known = st.frames
-            if known is not None and st.epoch is cache:
+            if len(sink[0]) >= sink[1]:
+                # Past max_events: only the call-site form of the stack is interned and counted.
+                sid = self._site(frame, kind, st, cache)
+            elif known is not None and st.epoch is cache:
                 parent = frame.f_back
                 hit = known.get(id(parent))
                 if hit is not None and hit[0] == parent.f_lasti:  # type: ignore[union-attr]
@@ -326,17 +358,29 @@ class Recording:
             return
         if st is None:
             st = self.state()
-        known = self.known_frames(st, cache)
-        if cache.mode is _WALK and kind == DRAW:
-            self._count_walk()
-        sid = cache.table.capture(frame, self._depth, known, cache.mode is _PINNED)
-        raw = (stream, kind, api, count, sid, st.key, detail)
         base = self.base_of(stream)
-        for session in active:
-            if base in session.streams:
-                session.trace.add(raw)
+        traces = [session.trace for session in active if base in session.streams]
+        if traces and all(trace.full() for trace in traces):
+            sid = self._site(frame, kind, st, cache)  # every trace only counts it: its call-site form
+        else:
+            known = self.known_frames(st, cache)
+            if cache.mode is _WALK and kind == DRAW:
+                self._count_walk()
+            sid = cache.table.capture(frame, self._depth, known, cache.mode is _PINNED)
+        raw = (stream, kind, api, count, sid, st.key, detail)
+        for trace in traces:
+            trace.add(raw)
         if now.strict and kind == DRAW and self._policy.get(base) == "warn":
             self._warn(stream, api, sid, cache.table)
+
+    def _site(self, frame: FrameType | None, kind: str, st: ThreadState, cache: Cache) -> int:
+        """The call-site form of the stack at ``frame``, walked as far as ``capture`` would walk it."""
+        mode = cache.mode
+        if mode is _WALK and kind == DRAW:
+            self._count_walk()  # frame modes change at the same draw as with no max_events
+        if mode is _WALK or (mode is _PROFILE and not st.hooked):  # no cache of live frames: capture_flat's walk
+            return cache.table.capture_site(frame, self._depth, 2 * self._depth)
+        return cache.table.capture_site(frame, self._depth)  # as a thread's cache walks: to the outermost frame
 
     def _count_walk(self) -> None:
         # Pinning pays for its sweeper thread only where a trace draws often: after PIN_AFTER walks.

@@ -71,6 +71,37 @@ sink_append(PyObject *sink, PyObject *raw)
     return r == NULL ? -1 : 1;
 }
 
+/* 1 when the trace of ``sink`` keeps no more events: record() then interns only the call-site form of
+ * the event's stack (StackTable.capture_site) and counts it. */
+static int
+sink_full(PyObject *sink)
+{
+    PyObject *events = PyTuple_GET_ITEM(sink, 0), *limit = PyTuple_GET_ITEM(sink, 1);
+    if (!PyList_CheckExact(events) || !PyLong_CheckExact(limit))
+        return 1; /* not what the hub publishes: record() decides */
+    Py_ssize_t max = PyLong_AsSsize_t(limit);
+    if (max == -1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return 1;
+    }
+    return PyList_GET_SIZE(events) >= max;
+}
+
+/* site_count() for one recording trace, once ``stream`` is one it watches. */
+static int
+site_record(Recorder *self, PyObject *sink, PyObject *cache, PyFrameObject *frame, PyObject *stream, PyObject *count,
+            int flat)
+{
+    Py_INCREF(sink); /* held while we work: an allocation may run the collector, and with it any code */
+    Py_INCREF(cache);
+    int done = PySequence_Contains(PyTuple_GET_ITEM(sink, 2), stream);
+    if (done > 0)
+        done = site_count(self, sink, cache, frame, stream, count, flat);
+    Py_DECREF(cache);
+    Py_DECREF(sink);
+    return done;
+}
+
 /* Whether a pinned entry of a thread's cache, (lasti, node, frame), holds a frame that has
  * finished: a frame object becomes GC-tracked once it outlives its run (the Sweeper's test). */
 static int
@@ -163,7 +194,22 @@ fast_record(Recorder *self, PyObject *now, PyObject *st, PyFrameObject *frame, P
             Released *released, PyObject *detail)
 {
     PyObject *sink = SLOT(now, sn_sink), *known = SLOT(st, st_frames), *cache = SLOT(now, sn_cache);
-    if (sink == NULL || cache == NULL || known == NULL || Py_TYPE(cache) != cache_type)
+    if (sink == NULL || cache == NULL || Py_TYPE(cache) != cache_type)
+        return 0;
+    /* Past max_events: counted under the stack's call-site form, with or without the thread's cache. In
+     * frame mode WALK record() does it (it counts the walks that start pinning). */
+    if (PyTuple_CheckExact(sink) && PyTuple_GET_SIZE(sink) >= 4 && sink_full(sink)) {
+        if (SLOT(cache, ca_flat) != Py_None)
+            return 0;
+        /* Walked as record() would walk the whole stack: to the outermost frame with a cache of live
+         * frames, else (3.10/3.11's profile mode on a thread the hook does not run on) as capture_flat. */
+        int flat = 0;
+#if PY_VERSION_HEX < 0x030C0000
+        flat = SLOT(cache, ca_pin) != Py_True && SLOT(st, st_hooked) != Py_True;
+#endif
+        return site_record(self, sink, cache, frame, stream, count, flat);
+    }
+    if (known == NULL)
         return 0;
     PyObject *interned = SLOT(cache, ca_ids), *walk = SLOT(cache, ca_walk), *pin = SLOT(cache, ca_pin);
     /* The thread's cache was made under this Cache (same table, same frame mode), or not at all. */
@@ -240,6 +286,8 @@ flat_record(Recorder *self, PyObject *now, PyObject *st, PyObject *frame, PyObje
     PyObject *flat = SLOT(cache, ca_flat);
     if (flat == NULL || flat == Py_None)
         return 0;
+    if (sink_full(sink))
+        return 0; /* past max_events: record() keeps the call-site form */
     Py_INCREF(sink);
     Py_INCREF(flat);
     int done = -1;

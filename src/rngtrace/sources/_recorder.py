@@ -15,7 +15,7 @@ from types import BuiltinFunctionType, FrameType, MethodType
 from typing import Any
 
 from .._hotpath import SPEEDUPS as _speedups
-from .._model import DRAW, SEED
+from .._model import DRAW, RESTORE, SEED
 from .._paths import PACKAGE_DIR
 from ._source import library_of
 from ._wrapping import (
@@ -50,6 +50,7 @@ def recorder(
     draws_if: Callable[[tuple, dict], bool] | None = None,
     method: bool = False,
     through: Through | None = None,
+    restored: Callable[[tuple, dict], bool] | None = None,
 ) -> Callable:
     """The one recording wrapper: each outermost call of ``original`` becomes an event.
 
@@ -61,44 +62,44 @@ def recorder(
     (the singleton) are recorded; ``method`` says ``original`` is a method whose
     first argument is the instance (kept out of a seed's detail); ``through``
     records the library's own methods calling this one outside a recorded call
-    as that outer call (see ``Through``). Nested calls (``random.randint`` calling
+    as that outer call (see ``Through``); ``restored(args, kwargs)`` says a seed
+    put back a state handed out earlier (recorded as a restore). Nested calls (``random.randint`` calling
     ``getrandbits``) are part of the outer call. Where the C accelerator is built a
     wrapper gets its ``Recorder`` in front, the same protocol one-to-one; this
     Python wrapper stays the reference and the path of every unusual call.
     """
     is_draw = kind == DRAW
-    after_seed = seed_recorder(rec, stream, api, seeded, owner is not None or method)
+    after_seed = seed_recorder(rec, stream, api, seeded, owner is not None or method, restored)
     record_call = call_recorder(rec, stream, kind, api, original, count_of, place, strict_check, after_seed)
     record_through = through_recorder(rec, stream, kind, api, original, through) if through is not None else None
-    # A seed the caller's ``takes`` may decline stays with the Python wrapper; ``owner`` the C Recorder
-    # checks itself.
-    declines = takes is not None
+    # A seed the caller's ``takes`` may decline, or a restore, stays with the Python wrapper; ``owner``
+    # the C Recorder checks itself.
+    declines = takes is not None or restored is not None
     if owner is not None:
-        own = takes
-        if own is None:
-            takes = lambda args, kwargs: bool(args) and args[0] is owner  # noqa: E731
-        else:
-            takes = lambda args, kwargs: bool(args) and args[0] is owner and own(args, kwargs)  # noqa: E731
+        takes = _on_owner(owner, takes)
     library = library_of(stream)
     wrapper = entry(rec, original, record_call, takes, library, through, record_through)
     if not accelerate or _speedups is None or (not is_draw and declines):
         return Wrapper.make(wrapper, original)
-    if is_draw:
-        placing = {} if place is None else {"tensor_type": _tensor_type(), "place": place, "slow_keyword": "generator"}
-        # ``draws_if``: the part of ``takes`` the C Recorder asks itself (dropout only draws in training),
-        # in C where it is a declared Condition.
-        declared = isinstance(draws_if, Condition)
-        specific = {
-            **placing,
-            "takes": None if declared else draws_if,
-            "condition": draws_if.spec if declared else None,  # type: ignore[union-attr]
-        }
-    elif seeded is None:
-        # A seed on its own stream: the C Recorder makes the call and records it (where its value is: past
-        # the instance of a method), as after_seed would, with no Python frame for its bookkeeping.
-        specific = {"seed_argument": 1 if owner is not None or method else 0}
-    else:
-        specific = {"after": after_seed}  # a seed on a stream its arguments name: after_seed records it
+    specific = _c_arguments(is_draw, place, draws_if, seeded, owner is not None or method, after_seed)
+    return _c_recorder(rec, stream, kind, api, wrapper, original, owner, count_of, library, through, specific)
+
+
+def _c_recorder(
+    rec: Any,
+    stream: str,
+    kind: str,
+    api: str,
+    wrapper: Callable,
+    original: Callable,
+    owner: Any,
+    count_of: Callable | None,
+    library: tuple,
+    through: Through | None,
+    specific: dict[str, Any],
+) -> Callable:
+    """The C ``Recorder`` in front of the Python ``wrapper``: the same protocol, one-to-one."""
+    assert _speedups is not None  # the caller's check
     # A call from these files inside a recorded call is part of it (``entry``'s rule, asked in C too).
     inside = (*library, PACKAGE_DIR)
     made = _speedups.Recorder(
@@ -123,17 +124,62 @@ def recorder(
     return made
 
 
+def _on_owner(owner: Any, takes: Callable[[tuple, dict], bool] | None) -> Callable[[tuple, dict], bool]:
+    """``takes`` narrowed to calls on ``owner`` (the singleton) as their first argument."""
+    if takes is None:
+        return lambda args, kwargs: bool(args) and args[0] is owner
+    own = takes
+    return lambda args, kwargs: bool(args) and args[0] is owner and own(args, kwargs)
+
+
+def _c_arguments(
+    is_draw: bool,
+    place: Callable | None,
+    draws_if: Callable | None,
+    seeded: Callable | None,
+    past_instance: bool,
+    after_seed: Callable,
+) -> dict[str, Any]:
+    """The C Recorder's arguments that differ between a draw and a seed."""
+    if is_draw:
+        placing = {} if place is None else {"tensor_type": _tensor_type(), "place": place, "slow_keyword": "generator"}
+        # ``draws_if``: the part of ``takes`` the C Recorder asks itself (dropout only draws in training),
+        # in C where it is a declared Condition.
+        declared = isinstance(draws_if, Condition)
+        return {
+            **placing,
+            "takes": None if declared else draws_if,
+            "condition": draws_if.spec if declared else None,  # type: ignore[union-attr]
+        }
+    if seeded is None:
+        # A seed on its own stream: the C Recorder makes the call and records it (where its value is: past
+        # the instance of a method), as after_seed would, with no Python frame for its bookkeeping.
+        return {"seed_argument": 1 if past_instance else 0}
+    return {"after": after_seed}  # a seed on a stream its arguments name: after_seed records it
+
+
 def seed_recorder(
-    rec: Any, stream: str, api: str, seeded: Callable[[tuple, dict], str] | None, skip_self: bool
+    rec: Any,
+    stream: str,
+    api: str,
+    seeded: Callable[[tuple, dict], str] | None,
+    skip_self: bool,
+    restored: Callable[[tuple, dict], bool] | None = None,
 ) -> Callable[[Any, FrameType | None, tuple, dict], None]:
-    """What records a seed once it returned (``skip_self``: the first argument is the instance)."""
+    """What records a seed once it returned (``skip_self``: the first argument is the instance).
+
+    ``restored(args, kwargs)``: the seed put back a state handed out earlier, a restore.
+    """
     record, seed_recorded = rec.record, rec.seed_recorded
 
     def after_seed(st: Any, frame: FrameType | None, args: tuple, kwargs: dict) -> None:
         """A seed returned: record it, and start the stream's fingerprint (and its digest) anew."""
         where = seeded(args, kwargs) if seeded is not None else stream
-        detail = seed_detail(args[1:] if skip_self else args, kwargs)
-        record(where, SEED, api, None, frame, detail, st)
+        if restored is not None and restored(args, kwargs):
+            record(where, RESTORE, api, None, frame, None, st)
+        else:
+            detail = seed_detail(args[1:] if skip_self else args, kwargs)
+            record(where, SEED, api, None, frame, detail, st)
         seed_recorded(stream, where)
 
     return after_seed
@@ -250,7 +296,13 @@ def seed_wrapper(rec: Any, stream: str, api: str, original: Callable) -> Callabl
 
 
 def restore_wrapper(
-    rec: Any, stream: str, api: str, original: Callable, current: Callable[[Any], bool], owner: object | None = None
+    rec: Any,
+    stream: str,
+    api: str,
+    original: Callable,
+    current: Callable[[Any], bool],
+    owner: object | None = None,
+    digest: Callable[[Any], Any] | None = None,
 ) -> Callable:
     """Wrap a restore (``setstate``, ``set_rng_state``): recorded only where it changes the state.
 
@@ -258,7 +310,8 @@ def restore_wrapper(
     Dynamo restores ``random`` and torch at every compile): a restore of the state the
     stream already holds moves nothing, and is no seed of anybody's. ``current(state)``
     says whether ``state`` is the stream's state now; where it cannot tell (raises),
-    the call is recorded.
+    the call is recorded. A state whose ``digest(state)`` a getter handed out during
+    the trace (``getter_wrapper``) is put back: a restore event, not a seed.
     """
     skip = 1 if owner is not None else 0  # a method of the owner's: the state follows self
     fingerprint = rec.fingerprint(stream)
@@ -278,16 +331,49 @@ def restore_wrapper(
 
     named(restore, original)
 
+    def state_of(args: tuple, kwargs: dict) -> Any:
+        return args[skip] if len(args) > skip else next(iter(kwargs.values()), None)
+
     def changes(args: tuple, kwargs: dict) -> bool:
-        state = args[skip] if len(args) > skip else next(iter(kwargs.values()), None)
         try:
-            return not current(state)
+            return not current(state_of(args, kwargs))
         except Exception:  # noqa: BLE001 (a state it cannot compare: the call says what it is)
             return True
 
-    wrapper = recorder(rec, stream, SEED, api, restore, takes=changes, owner=owner)
+    def restored(args: tuple, kwargs: dict) -> bool:
+        try:
+            return digest is not None and rec.was_handed(stream, digest(state_of(args, kwargs)))
+        except Exception:  # noqa: BLE001 (a state it cannot digest is recorded as the seed it may be)
+            return False
+
+    wrapper = recorder(rec, stream, SEED, api, restore, takes=changes, owner=owner, restored=restored)
     wrapper.__dict__["__wrapped__"] = original  # named, signed and pickled as the original, not ``restore``
     return wrapper
+
+
+def getter_wrapper(
+    rec: Any, original: Callable, stream_of: Callable[[tuple], str | None], digest: Callable[[Any], Any]
+) -> Callable:
+    """Wrap a state getter (``getstate``, ``get_rng_state``): remember the digest of each state it hands out.
+
+    A state handed out and put back later is a restore, not a reseed (``restore_wrapper``).
+    A digest, not a copy, and only while a trace records; ``stream_of(args)`` names the
+    stream (None: not a global stream's getter, as another instance's ``getstate``).
+    """
+    hot, hand_out = rec.hot, rec.hand_out
+
+    def get_state(*args: Any, **kwargs: Any) -> Any:
+        state = original(*args, **kwargs)
+        if hot.now.active:
+            try:
+                stream = stream_of(args)
+                if stream is not None:
+                    hand_out(stream, digest(state))
+            except Exception:  # noqa: BLE001 (never failing the getter: an unknown state is then no restore)
+                pass
+        return state
+
+    return Wrapper.make(get_state, original)
 
 
 def twin_of(fn: Any) -> Callable | None:

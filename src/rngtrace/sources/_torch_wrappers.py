@@ -14,7 +14,7 @@ import torch.nn.utils.rnn as _rnn_utils
 
 from .._errors import GlobalRNGError
 from .._model import DRAW, SEED
-from ._base import Condition, recorder, restore_wrapper
+from ._base import Condition, getter_wrapper, recorder, restore_wrapper
 from ._entropy import entropy_wrapper
 from ._torch_ops import dropout_draws
 
@@ -265,8 +265,30 @@ def generator_method_wrapper(rec: Any, name: str, original: Callable) -> Callabl
             method=True,
         )
     if name == "set_state":
-        return restore_wrapper(rec, "torch", f"torch.default_generator.{name}", inner, cpu_holds, owner=cpu_generator())
+        api = f"torch.default_generator.{name}"
+        return restore_wrapper(rec, "torch", api, inner, cpu_holds, cpu_generator(), state_digest)
     return recorder(rec, "torch", SEED, f"torch.default_generator.{name}", inner, owner=cpu_generator())
+
+
+def state_getter(rec: Any) -> Callable:
+    """``torch.Generator.get_state`` remembering the states the default generators hand out (``fork_rng``'s)."""
+
+    def stream_of(args: tuple) -> str | None:
+        if not args:
+            return None
+        if args[0] is cpu_generator():
+            return "torch"
+        cuda = initialised_cuda_generators()
+        return next((cuda_stream(i) for i, g in enumerate(cuda) if args[0] is g), None)
+
+    return getter_wrapper(rec, vars(_Generator)["get_state"], stream_of, state_digest)
+
+
+def state_digest(state: Any) -> int:
+    """A digest of a generator's ``get_state()`` tensor: its bytes, hashed."""
+    if not isinstance(state, _Tensor):
+        raise TypeError(f"not a generator's state: {type(state).__name__}")
+    return hash(state.detach().cpu().numpy().tobytes())
 
 
 def _own_generator_seed(args: tuple, kwargs: dict, frame: FrameType) -> tuple[str, FrameType] | None:
