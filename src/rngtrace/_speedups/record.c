@@ -21,6 +21,40 @@ raw_event(Recorder *self, PyObject *stream, PyObject *count, PyObject *sid, PyOb
     return raw;
 }
 
+/* Whether two event fields are the same int (or the same object). Exact ints only: comparing them runs no code. */
+static int
+same_field(PyObject *a, PyObject *b)
+{
+    if (a == b)
+        return 1;
+    if (!PyLong_CheckExact(a) || !PyLong_CheckExact(b))
+        return 0;
+    return PyObject_RichCompareBool(a, b, Py_EQ) == 1;
+}
+
+/* The trace's last kept event, when this draw's would equal it (a loop drawing on one line): that
+ * tuple is appended again. A long loop of draws then allocates no tuple per draw, and so counts
+ * nothing towards the collector's next pass (each allocation of a tracked object does, untracked
+ * after or not: in a program holding many objects that pass is the cost). Only an untracked last
+ * event is reused: it holds only strings, ints and None (``raw_event``). NULL when there is none. */
+static PyObject *
+repeated_event(PyObject *sink, Recorder *self, PyObject *stream, PyObject *count, PyObject *sid, PyObject *thread,
+               PyObject *detail)
+{
+    PyObject *events = PyTuple_GET_ITEM(sink, 0);
+    if (!PyList_CheckExact(events) || PyList_GET_SIZE(events) == 0)
+        return NULL;
+    PyObject *last = PyList_GET_ITEM(events, PyList_GET_SIZE(events) - 1);
+    if (!PyTuple_CheckExact(last) || PyTuple_GET_SIZE(last) != 7 || PyObject_GC_IsTracked(last))
+        return NULL;
+    if (PyTuple_GET_ITEM(last, 0) != stream || PyTuple_GET_ITEM(last, 1) != self->kind ||
+        PyTuple_GET_ITEM(last, 2) != self->api || PyTuple_GET_ITEM(last, 5) != thread ||
+        PyTuple_GET_ITEM(last, 6) != detail || !same_field(PyTuple_GET_ITEM(last, 3), count) ||
+        !same_field(PyTuple_GET_ITEM(last, 4), sid))
+        return NULL;
+    return Py_NewRef(last);
+}
+
 /* Append ``raw`` where record() would: the trace's list below its limit, else trace.add() (which
  * counts it). ``sink`` is held by the caller. 1 when appended, -1 on error. */
 static int
@@ -215,8 +249,8 @@ fast_record(Recorder *self, PyObject *now, PyObject *st, PyFrameObject *frame, P
         if (pin == Py_True)
             take_finished_pins(known, released);
     }
-    raw = raw_event(self, stream, count, sid, SLOT(st, st_key), detail);
-    if (raw == NULL)
+    raw = repeated_event(sink, self, stream, count, sid, SLOT(st, st_key), detail);
+    if (raw == NULL && (raw = raw_event(self, stream, count, sid, SLOT(st, st_key), detail)) == NULL)
         goto out;
     done = sink_append(sink, raw);
     goto out;
