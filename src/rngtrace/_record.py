@@ -360,21 +360,27 @@ class Recording:
             st = self.state()
         base = self.base_of(stream)
         traces = [session.trace for session in active if base in session.streams]
-        if traces and all(trace.full() for trace in traces):
+        full = [trace.full() for trace in traces]
+        if traces and all(full):
             sid = self._site(frame, kind, st, cache)  # every trace only counts it: its call-site form
         else:
             known = self.known_frames(st, cache)
             if cache.mode is _WALK and kind == DRAW:
                 self._count_walk()
             sid = cache.table.capture(frame, self._depth, known, cache.mode is _PINNED)
-        raw = (stream, kind, api, count, sid, st.key, detail)
-        for trace in traces:
-            trace.add(raw)
+        raw = counted = (stream, kind, api, count, sid, st.key, detail)
+        if any(full) and not all(full):  # a trace past max_events beside one keeping events: the form for it
+            counted = (stream, kind, api, count, self._site(frame, None, st, cache), st.key, detail)
+        for trace, past in zip(traces, full):
+            trace.add(counted if past else raw)
         if now.strict and kind == DRAW and self._policy.get(base) == "warn":
             self._warn(stream, api, sid, cache.table)
 
-    def _site(self, frame: FrameType | None, kind: str, st: ThreadState, cache: Cache) -> int:
-        """The call-site form of the stack at ``frame``, walked as far as ``capture`` would walk it."""
+    def _site(self, frame: FrameType | None, kind: str | None, st: ThreadState, cache: Cache) -> int:
+        """The call-site form of the stack at ``frame``, walked as far as ``capture`` would walk it.
+
+        ``kind`` None: the draw's walk was counted already (its whole stack was captured too).
+        """
         mode = cache.mode
         if mode is _WALK and kind == DRAW:
             self._count_walk()  # frame modes change at the same draw as with no max_events

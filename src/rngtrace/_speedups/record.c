@@ -21,6 +21,40 @@ raw_event(Recorder *self, PyObject *stream, PyObject *count, PyObject *sid, PyOb
     return raw;
 }
 
+/* Whether two event fields are the same int (or the same object). Exact ints only: comparing them runs no code. */
+static int
+same_field(PyObject *a, PyObject *b)
+{
+    if (a == b)
+        return 1;
+    if (!PyLong_CheckExact(a) || !PyLong_CheckExact(b))
+        return 0;
+    return PyObject_RichCompareBool(a, b, Py_EQ) == 1;
+}
+
+/* The trace's last kept event, when this draw's would equal it (a loop drawing on one line): that
+ * tuple is appended again. A long loop of draws then allocates no tuple per draw, and so counts
+ * nothing towards the collector's next pass (each allocation of a tracked object does, untracked
+ * after or not: in a program holding many objects that pass is the cost). Only an untracked last
+ * event is reused: it holds only strings, ints and None (``raw_event``). NULL when there is none. */
+static PyObject *
+repeated_event(PyObject *sink, Recorder *self, PyObject *stream, PyObject *count, PyObject *sid, PyObject *thread,
+               PyObject *detail)
+{
+    PyObject *events = PyTuple_GET_ITEM(sink, 0);
+    if (!PyList_CheckExact(events) || PyList_GET_SIZE(events) == 0)
+        return NULL;
+    PyObject *last = PyList_GET_ITEM(events, PyList_GET_SIZE(events) - 1);
+    if (!PyTuple_CheckExact(last) || PyTuple_GET_SIZE(last) != 7 || PyObject_GC_IsTracked(last))
+        return NULL;
+    if (PyTuple_GET_ITEM(last, 0) != stream || PyTuple_GET_ITEM(last, 1) != self->kind ||
+        PyTuple_GET_ITEM(last, 2) != self->api || PyTuple_GET_ITEM(last, 5) != thread ||
+        PyTuple_GET_ITEM(last, 6) != detail || !same_field(PyTuple_GET_ITEM(last, 3), count) ||
+        !same_field(PyTuple_GET_ITEM(last, 4), sid))
+        return NULL;
+    return Py_NewRef(last);
+}
+
 /* Append ``raw`` where record() would: the trace's list below its limit, else trace.add() (which
  * counts it). ``sink`` is held by the caller. 1 when appended, -1 on error. */
 static int
@@ -51,81 +85,6 @@ sink_full(PyObject *sink)
         return 1;
     }
     return PyList_GET_SIZE(events) >= max;
-}
-
-/* Past max_events, Recording.record()'s draw and RawStore.add() in C: the call-site form of the
- * stack at ``frame`` (StackTable.capture_site; ``flat``: no further than capture_flat walks),
- * counted in the trace's overflow. 1 when counted (or dropped: the trace has
- * finished), 0 when record() must do it (a form not interned yet, an overflow key not there
- * yet, a code the walk has not noted), -1 on error. */
-static int
-site_count(Recorder *self, PyObject *sink, PyObject *cache, PyFrameObject *frame, PyObject *stream, PyObject *count,
-           int flat)
-{
-    PyObject *trace = PyTuple_GET_ITEM(sink, 3); /* held by ``sink``, which the caller holds */
-    PyObject *state = NULL, *depth = NULL, *key = NULL, *finished = NULL, *overflow = NULL, *okey = NULL;
-    PyObject *dropped = NULL;
-    int done = -1;
-    if ((state = PyObject_GetAttr(SLOT(cache, ca_table), s_site_state)) == NULL ||
-        (depth = PyObject_GetAttr(trace, s_depth)) == NULL)
-        goto out;
-    long d = PyLong_AsLong(depth);
-    if (d == -1 && PyErr_Occurred())
-        goto out;
-    if (!PyTuple_CheckExact(state) || PyTuple_GET_SIZE(state) < 3 || !PyDict_CheckExact(PyTuple_GET_ITEM(state, 2))) {
-        done = 0;
-        goto out;
-    }
-    if ((key = site_key_of((PyObject *)frame, d, flat ? 2 * d : 0, state)) == NULL)
-        goto out;
-    PyObject *sid = key == Py_NotImplemented ? NULL : PyDict_GetItemWithError(PyTuple_GET_ITEM(state, 2), key);
-    if (sid == NULL) {
-        done = PyErr_Occurred() ? -1 : 0;
-        goto out;
-    }
-    if ((finished = PyObject_GetAttr(trace, s_finished)) == NULL)
-        goto out;
-    if (finished == Py_True) { /* another thread's draw that overlapped the end of the block */
-        done = 1;
-        goto out;
-    }
-    if ((overflow = PyObject_GetAttr(trace, s_overflow)) == NULL ||
-        (okey = PyTuple_Pack(4, stream, self->kind, self->api, sid)) == NULL)
-        goto out;
-    PyObject *slot = PyDict_CheckExact(overflow) ? PyDict_GetItemWithError(overflow, okey) : NULL;
-    if (slot == NULL || !PyList_CheckExact(slot) || PyList_GET_SIZE(slot) != 2 || count == NULL) {
-        done = PyErr_Occurred() ? -1 : 0; /* a new key: RawStore.add makes its slot */
-        goto out;
-    }
-    static PyObject *one;
-    if (one == NULL && (one = PyLong_FromLong(1)) == NULL) /* kept for the process */
-        goto out;
-    Py_INCREF(slot);
-    PyObject *calls = PyNumber_Add(PyList_GET_ITEM(slot, 0), one);
-    PyObject *values = calls == NULL ? NULL : count == Py_None ? Py_NewRef(PyList_GET_ITEM(slot, 1))
-                                                               : PyNumber_Add(PyList_GET_ITEM(slot, 1), count);
-    if (values != NULL && (dropped = PyObject_GetAttr(trace, s_dropped)) != NULL) {
-        PyObject *more = PyNumber_Add(dropped, one);
-        if (more != NULL && PyObject_SetAttr(trace, s_dropped, more) == 0) {
-            PyList_SetItem(slot, 0, calls); /* steals: set only once the count above is in */
-            PyList_SetItem(slot, 1, values);
-            calls = values = NULL;
-            done = 1;
-        }
-        Py_XDECREF(more);
-    }
-    Py_XDECREF(calls);
-    Py_XDECREF(values);
-    Py_DECREF(slot);
-out:
-    Py_XDECREF(dropped);
-    Py_XDECREF(okey);
-    Py_XDECREF(overflow);
-    Py_XDECREF(finished);
-    Py_XDECREF(key);
-    Py_XDECREF(depth);
-    Py_XDECREF(state);
-    return done;
 }
 
 /* site_count() for one recording trace, once ``stream`` is one it watches. */
@@ -290,8 +249,8 @@ fast_record(Recorder *self, PyObject *now, PyObject *st, PyFrameObject *frame, P
         if (pin == Py_True)
             take_finished_pins(known, released);
     }
-    raw = raw_event(self, stream, count, sid, SLOT(st, st_key), detail);
-    if (raw == NULL)
+    raw = repeated_event(sink, self, stream, count, sid, SLOT(st, st_key), detail);
+    if (raw == NULL && (raw = raw_event(self, stream, count, sid, SLOT(st, st_key), detail)) == NULL)
         goto out;
     done = sink_append(sink, raw);
     goto out;
