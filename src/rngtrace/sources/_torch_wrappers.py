@@ -328,7 +328,7 @@ def handed(rec: Any, where: Callable[[tuple, dict], str], args: tuple, kwargs: d
     """Whether the state argument (``args[at]``, else the first keyword's) was handed out on its stream."""
     try:
         state = args[at] if len(args) > at else next(iter(kwargs.values()))
-        return bool(rec.was_handed(where(args, kwargs), state_digest(state)))
+        return bool(rec.handed.was_handed(where(args, kwargs), state_digest(state)))
     except Exception:  # noqa: BLE001 (a state it cannot digest is recorded as the seed it may be)
         return False
 
@@ -337,7 +337,9 @@ def _all_handed(rec: Any, args: tuple, kwargs: dict) -> bool:
     """``set_rng_state_all(states)``: whether each device's state was handed out on that device's stream."""
     try:
         states = list(args[0] if args else next(iter(kwargs.values())))
-        return bool(states) and all(rec.was_handed(cuda_stream(i), state_digest(s)) for i, s in enumerate(states))
+        return bool(states) and all(
+            rec.handed.was_handed(cuda_stream(i), state_digest(s)) for i, s in enumerate(states)
+        )
     except Exception:  # noqa: BLE001
         return False
 
