@@ -374,8 +374,7 @@ print(after_one / before, after_many / before)
 PREBOUND_CHILD = """
 import random, statistics, time, types
 from rngtrace import rng_trace
-pre = random.random  # bound at import, as `from random import random` does: no patch reaches it
-holder = types.SimpleNamespace(random=random.random)  # held in an object: no patch reaches it, nor a module's name
+{bind}
 def leaf(x):
     return x + 1
 def timed():  # code that draws nothing: small Python calls, the worst case for a profile hook
@@ -395,13 +394,23 @@ print(statistics.median(untraced), statistics.median(traced))
 """
 
 
+#: how the reference is bound before the trace, by what the child draws through
+PREBOUND_BINDINGS = {
+    # as `from random import random` does: a module's name, no patch reaches it
+    "pre": "pre = random.random",
+    # held in an object: no patch reaches it, and no module's name holds it
+    "holder.random": "holder = types.SimpleNamespace(random=random.random)",
+}
+
+
 def prebound(children: int, n: int, draw: str = "pre") -> tuple[float, float]:
     """Seconds of code that draws nothing, untraced and in a trace after one pre-bound draw: medians over children.
 
     Each child is fresh: its trace is the first to meet the reference (a later one finds it patched).
     ``draw`` is ``pre`` (a module's name) or ``holder.random`` (held in an object).
     """
-    runs = [_child(PREBOUND_CHILD.format(n=n, draw=draw)).split() for _ in range(children)]
+    child = PREBOUND_CHILD.format(n=n, draw=draw, bind=PREBOUND_BINDINGS[draw])
+    runs = [_child(child).split() for _ in range(children)]
     return statistics.median(float(a) for a, _ in runs), statistics.median(float(b) for _, b in runs)
 
 

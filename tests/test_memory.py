@@ -284,3 +284,18 @@ def test_draws_from_many_distinct_stacks_past_max_events_keep_one_form_per_line_
         assert (overflow, dropped) == (20, 39_000)  # a form per drawing line, not one per stack
         assert kib < 16 * 1024, f"{kib / 1024:.1f} MiB added"
     assert results[0][3:] == results[1][3:]  # the same call-site table and findings, accelerated or not
+
+
+def test_nested_traces_each_keep_call_site_forms_only_past_their_own_max_events(tmp_path):
+    from rngtrace import rng_trace
+
+    funcs = _user_pairs_program(tmp_path / "pairs.py", 20, 5)["FUNCS"]
+    with rng_trace(print=False, max_events=100_000) as outer:
+        with rng_trace(print=False, max_events=10) as inner:
+            for f in funcs:
+                for callee in funcs[:5]:
+                    f(callee)  # 100 draws from 100 distinct stacks through 5 drawing lines
+    assert (len(outer.events), outer.dropped) == (100, 0)
+    assert (len(inner.events), inner.dropped) == (10, 90)
+    assert len(inner.overflow) == 5  # a row per drawing line while the outer trace keeps every stack
+    assert _log_sites(inner) == _log_sites(outer)

@@ -99,6 +99,33 @@ def test_a_state_a_getter_handed_out_put_back_is_a_restore_on_every_stream_and_v
     assert all(e.detail is None for e in trace.events if e.kind == "restore")
 
 
+def test_putting_back_the_state_numpy_holds_is_no_event_and_its_cached_normal_counts():
+    np.random.seed(5)
+    np.random.standard_normal()  # a cached normal: part of the state
+    with rng_trace(print=False) as trace:
+        held = np.random.get_state()
+        np.random.set_state(held)  # moves nothing
+        np.random.set_state(np.random.get_state(legacy=False))  # the same state, as a dict
+        np.random.set_state((*held[:3], 0, 0.0))  # the same words without the cached normal: it moves
+    assert [(e.kind, e.api) for e in trace.events] == [("seed", "numpy.random.set_state")]
+
+
+def test_the_states_handed_out_are_forgotten_when_the_trace_ends_and_only_the_last_64_are_kept():
+    random.seed(2)
+    with rng_trace(print=False) as trace:
+        first = random.getstate()
+        later = []
+        for _ in range(64):
+            random.random()
+            later.append(random.getstate())
+        random.setstate(later[0])  # among the last 64 handed out
+        random.setstate(first)  # the 65th from the end: forgotten
+    assert [e.kind for e in trace.events if e.api == "random.setstate"] == ["restore", "seed"]
+    with rng_trace(print=False) as trace:
+        random.setstate(later[5])  # handed out in the trace before: a seed in this one
+    assert [e.kind for e in trace.events] == ["seed"]
+
+
 def test_a_library_putting_back_a_saved_state_after_the_users_seed_is_no_reseed_and_a_new_state_is(package):
     lib = package("saverlib", SAVER)
     with rng_trace(print=False) as trace:

@@ -18,6 +18,7 @@ from types import FrameType
 from typing import Any
 
 from ._errors import GlobalRNGError, RNGDrawWarning
+from ._handed import HandedStates
 from ._hotpath import SPEEDUPS as _speedups
 from ._hotpath import Cache, FrameMode, HotPath, Snapshot
 from ._model import DRAW, NO_STACK, UNATTRIBUTED
@@ -32,8 +33,6 @@ _WALK, _PINNED, _PROFILE = FrameMode.WALK, FrameMode.PINNED, FrameMode.PROFILE
 _STRENGTH = {"log": 0, "warn": 1, "raise": 2}
 #: interned stack nodes past which a table is replaced once no trace is active
 TABLE_LIMIT = 50_000
-#: the digests of states handed out kept per stream: a framework saves a few and puts them back
-HANDED_LIMIT = 64
 
 
 class Recording:
@@ -69,8 +68,8 @@ class Recording:
         self.on_seed: Callable[[str], None] | None = None
         #: the modules searched for references bound before each trace (``_prebound``)
         self.prebound = PreboundNotes()
-        #: stream -> digests of the states its getters handed out during the traces, oldest first
-        self.handed: dict[str, dict[Any, None]] = {}
+        #: the states the streams' getters handed out during the traces (a restore puts one back)
+        self.handed = HandedStates()
 
     # -- what the hub publishes ------------------------------------------------
     def publish(self, sessions: tuple) -> None:
@@ -235,28 +234,6 @@ class Recording:
         if fingerprint is not None:
             fingerprint.last = None
 
-    def hand_out(self, stream: str, digest: Any) -> None:
-        """A getter handed out ``stream``'s state with ``digest``: putting it back later is a restore."""
-        seen = self.handed.get(stream)
-        if seen is None:
-            seen = self.handed.setdefault(stream, {})
-        seen.pop(digest, None)  # the newest last: the oldest goes first
-        seen[digest] = None
-        if len(seen) > HANDED_LIMIT:
-            try:
-                del seen[next(iter(seen))]
-            except (KeyError, RuntimeError, StopIteration):  # another thread's hand_out got there first
-                pass
-
-    def was_handed(self, stream: str, digest: Any) -> bool:
-        """Whether a getter handed out ``stream``'s state with ``digest`` since the traces began."""
-        seen = self.handed.get(stream)
-        return seen is not None and digest in seen
-
-    def forget_handed(self) -> None:
-        """No trace is active: the states handed out before belong to none."""
-        self.handed = {}
-
     def base_of(self, stream: str) -> str:
         base = self._base.get(stream)
         if base is None:
@@ -360,21 +337,27 @@ class Recording:
             st = self.state()
         base = self.base_of(stream)
         traces = [session.trace for session in active if base in session.streams]
-        if traces and all(trace.full() for trace in traces):
+        full = [trace.full() for trace in traces]
+        if traces and all(full):
             sid = self._site(frame, kind, st, cache)  # every trace only counts it: its call-site form
         else:
             known = self.known_frames(st, cache)
             if cache.mode is _WALK and kind == DRAW:
                 self._count_walk()
             sid = cache.table.capture(frame, self._depth, known, cache.mode is _PINNED)
-        raw = (stream, kind, api, count, sid, st.key, detail)
-        for trace in traces:
-            trace.add(raw)
+        raw = counted = (stream, kind, api, count, sid, st.key, detail)
+        if any(full) and not all(full):  # a trace past max_events beside one keeping events: the form for it
+            counted = (stream, kind, api, count, self._site(frame, None, st, cache), st.key, detail)
+        for trace, past in zip(traces, full):
+            trace.add(counted if past else raw)
         if now.strict and kind == DRAW and self._policy.get(base) == "warn":
             self._warn(stream, api, sid, cache.table)
 
-    def _site(self, frame: FrameType | None, kind: str, st: ThreadState, cache: Cache) -> int:
-        """The call-site form of the stack at ``frame``, walked as far as ``capture`` would walk it."""
+    def _site(self, frame: FrameType | None, kind: str | None, st: ThreadState, cache: Cache) -> int:
+        """The call-site form of the stack at ``frame``, walked as far as ``capture`` would walk it.
+
+        ``kind`` None: the draw's walk was counted already (its whole stack was captured too).
+        """
         mode = cache.mode
         if mode is _WALK and kind == DRAW:
             self._count_walk()  # frame modes change at the same draw as with no max_events

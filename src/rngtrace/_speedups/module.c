@@ -35,8 +35,8 @@
  */
 #include "speedups.h"
 
-PyObject *s_value, *s_add, *s_is_cpu, *s_numel, *s_depth, *s_watch_code, *s_acquire, *s_release, *s_site_state, *s_finished,
-    *s_overflow, *s_dropped;
+PyObject *s_value, *s_add, *s_is_cpu, *s_numel, *s_depth, *s_watch_code, *s_acquire, *s_release,
+    *s_finished, *s_overflow, *s_dropped;
 PyObject *one, *zero;
 PyObject *root; /* ROOT in _stack.py: the parent of an outermost frame */
 
@@ -86,7 +86,6 @@ PyInit__speedups(void)
     INTERN(s_watch_code, "watch_code");
     INTERN(s_acquire, "acquire");
     INTERN(s_release, "release");
-    INTERN(s_site_state, "site_state");
     INTERN(s_finished, "finished");
     INTERN(s_overflow, "overflow");
     INTERN(s_dropped, "dropped");

@@ -21,7 +21,8 @@
 /* Offsets of the __slots__ the hot path reads (rngtrace/_hotpath.py, _threads.py), found from
  * their member descriptors by configure(): a renamed slot fails there, not silently here. */
 extern Py_ssize_t hp_now, hp_states, hp_record, hp_unattributed, hp_raised, hp_seeded;
-extern Py_ssize_t sn_active, sn_sink, sn_strict, sn_profile_hook, sn_cache, ca_ids, ca_table, ca_walk, ca_pin, ca_flat;
+extern Py_ssize_t sn_active, sn_sink, sn_strict, sn_profile_hook, sn_cache, ca_ids, ca_table, ca_walk, ca_pin, ca_flat,
+    ca_sites;
 extern Py_ssize_t st_busy, st_pending, st_frames, st_epoch, st_key, st_hooked;
 extern Py_ssize_t fp_view, fp_last;
 extern PyTypeObject *hot_path_type, *snapshot_type, *cache_type, *thread_state_type, *fingerprint_type;
@@ -30,8 +31,8 @@ PyObject *configure(PyObject *module, PyObject *args);
 
 /* -- module.c: made once, at import --------------------------------------------------- */
 
-extern PyObject *s_value, *s_add, *s_is_cpu, *s_numel, *s_depth, *s_watch_code, *s_acquire, *s_release, *s_site_state, *s_finished,
-    *s_overflow, *s_dropped;
+extern PyObject *s_value, *s_add, *s_is_cpu, *s_numel, *s_depth, *s_watch_code, *s_acquire, *s_release,
+    *s_finished, *s_overflow, *s_dropped;
 extern PyObject *one, *zero;
 extern PyObject *root; /* ROOT in _stack.py: the parent of an outermost frame */
 

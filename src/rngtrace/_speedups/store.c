@@ -18,9 +18,11 @@ site_count(Recorder *self, PyObject *sink, PyObject *cache, PyFrameObject *frame
     PyObject *state = NULL, *depth = NULL, *key = NULL, *finished = NULL, *overflow = NULL, *okey = NULL;
     PyObject *dropped = NULL;
     int done = -1;
-    if ((state = PyObject_GetAttr(SLOT(cache, ca_table), s_site_state)) == NULL ||
-        (depth = PyObject_GetAttr(trace, s_depth)) == NULL)
+    state = Py_XNewRef(SLOT(cache, ca_sites)); /* the table's site_state, read when the Cache was made */
+    if (state == NULL || (depth = PyObject_GetAttr(trace, s_depth)) == NULL) {
+        done = state == NULL ? 0 : -1;
         goto out;
+    }
     long d = PyLong_AsLong(depth);
     if (d == -1 && PyErr_Occurred())
         goto out;

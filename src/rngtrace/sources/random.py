@@ -162,7 +162,15 @@ class RandomSource(Source):
 
     def _current(self, state: Any) -> bool:
         """Whether ``state`` is the hidden instance's state now (a restore of it moves nothing)."""
-        return type(state) is tuple and state == _random.Random.getstate(self._inst)
+        # The C base's words, not random.Random.getstate: that is the getter's wrapper while tracing.
+        inst = self._inst
+        return (
+            type(state) is tuple
+            and len(state) == 3
+            and state[0] == inst.VERSION
+            and state[2] == inst.gauss_next
+            and state[1] == _c_random.Random.getstate(inst)
+        )
 
     def owners(self) -> Iterable[object]:
         return (self._inst,)
