@@ -3,8 +3,9 @@
 A generated program defines ``--functions`` functions and calls them in pairs
 (outer ``f_i`` calls inner ``f_j``, which draws ``random.random()``), so every draw
 comes from a stack no other draw has. Each side runs in a fresh interpreter and
-reports the peak resident set (``VmHWM``) minus the resident set before the loop;
-untraced and traced rounds alternate, and the medians are quoted side by side.
+reports the peak resident set (``VmHWM``) minus the resident set before the loop, and
+the loop's time; untraced and traced rounds alternate, and the medians are quoted side
+by side.
 
     python benchmarks/distinct_stacks.py            # 400k draws, max_events=10000
     python benchmarks/distinct_stacks.py --quick    # 40k draws, one round each
@@ -39,21 +40,22 @@ def program(functions: int, inner: int, traced: bool, max_events: int) -> str:
         f"def work():\n    for outer in FUNCS:\n        for callee in FUNCS[:{inner}]:\n            outer(callee)"
     )
     lines.append("with open('/proc/self/clear_refs', 'w') as f:\n    f.write('5')")
-    lines.append("before = status('VmRSS:')")
+    lines.append("import time\nbefore = status('VmRSS:')\nstart = time.perf_counter()")
     if traced:
         lines.append(f"with rng_trace(print=False, max_events={max_events}) as t:\n    work()")
+        lines.append("took = time.perf_counter() - start")
         lines.append("sites = len({e.stack for e in t.events}) + len(t.overflow)")
     else:
-        lines.append("work()\nsites = 0")
-    lines.append("print(status('VmHWM:') - before, sites)")
+        lines.append("work()\ntook = time.perf_counter() - start\nsites = 0")
+    lines.append("print(status('VmHWM:') - before, sites, took)")
     return "\n".join(lines) + "\n"
 
 
-def measure(path: str) -> tuple[int, int]:
-    """Run one generated program; its added peak RSS (KiB) and the call sites its trace holds."""
+def measure(path: str) -> tuple[int, int, float]:
+    """Run one generated program; its added peak RSS (KiB), the call sites its trace holds, its loop's seconds."""
     out = subprocess.run([sys.executable, path], capture_output=True, text=True, timeout=600, check=True)
-    kib, sites = map(int, out.stdout.split())
-    return kib, sites
+    kib, sites, took = out.stdout.split()
+    return int(kib), int(sites), float(took)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -77,14 +79,19 @@ def main(argv: list[str] | None = None) -> int:
                 f.write(program(args.functions, inner, side, args.max_events))
         plain, traced, sites = [], [], 0
         for _ in range(rounds):
-            plain.append(measure(paths[False])[0])
-            kib, sites = measure(paths[True])
-            traced.append(kib)
-    a, b = statistics.median(plain) / 1024, statistics.median(traced) / 1024
+            plain.append(measure(paths[False]))
+            traced.append(measure(paths[True]))
+            sites = traced[-1][1]
+    a, b = (statistics.median(row[0] for row in rows) / 1024 for rows in (plain, traced))
+    ta, tb = (statistics.median(row[2] for row in rows) * 1000 for rows in (plain, traced))
     print("| figure | untraced | traced | added | target |\n| --- | ---: | ---: | ---: | ---: |")
     print(
         f"| peak RSS, {draws:,} draws from {draws:,} distinct stacks, max_events={args.max_events:,}"
         f" ({sites:,} call sites held) | +{a:.1f} MiB | +{b:.1f} MiB | +{b - a:.1f} MiB | ≤ +{TARGET_MIB} MiB |"
+    )
+    print(
+        f"| the loop's time, the same runs | {ta:.0f} ms | {tb:.0f} ms |"
+        f" +{(tb - ta) * 1000 / draws:.2f} µs a draw | — |"
     )
     return 0
 

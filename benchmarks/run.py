@@ -3,8 +3,10 @@
 Every timed figure is the median of alternating rounds (untraced, traced,
 untraced, ...), so drift on a noisy machine hits both sides alike. Run with
 ``make bench``; ``--quick`` runs fewer rounds; ``--markdown`` prints the table
-as benchmarks/README.md keeps it; ``--only NAME`` (repeatable) runs some sections
-only: per-draw, hand-tracer, fresh-frames, per-call, training, workers, subprocess, memory, after-trace.
+as benchmarks/README.md keeps it; ``--cpu`` times the per-draw and per-call loops in CPU time;
+``--only NAME`` (repeatable) runs some sections
+only: per-draw, hand-tracer, fresh-frames, per-call, training, workers, subprocess, prebound, memory,
+after-trace.
 """
 
 from __future__ import annotations
@@ -35,6 +37,9 @@ except ImportError:  # the torch workloads are skipped, and said to be
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DEPTH = 16
+#: the clock of the per-draw and per-call loops: wall time, or with --cpu the process's CPU time, which
+#: other processes on a busy machine disturb less (threads of this one, a sweeper's, still count)
+CLOCK: Callable[[], float] = time.perf_counter
 
 
 def alternate(untraced: Callable[[], float], traced: Callable[[], float], rounds: int) -> tuple[float, float]:
@@ -64,10 +69,10 @@ def _nested(depth: int, fn: Callable[[], float]) -> float:
 
 def _draw_loop(draw: Callable[[], object], n: int) -> Callable[[], float]:
     def loop() -> float:
-        t = time.perf_counter()
+        t = CLOCK()
         for _ in range(n):
             draw()
-        return (time.perf_counter() - t) / n * 1e9
+        return (CLOCK() - t) / n * 1e9
 
     return lambda: _nested(DEPTH - 2, loop)  # the loop and the draw's caller make 16
 
@@ -136,10 +141,10 @@ def _fresh_loop(draw: Callable[[], object], n: int, fresh: int = 8) -> Callable[
         return draw() if k <= 1 else chain(k - 1)
 
     def loop() -> float:
-        t = time.perf_counter()
+        t = CLOCK()
         for _ in range(n):
             chain(fresh)
-        return (time.perf_counter() - t) / n * 1e9
+        return (CLOCK() - t) / n * 1e9
 
     return lambda: _nested(DEPTH - fresh - 1, loop)
 
@@ -176,10 +181,10 @@ def _call_loop(call: Callable[[], object], n: int) -> Callable[[], float]:
     """µs per call of ``call``, from a loop as deep as the per-draw figures."""
 
     def loop() -> float:
-        t = time.perf_counter()
+        t = CLOCK()
         for _ in range(n):
             call()
-        return (time.perf_counter() - t) / n * 1e6
+        return (CLOCK() - t) / n * 1e6
 
     return lambda: _nested(DEPTH - 2, loop)
 
@@ -188,7 +193,7 @@ def _block_loop(n: int, trace: bool) -> Callable[[], float]:
     """µs per ``with rng_trace(print=False): pass``, or per empty loop body."""
 
     def loop() -> float:
-        t = time.perf_counter()
+        t = CLOCK()
         if trace:
             for _ in range(n):
                 with rng_trace(print=False):
@@ -196,7 +201,7 @@ def _block_loop(n: int, trace: bool) -> Callable[[], float]:
         else:
             for _ in range(n):
                 pass
-        return (time.perf_counter() - t) / n * 1e6
+        return (CLOCK() - t) / n * 1e6
 
     return lambda: _nested(DEPTH - 2, loop)
 
@@ -366,6 +371,49 @@ after_many = median_rate()
 print(after_one / before, after_many / before)
 """
 
+PREBOUND_CHILD = """
+import random, statistics, time, types
+from rngtrace import rng_trace
+{bind}
+def leaf(x):
+    return x + 1
+def timed():  # code that draws nothing: small Python calls, the worst case for a profile hook
+    t = time.perf_counter()
+    s = 0
+    for i in range({n}):
+        s += leaf(i)
+    return time.perf_counter() - t
+timed(); timed()  # warm: 3.11 specialises the loop first
+untraced = [timed() for _ in range(3)]
+with rng_trace(print=False):
+    {draw}()  # one draw through the reference bound before the trace
+    random.random()  # a recorded draw notices that move (3.10/3.11: the catch-all arms)
+    traced = [timed() for _ in range(3)]
+untraced += [timed() for _ in range(3)]
+print(statistics.median(untraced), statistics.median(traced))
+"""
+
+
+#: how the reference is bound before the trace, by what the child draws through
+PREBOUND_BINDINGS = {
+    # as `from random import random` does: a module's name, no patch reaches it
+    "pre": "pre = random.random",
+    # held in an object: no patch reaches it, and no module's name holds it
+    "holder.random": "holder = types.SimpleNamespace(random=random.random)",
+}
+
+
+def prebound(children: int, n: int, draw: str = "pre") -> tuple[float, float]:
+    """Seconds of code that draws nothing, untraced and in a trace after one pre-bound draw: medians over children.
+
+    Each child is fresh: its trace is the first to meet the reference (a later one finds it patched).
+    ``draw`` is ``pre`` (a module's name) or ``holder.random`` (held in an object).
+    """
+    child = PREBOUND_CHILD.format(n=n, draw=draw, bind=PREBOUND_BINDINGS[draw])
+    runs = [_child(child).split() for _ in range(children)]
+    return statistics.median(float(a) for a, _ in runs), statistics.median(float(b) for _, b in runs)
+
+
 AFTER_CALLS = 500  # of each: a decorated call that draws nothing, one that draws once, a with block
 
 
@@ -534,6 +582,45 @@ def report_workers(quick: bool, row: Row) -> None:
         f"{b / a:.2f}×",
         "—",
     )
+    persistent = persistent_epochs(256 if quick else 512)
+    persistent()
+    a, b = alternate(persistent, traced(persistent), 5 if quick else 31)
+    row(
+        f"the same with persistent_workers=True: {PERSISTENT_EPOCHS} epochs, the workers started in the first",
+        f"{a:.3f} s",
+        f"{b:.3f} s",
+        f"{b / a:.2f}×",
+        "≤ 1.10×",
+    )
+
+
+PERSISTENT_EPOCHS = 3
+
+
+def persistent_epochs(items: int) -> Callable[[], float]:
+    """A fresh DataLoader with 2 persistent fork workers, run for PERSISTENT_EPOCHS epochs; returns seconds.
+
+    The workers start in the first epoch and serve the rest, as in a training run; they are shut
+    down after the timing, inside the traced block (their events merged when it ends).
+    """
+
+    def run() -> float:
+        loader = torch.utils.data.DataLoader(
+            _DrawingDataset(items),
+            batch_size=32,
+            num_workers=2,
+            multiprocessing_context="fork",
+            persistent_workers=True,
+        )
+        t = time.perf_counter()
+        for _ in range(PERSISTENT_EPOCHS):
+            for _batch in loader:
+                pass
+        took = time.perf_counter() - t
+        loader._iterator._shutdown_workers()  # type: ignore[union-attr]  # now, not whenever it is collected
+        return took
+
+    return run
 
 
 _CHILDREN_PARENT = """\
@@ -578,7 +665,7 @@ def report_subprocesses(quick: bool, row: Row) -> None:
         f"{a * 1e3:.0f} ms",
         f"{b * 1e3:.0f} ms",
         f"+{(b - a) * 1e3:.0f} ms/child",
-        "—",
+        "≤ +30 ms",
     )
 
 
@@ -591,6 +678,26 @@ def report_memory(quick: bool, row: Row) -> None:
         f"{mib:.1f} MiB",
         f"{calls:,} counted, {dropped:,} not kept",
         "≤ 32 MB",
+    )
+
+
+def report_prebound(quick: bool, row: Row) -> None:
+    children, n = (3, 100_000) if quick else (9, 300_000)
+    a, b = prebound(children, n)
+    row(
+        "code that draws nothing, in a trace, after one draw through `pre = random.random` bound at import",
+        f"{a * 1e3:.1f} ms",
+        f"{b * 1e3:.1f} ms",
+        f"{b / a:.2f}×",
+        "≤ 1.10×",
+    )
+    a, b = prebound(children, n, "holder.random")
+    row(
+        "  the same through `holder.random`, held in an object (3.10/3.11: the profile hook stays in)",
+        f"{a * 1e3:.1f} ms",
+        f"{b * 1e3:.1f} ms",
+        f"{b / a:.2f}×",
+        "—",
     )
 
 
@@ -611,6 +718,7 @@ SECTIONS: dict[str, Callable[[bool, Row], None]] = {
     "training": report_training,
     "workers": report_workers,
     "subprocess": report_subprocesses,
+    "prebound": report_prebound,
     "memory": report_memory,
     "after-trace": report_after_trace,
 }
@@ -621,6 +729,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="fewer rounds and draws")
     parser.add_argument("--markdown", action="store_true", help="print the table as Markdown")
     parser.add_argument(
+        "--cpu", action="store_true", help="time the per-draw and per-call loops in CPU time, not wall time"
+    )
+    parser.add_argument(
         "--only",
         action="append",
         choices=list(SECTIONS),
@@ -628,9 +739,12 @@ def main(argv: list[str] | None = None) -> int:
         help=f"run only this section (repeatable): {', '.join(SECTIONS)}",
     )
     args = parser.parse_args(argv)
+    global CLOCK
+    CLOCK = time.process_time if args.cpu else time.perf_counter
     lines = [
         f"Python {platform.python_version()}, numpy {np.__version__}, "
-        f"torch {torch.__version__ if torch else 'not installed'}, {os.cpu_count()} cores, {platform.machine()}",
+        f"torch {torch.__version__ if torch else 'not installed'}, {os.cpu_count()} cores, {platform.machine()}"
+        + (", per-draw and per-call loops in CPU time" if args.cpu else ""),
         "",
         "| figure | untraced | traced | result | target |",
         "| --- | ---: | ---: | ---: | ---: |",

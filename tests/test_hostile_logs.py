@@ -144,7 +144,7 @@ MALFORMED = {
     "pid true": (lambda d: d.__setitem__("pid", True), "pid: expected a whole number >= 0, got true"),
     "an unknown kind": (
         lambda d: d["events"][0].__setitem__(1, "boom"),
-        "events[0] kind: expected one of draw, seed, unattributed, entropy, got 'boom'",
+        "events[0] kind: expected one of draw, seed, unattributed, entropy, restore, got 'boom'",
     ),
     "a stack out of range": (
         lambda d: d["events"][0].__setitem__(4, 3),

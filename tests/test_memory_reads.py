@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from rngtrace import rng_trace
-from rngtrace.sources import _inplace
+from rngtrace.sources import _inplace, _numpy_views
 from rngtrace.sources import numpy as numpy_source
 
 
@@ -114,7 +114,7 @@ def test_a_bit_generator_merely_named_mt19937_gets_no_in_place_view_and_its_move
 
 def test_numpy_gets_no_in_place_view_that_would_miss_the_cached_normal(monkeypatch):
     # Without the has_gauss flag, a normal taken from the cached pair would move nothing the view reads.
-    monkeypatch.setattr(numpy_source, "_gauss_flag_offset", lambda: None)
+    monkeypatch.setattr(_numpy_views, "_gauss_flag_offset", lambda: None)
     assert numpy_source.NumpySource().fingerprint() is None
 
 

@@ -5,14 +5,15 @@ from __future__ import annotations
 import random
 import sys
 import threading
+import types
 from _thread import get_ident
 
 import pytest
 
 from rngtrace import rng_trace
 
-prebound_random = random.random  # bound before any trace: only a catch-all hook sees calls through it
-prebound_getrandbits = random.getrandbits
+# Held in an object, not by the module: only the profile hook finds it (no module on the stack holds it).
+held = types.SimpleNamespace(random=random.random, getrandbits=random.getrandbits)
 
 monitoring = pytest.mark.skipif(sys.version_info < (3, 12), reason="sys.monitoring is 3.12+")
 profile_hook = pytest.mark.skipif(sys.version_info >= (3, 12), reason="3.10/3.11 arm a profile hook")
@@ -25,7 +26,7 @@ def call(fn, *args):
 
 def arm_the_profile_hook() -> None:
     """3.10/3.11: a move no call recorded (C code calls the reference), noticed at the next draw."""
-    list(map(prebound_getrandbits, [8]))
+    list(map(held.getrandbits, [8]))
     random.random()
 
 
@@ -61,7 +62,7 @@ def test_a_call_site_an_earlier_trace_disabled_is_seen_by_the_next_one():
     with rng_trace(print=False):
         call(len, "not a draw")  # the catch-all stops watching this site
     with rng_trace(print=False) as trace:
-        call(prebound_random)
+        call(held.random)
     assert [(e.kind, e.api, e.stack[0].function) for e in trace.events] == [("draw", "random.random", "call")]
 
 
@@ -75,7 +76,7 @@ def test_a_threading_profile_hook_reaches_threads_started_after_rngtrace_arms_it
         events.setdefault(get_ident(), []).append(event)
 
     def worker():
-        prebound_random()
+        held.random()
         idents.append(get_ident())
 
     idents: list[int] = []

@@ -22,10 +22,16 @@ from rngtrace import rng_trace
 
 SOURCE = """\
 from random import randrange, random as uniform
+import random as _random
 
 
 def pick():
     return randrange(10) + uniform()  # PICK LINE
+
+
+def pick_and_notice():
+    pick()
+    return _random.random()  # NOTICE LINE
 """
 
 
@@ -54,11 +60,73 @@ def test_references_bound_at_import_are_attributed_from_the_second_block_on(preb
     assert sum(e.kind == "unattributed" for e in blocks[0].events) <= 1
     for trace in blocks[1:]:
         assert [(e.api, e.kind, e.frame.lineno) for e in trace.events] == [
-            ("random.randrange", "draw", 5),
-            ("random.random", "draw", 5),
+            ("random.randrange", "draw", 6),
+            ("random.random", "draw", 6),
         ] * 3
     # Once learned, the module's own names carry the wrappers: the profile hook is no longer needed.
     assert not any("profile hook" in note for note in blocks[-1].notes)
+
+
+@pytest.mark.skipif(sys.version_info >= (3, 12), reason="3.10/3.11 arm a profile hook on demand")
+def test_a_move_noticed_in_the_module_holding_the_reference_patches_it_and_arms_no_profile_hook(
+    prebound: ModuleType,
+) -> None:
+    if sys.getprofile() is not None:
+        pytest.skip("another profiler is active")
+    # A profile hook would see every call of the program: the module on the noticing stack holds
+    # random's originals, so they are patched instead, and its later calls are recorded by wrappers.
+    with rng_trace(print=False) as first:
+        prebound.pick_and_notice()  # pick() moves the stream unseen; the module's next draw notices
+        hooked = sys.getprofile()
+        prebound.pick()
+    with rng_trace(print=False) as second:  # nothing left for a hook to find: none from the start either
+        hooked_from_start = sys.getprofile()
+        prebound.pick()
+    assert (hooked, hooked_from_start) == (None, None)
+    assert [(e.kind, e.api, e.frame.lineno if e.kind == "draw" else None) for e in first.events] == [
+        ("draw", "random.randrange", 6),  # recorded where it calls random's own methods (call_through)
+        ("unattributed", "random state", None),
+        ("draw", "random.random", 11),
+        ("draw", "random.randrange", 6),
+        ("draw", "random.random", 6),
+    ]
+    assert [(e.api, e.frame.lineno) for e in second.events] == [("random.randrange", 6), ("random.random", 6)]
+    assert not any("profile hook" in note for note in first.notes + second.notes)
+
+
+@pytest.mark.skipif(sys.version_info >= (3, 12), reason="3.10/3.11 arm a profile hook on demand")
+def test_the_profile_hook_goes_back_to_armed_once_the_name_it_found_is_patched(prebound: ModuleType) -> None:
+    if sys.getprofile() is not None:
+        pytest.skip("another profiler is active")
+    with rng_trace(print=False) as trace:
+        prebound.pick()  # a move no patch saw, noticed below, where no module holds random's originals
+        random.random()
+        armed = sys.getprofile()
+        prebound.pick()  # the hook sees it and patches the module's names: it has nothing left to find
+        after = sys.getprofile()
+        prebound.pick()
+    assert armed is not None and after is None
+    name = "test_the_profile_hook_goes_back_to_armed_once_the_name_it_found_is_patched"
+    assert [(e.kind, e.api, e.frame.function) for e in trace.events[2:]] == [("draw", "random.random", name)] + [
+        ("draw", "random.randrange", "pick"),
+        ("draw", "random.random", "pick"),
+    ] * 2
+
+
+@pytest.mark.skipif(sys.version_info >= (3, 12), reason="3.10/3.11 arm a profile hook on demand")
+def test_the_profile_hook_stays_where_it_found_a_call_no_patch_reaches(prebound: ModuleType) -> None:
+    if sys.getprofile() is not None:
+        pytest.skip("another profiler is active")
+    holder = types.SimpleNamespace(random=random.random)
+    with rng_trace(print=False) as trace:
+        holder.random()  # a move no patch saw, through a reference no module holds
+        random.random()  # noticed: the hook arms
+        holder.random()  # found by the hook: no name to patch, so it stays
+        prebound.pick()  # found too, and the module's names patched: still needed for the holder's
+        after = sys.getprofile()
+        holder.random()
+    assert after is not None
+    assert [e.kind for e in trace.events][-4:] == ["draw"] * 4
 
 
 def test_learned_names_hold_the_originals_again_after_each_trace(prebound: ModuleType) -> None:

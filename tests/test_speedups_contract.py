@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import pathlib
 import random
+import sys
 import threading
 import types
 
@@ -92,6 +93,7 @@ def test_the_stack_table_walks_and_keys_frames_in_c():
     assert _stack._c_capture is SPEEDUPS.capture
     assert _stack._c_walk_memo is SPEEDUPS.walk_memo
     assert _stack._c_flat_key is SPEEDUPS.flat_key
+    assert _stack._c_site_key is SPEEDUPS.site_key
     assert _stack._c_lineno_at is SPEEDUPS.lineno_at
     assert _stack.StackTable().accelerated is SPEEDUPS.capture
 
@@ -195,3 +197,65 @@ def test_a_seed_of_random_or_numpy_is_recorded_in_c_its_event_with_no_python_cal
         ("random", "seed", "1", name),
         ("numpy", "seed", "2", name),
     ]
+
+
+# Held in an object, not by a module: only the profile hook sees calls through them.
+held = types.SimpleNamespace(random=random.random, getrandbits=random.getrandbits)
+
+
+@pytest.mark.skipif(sys.version_info >= (3, 12), reason="3.10/3.11 arm a profile hook")
+def test_the_armed_profile_hook_is_a_c_function_on_every_thread_and_attributes_a_prebound_draw():
+    if sys.getprofile() is not None:
+        pytest.skip("another profiler is active: rngtrace would not arm its hook")
+    in_thread = []
+
+    def worker():
+        hook = sys.getprofile()
+        in_thread.append((type(hook), hook.installed()))
+
+    with rng_trace(print=False) as trace:
+        list(map(held.getrandbits, [8]))  # a move no call recorded (C code calls the reference)...
+        random.random()  # ...noticed here: the hook arms
+        hook = sys.getprofile()
+        # Installed as a C profile function, not through sys.setprofile's Python trampoline.
+        assert type(hook) is SPEEDUPS.ProfileHook and hook.installed()
+        t = threading.Thread(target=worker)
+        t.start()
+        t.join()
+        held.random()
+    assert in_thread == [(SPEEDUPS.ProfileHook, True)]
+    name = "test_the_armed_profile_hook_is_a_c_function_on_every_thread_and_attributes_a_prebound_draw"
+    assert [(e.kind, e.api, e.stack[0].function if e.stack else None) for e in trace.events][1:] == [
+        ("draw", "random.random", name),
+        ("draw", "random.random", name),
+    ]
+
+
+def _draw(n: int) -> None:
+    for _ in range(n):
+        random.random()
+
+
+def test_a_draw_past_max_events_is_counted_in_c_under_its_call_site_form():
+    from rngtrace._hotpath import FrameMode
+    from rngtrace._hub import HUB
+
+    hot = HUB.rec.hot
+    record = hot.record
+    seen = []
+
+    def spy_record(*args):
+        seen.append(args[0])
+        return record(*args)
+
+    with rng_trace(print=False, max_events=5) as trace:
+        _draw(200)  # past max_events from the first few; Python interns the line's form once, then frames are kept
+        assert HUB.rec.mode is not FrameMode.WALK
+        hot.record = spy_record
+        try:
+            _draw(100)
+        finally:
+            hot.record = record
+    assert seen == []
+    assert trace.dropped == 295
+    assert [calls for calls, _values in trace.overflow.values()] == [295]

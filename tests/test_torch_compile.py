@@ -166,8 +166,9 @@ def test_a_restore_of_the_state_a_stream_holds_is_no_event_and_one_that_changes_
     assert [(ev.kind, ev.api) for ev in trace.events] == [
         ("draw", "random.random"),
         ("draw", "torch.rand"),
-        ("seed", "random.setstate"),
-        ("seed", "torch.set_rng_state"),
+        # The states the getters handed out at the block's start: put back, restores, not reseeds.
+        ("restore", "random.setstate"),
+        ("restore", "torch.set_rng_state"),
     ]
 
 

@@ -12,15 +12,32 @@ without displacing another tool's, frames are pinned and a sweeper lets them go.
 from __future__ import annotations
 
 import sys
+import threading
+from types import FrameType
 from typing import Any
 
 from . import _catchall_monitoring
-from ._catchall_common import OURS, CatchAll
-from ._catchall_profile import ProfileCatchAll
+from ._caller import is_stand_in
+from ._catchall_common import OURS, CatchAll, own_failure
+from ._catchall_profile import ProfileCatchAll, chained
+from ._hotpath import SPEEDUPS as _speedups
 from ._hotpath import FrameMode
+from ._paths import PACKAGE_DIR as _PACKAGE_DIR
 from ._threads import Sweeper
 
-__all__ = ["ARMED_NOTE", "EARLY_NOTE", "OURS", "ArmedCatchAll", "CatchAll", "NoCatchAll", "PinningCatchAll", "install"]
+__all__ = [
+    "ARMED_NOTE",
+    "EARLY_NOTE",
+    "OURS",
+    "ArmedCatchAll",
+    "CProfileCatchAll",
+    "CatchAll",
+    "NoCatchAll",
+    "PROFILE_HOOKS",
+    "PinningCatchAll",
+    "install",
+    "profile_hook",
+]
 
 
 class PinningCatchAll(CatchAll):
@@ -81,6 +98,81 @@ class NoCatchAll(PinningCatchAll):
         return "none (frames pinned)"
 
 
+class CProfileCatchAll(PinningCatchAll):
+    """Python 3.10/3.11 with the accelerator: the ``c_call`` profile hook as a C function.
+
+    ``_speedups.ProfileHook`` returns at once on every event but a C call of a
+    stream's callee, and calls Python (``seen``) only for those: a fraction of
+    the Python hook's cost on code that calls many functions. It sees no returns,
+    so the stack cache pins frames, as it did before the hook was armed.
+    """
+
+    SEES_CALLS = True
+
+    def __init__(self, hub: Any) -> None:
+        self._hook: Any = None
+        super().__init__(hub)
+        handle, user = self.handle, threading.getprofile()
+        self._previous_threading = user
+
+        def seen(source: Any, callee: Any, frame: FrameType) -> None:
+            try:
+                if not hub.active:
+                    # A thread started during a trace outlived it: take the hook off here.
+                    if sys.getprofile() is hook:
+                        sys.setprofile(None)
+                    return
+                if not is_stand_in(frame.f_code):
+                    handle(source, callee, frame, True)
+            except (RecursionError, MemoryError):  # as in the Python hook (_catchall_profile)
+                return
+            except Exception as error:  # noqa: BLE001
+                if not own_failure(error):
+                    raise
+
+        assert _speedups is not None  # profile_hook() makes this one only with the accelerator
+        hook = self._hook = _speedups.ProfileHook(self._by_id, OURS, seen, _PACKAGE_DIR, hub.rec.states)
+
+        def new_thread(frame: FrameType, event: str, arg: Any) -> None:
+            hook.install()  # threading.setprofile set this one through sys.setprofile: the C one from here on
+            hook(frame, event, arg)
+
+        # threading.setprofile promises the user's hook to every new thread: ours rides along.
+        self._thread_hook = new_thread if user is None else chained(user, hook, hub)
+        hub.catchall = self  # before any hook goes in (see ProfileCatchAll)
+        threading.setprofile(self._thread_hook)
+        hook.install()
+
+    def refresh(self) -> None:
+        super().refresh()
+        if self._hook is not None:
+            self._hook.set_table(self._by_id)
+
+    def describe(self) -> str:
+        return "c_call profile hook (C, frames pinned)"
+
+    def uninstall(self) -> None:
+        try:
+            self._hook.off()  # this thread's at once, any other's at its next C call
+        finally:
+            try:
+                if threading.getprofile() is self._thread_hook:  # a hook the user set inside the block stays
+                    threading.setprofile(self._previous_threading)
+            finally:
+                super().uninstall()
+
+
+#: the 3.10/3.11 profile hooks, which the hub takes off again once what they found is patched
+PROFILE_HOOKS = (ProfileCatchAll, CProfileCatchAll)
+
+
+def profile_hook(hub: Any) -> CatchAll:
+    """The 3.10/3.11 profile hook, installed now: in C where the accelerator is on."""
+    if _speedups is not None:
+        return CProfileCatchAll(hub)
+    return ProfileCatchAll(hub)
+
+
 class ArmedCatchAll(PinningCatchAll):
     """3.10/3.11: no hook yet; the first unattributed move installs the profile hook.
 
@@ -91,7 +183,7 @@ class ArmedCatchAll(PinningCatchAll):
 
     def arm(self) -> CatchAll:
         """The profile hook, installed now (the caller checked that the slot is free)."""
-        return ProfileCatchAll(self.hub)
+        return profile_hook(self.hub)
 
     def describe(self) -> str:
         return "profile hook armed (frames pinned)"
@@ -129,7 +221,7 @@ def install(hub: Any, hook: bool = False) -> CatchAll:
             "show as unattributed",
         )
     if hook:
-        catchall = ProfileCatchAll(hub)
+        catchall = profile_hook(hub)
         catchall.note = EARLY_NOTE
         return catchall
     return ArmedCatchAll(hub)

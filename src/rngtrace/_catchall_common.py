@@ -55,6 +55,8 @@ class CatchAll:
     note: str | None = None
     #: whether a hook sees calls, and so needs the table ``lookup`` reads
     SEES_CALLS = True
+    #: the profile hook found a call that no patch can reach (3.10/3.11): it is not taken off
+    needed = False
 
     def __init__(self, hub: Any) -> None:
         self.hub = hub
@@ -126,8 +128,6 @@ class CatchAll:
         hit = source.classify(callee, frame, profile)
         if hit is None or hit is INTERNAL:
             return hit
-        if profile:
-            hub.hook_found()
         stream, kind, api, start, detail = hit
         if kind == "draw":
             rec.check(stream, api, start)
@@ -138,8 +138,10 @@ class CatchAll:
         # The call happens after this hook returns: its move is explained, not yet seen.
         rec.forget_fingerprint(stream)
         # Where the reference lives in the caller's module, patch it: later calls and
-        # later traces record it through a wrapper, with no hook.
-        hub.learn(source.name, start)
+        # later traces record it through a wrapper, with no hook (3.10/3.11: the hub takes it off).
+        if not hub.learn(source.name, start, callee) and profile:
+            self.needed = True  # a call no patch reaches: the hook stays, and the next trace has it from its start
+            hub.hook_found()
         return None
 
     def describe(self) -> str:

@@ -61,7 +61,7 @@ class ProfileCatchAll(CatchAll):
 
         self._profile = profile
         # threading.setprofile promises the user's hook to every new thread: ours rides along.
-        self._thread_hook = profile if user is None else _chained(user, profile, hub)
+        self._thread_hook = profile if user is None else chained(user, profile, hub)
         # The hub holds this catch-all before any hook goes in: whatever interrupts the rest
         # (Ctrl-C), the hub's retry or next call finds it and takes off what went in.
         hub.catchall = self
@@ -83,14 +83,14 @@ class ProfileCatchAll(CatchAll):
                 threading.setprofile(self._previous_threading)
 
 
-def _chained(user: Callable, profile: Callable, hub: Any) -> Callable:
+def chained(user: Callable, profile: Callable, hub: Any) -> Callable:
     """A new thread's profile function: the user's ``threading.setprofile`` hook, then rngtrace's."""
 
-    def chained(frame: FrameType, event: str, arg: Any) -> None:
+    def both(frame: FrameType, event: str, arg: Any) -> None:
         user(frame, event, arg)
         if hub.active:
             profile(frame, event, arg)
-        elif sys.getprofile() is chained:
+        elif sys.getprofile() is both:
             sys.setprofile(user)  # the trace is over: the thread goes back to the user's hook alone
 
-    return chained
+    return both

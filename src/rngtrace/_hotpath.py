@@ -35,7 +35,7 @@ class FrameMode(enum.Enum):
 class Cache:
     """A stack table in one frame mode: a thread's frame cache is valid only for the Cache it was made under."""
 
-    __slots__ = ("ids", "table", "mode", "walk", "pin", "flat")
+    __slots__ = ("ids", "table", "mode", "walk", "pin", "flat", "sites")
 
     def __init__(self, table: Any, mode: FrameMode) -> None:
         #: the table's interning dict, (parent node, id(code), f_lasti) -> node
@@ -50,6 +50,9 @@ class Cache:
         #: in frame mode WALK, the table's capture with no cache of live frames (``capture_flat``),
         #: which a seed recorded in C calls; None in the other modes
         self.flat: Callable | None = table.capture_flat if mode is FrameMode.WALK else None
+        #: what a draw past max_events recorded in C reads (``StackTable.site_state``): its call-site
+        #: form is walked there, and counted once the table holds it
+        self.sites: tuple = table.site_state
 
 
 class Snapshot:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from . import _catchall
 from ._hooks import ImportWatch
 from ._patches import Patches
+from ._paths import is_user_file
 from ._record import Recording
 from ._session import Session, note_origins
 from .sources import declared, load_source
@@ -25,6 +26,8 @@ from .sources._base import unmoved
 
 #: module namespaces remembered as searched (each held, so the table is bounded)
 LEARNED_FROM_LIMIT = 1024
+#: frames searched for modules holding a stream's originals, when a move no call recorded is noticed
+LEARN_STACK_DEPTH = 32
 
 
 class HubStreams:
@@ -133,25 +136,52 @@ class HubStreams:
                         note_origins((s,), source, "start")  # e.g. numpy imported by the program rngtrace run runs
 
     # -- references bound before the trace, and the profile hook armed by a move ------------
-    def learn(self, stream: str, frame: FrameType | None) -> None:
+    def learn(self, stream: str, frame: FrameType | None, callee: Any = None) -> bool:
         """The catch-all saw ``frame`` reach ``stream`` around the patches: patch its module's references.
 
         Once per module and stream; only when the hub's lock is free, since the
         catch-all runs inside any code, which may be waiting for it (a later call learns).
+        Returns whether ``callee`` was one of them: the module held it, and holds a wrapper now.
         """
         if frame is None:
-            return
+            return False
         namespace = frame.f_globals
         key = (stream, id(namespace))
-        if key in self._learned_from or self._if_free(self._learn, stream, key, namespace) is NotImplemented:
-            return
+        if key in self._learned_from:
+            return False
+        learned = self._if_free(self._learn_callee, stream, key, namespace, callee)
+        if learned is NotImplemented:
+            return False
         self._after_unlock()
+        return bool(learned)
 
-    def _learn(self, stream: str, key: tuple[str, int], namespace: dict) -> None:
+    def _learn_callee(self, stream: str, key: tuple[str, int], namespace: dict, callee: Any) -> bool:
+        held = callee is not None and any(value is callee for value in list(namespace.values()))
+        self._learn(stream, key, namespace)
+        if not held or any(value is callee for value in list(namespace.values())):
+            return False
+        self._disarm_locked()
+        return True
+
+    def _disarm_locked(self) -> None:
+        """3.10/3.11: the profile hook's find was a module's name, a wrapper now: the hook goes back to armed.
+
+        Unless it also found a call no patch reaches (a reference held in an object, a local):
+        it stays in for those. A later move nobody recorded arms it again.
+        """
+        hooked = self.catchall
+        if not isinstance(hooked, _catchall.PROFILE_HOOKS) or hooked.needed:
+            return
+        hooked.uninstall()
+        self.catchall = None
+        self.catchall = _catchall.ArmedCatchAll(self)
+        self._hook_wanted = False  # the names learned are patched with the stream at every later install
+
+    def _learn(self, stream: str, key: tuple[str, int], namespace: dict) -> int:
         if len(self._learned_from) >= LEARNED_FROM_LIMIT:
             self._learned_from.clear()  # searched again if met again: a bound, not a loss
         self._learned_from[key] = namespace
-        self.patches.learn(stream, namespace)
+        return self.patches.learn(stream, namespace)
 
     def _start_pinning(self, pinnable: Any) -> None:
         self._locked(self._start_pinning_locked, pinnable)
@@ -161,13 +191,46 @@ class HubStreams:
         if pinnable is self.catchall:
             pinnable.start_pinning()  # type: ignore[union-attr]  # the profile hook's, which pins
 
-    def _unattributed(self, stream: str) -> None:
+    def _unattributed(self, stream: str, frame: FrameType | None = None) -> None:
         source = self.rec.sources.get(stream)
         # Arm the profile hook only where it can see what moved the stream.
-        if source is not None and source.profile_visible:
-            self._hook_wanted = True
-            if isinstance(self.catchall, _catchall.ArmedCatchAll):
-                self._arm()
+        if source is None or not source.profile_visible:
+            return
+        armed = isinstance(self.catchall, _catchall.ArmedCatchAll)
+        if armed and self._learn_stack(stream, frame):
+            # A module on the noticing stack held the stream's originals, patched now: the likely
+            # way in is closed with no hook, which would see every call of the program (3.11 runs
+            # unspecialised under any profile function). A move that still comes arms it.
+            return
+        self._hook_wanted = True
+        if armed:
+            self._arm()
+
+    def _learn_stack(self, stream: str, frame: FrameType | None) -> bool:
+        """Patch the references to ``stream``'s originals held by the user modules on the stack; whether any was."""
+        namespaces: dict[tuple[str, int], dict] = {}
+        f = frame
+        for _ in range(LEARN_STACK_DEPTH):
+            if f is None:
+                break
+            key = (stream, id(f.f_globals))
+            filename = f.f_code.co_filename
+            # The user's modules, a notebook's cells and `python -c` included (their globals are patched
+            # as a module's are), not the frozen standard library's.
+            user = is_user_file(filename) if not filename.startswith("<") else not filename.startswith("<frozen")
+            if user and key not in self._learned_from:
+                namespaces[key] = f.f_globals
+            f = f.f_back
+        if not namespaces:
+            return False
+        added = self._if_free(self._learn_all, stream, list(namespaces.items()))
+        if added is NotImplemented:
+            return False
+        self._after_unlock()
+        return added > 0
+
+    def _learn_all(self, stream: str, namespaces: list[tuple[tuple[str, int], dict]]) -> int:
+        return sum(self._learn(stream, key, namespace) for key, namespace in namespaces)
 
     def hook_found(self) -> None:
         """The profile hook attributed a call: the next trace should have it from its start too."""

@@ -20,7 +20,9 @@ SEED = "seed"
 UNATTRIBUTED = "unattributed"
 #: a generator of one's own made from OS entropy (``np.random.default_rng()``): no draw of the global stream
 ENTROPY = "entropy"
-KINDS = (DRAW, SEED, UNATTRIBUTED, ENTROPY)
+#: a stream put back to a state a getter handed out earlier in the trace (``setstate``, ``fork_rng``): no reseed
+RESTORE = "restore"
+KINDS = (DRAW, SEED, UNATTRIBUTED, ENTROPY, RESTORE)
 
 #: the stack id of an event with no stack (an unattributed move: no recorded call made it)
 NO_STACK = -1

@@ -20,6 +20,8 @@ PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 # Directory names that hold installed third-party packages, on every platform.
 _PACKAGE_DIRS = ("site-packages", "dist-packages")
+#: the import system's own frames: a ``<module>`` frame right inside them is a module being imported
+IMPORT_MACHINERY = ("<frozen importlib._bootstrap", "<frozen importlib._bootstrap_external")
 # Code typed at a prompt is the user's, though its filename is not a path.
 _INTERACTIVE = ("<stdin>", "<console>", "<ipython-input-")
 # runpy's code: frozen since 3.11 ("<frozen runpy>"), a file beside os.py otherwise (3.10,

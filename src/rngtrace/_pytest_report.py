@@ -82,6 +82,8 @@ def sites(record: dict[str, Any], rootdir: str) -> list[str]:
             label = f"{api}({detail if detail is not None else ''})"
         elif kind == "unattributed":
             label = f"{stream} moved with no recorded call (noticed here; this line did not draw)"
+        elif kind == "restore":
+            label = f"{api} (restored a state saved earlier: no reseed)"
         elif kind == "entropy":
             label = f"{api}() made a generator from OS entropy"
         else:

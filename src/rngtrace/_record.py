@@ -18,6 +18,7 @@ from types import FrameType
 from typing import Any
 
 from ._errors import GlobalRNGError, RNGDrawWarning
+from ._handed import HandedStates
 from ._hotpath import SPEEDUPS as _speedups
 from ._hotpath import Cache, FrameMode, HotPath, Snapshot
 from ._model import DRAW, NO_STACK, UNATTRIBUTED
@@ -58,14 +59,17 @@ class Recording:
         #: a catch-all that can start pinning frames once a trace has drawn often enough
         self.pinnable: Any | None = None
         self._walks = 0
-        #: called with a stream that moved with no recorded call (the hub may arm the profile hook)
-        self.on_unattributed: Callable[[str], None] | None = None
+        #: called with a stream that moved with no recorded call and the frame that noticed it (the hub
+        #: may patch references on its stack, or arm the profile hook)
+        self.on_unattributed: Callable[[str, FrameType | None], None] | None = None
         #: called with ``pinnable`` once a trace has drawn often enough to start pinning
         self.on_pin: Callable[[Any], None] | None = None
         #: called with a stream after a recorded seed (the hub notes where processes start anew)
         self.on_seed: Callable[[str], None] | None = None
         #: the modules searched for references bound before each trace (``_prebound``)
         self.prebound = PreboundNotes()
+        #: the states the streams' getters handed out during the traces (a restore puts one back)
+        self.handed = HandedStates()
 
     # -- what the hub publishes ------------------------------------------------
     def publish(self, sessions: tuple) -> None:
@@ -241,15 +245,17 @@ class Recording:
         """Record that ``stream`` moved with no recorded call, noticed at ``frame``."""
         now = self.hot.now
         if now.active:
-            raw = self.moved_event(stream, frame, note, self._depth)
             base = self.base_of(stream)
             traces = [session.trace for session in now.active if base in session.streams]
+            # Past max_events the event is only counted, and the noticing stack is not kept with it.
+            noticed = not traces or not all(trace.full() for trace in traces)
+            raw = self.moved_event(stream, frame if noticed else None, note, self._depth)
             for trace in traces:
                 trace.add(raw)
             self.note_prebound(base, frame, traces)
         self.rebase(stream)
         if self.on_unattributed is not None:
-            self.on_unattributed(self.base_of(stream))
+            self.on_unattributed(self.base_of(stream), frame)
 
     def moved_event(self, stream: str, frame: FrameType | None, note: str, depth: int) -> tuple:
         """The raw event of a move no recorded call made, noticed at ``frame``.
@@ -303,7 +309,10 @@ class Recording:
         if sink is not None and st is not None and frame is not None and stream in sink[2]:
             sid = None
             known = st.frames
-            if known is not None and st.epoch is cache:
+            if len(sink[0]) >= sink[1]:
+                # Past max_events: only the call-site form of the stack is interned and counted.
+                sid = self._site(frame, kind, st, cache)
+            elif known is not None and st.epoch is cache:
                 parent = frame.f_back
                 hit = known.get(id(parent))
                 if hit is not None and hit[0] == parent.f_lasti:  # type: ignore[union-attr]
@@ -326,17 +335,35 @@ class Recording:
             return
         if st is None:
             st = self.state()
-        known = self.known_frames(st, cache)
-        if cache.mode is _WALK and kind == DRAW:
-            self._count_walk()
-        sid = cache.table.capture(frame, self._depth, known, cache.mode is _PINNED)
-        raw = (stream, kind, api, count, sid, st.key, detail)
         base = self.base_of(stream)
-        for session in active:
-            if base in session.streams:
-                session.trace.add(raw)
+        traces = [session.trace for session in active if base in session.streams]
+        full = [trace.full() for trace in traces]
+        if traces and all(full):
+            sid = self._site(frame, kind, st, cache)  # every trace only counts it: its call-site form
+        else:
+            known = self.known_frames(st, cache)
+            if cache.mode is _WALK and kind == DRAW:
+                self._count_walk()
+            sid = cache.table.capture(frame, self._depth, known, cache.mode is _PINNED)
+        raw = counted = (stream, kind, api, count, sid, st.key, detail)
+        if any(full) and not all(full):  # a trace past max_events beside one keeping events: the form for it
+            counted = (stream, kind, api, count, self._site(frame, None, st, cache), st.key, detail)
+        for trace, past in zip(traces, full):
+            trace.add(counted if past else raw)
         if now.strict and kind == DRAW and self._policy.get(base) == "warn":
             self._warn(stream, api, sid, cache.table)
+
+    def _site(self, frame: FrameType | None, kind: str | None, st: ThreadState, cache: Cache) -> int:
+        """The call-site form of the stack at ``frame``, walked as far as ``capture`` would walk it.
+
+        ``kind`` None: the draw's walk was counted already (its whole stack was captured too).
+        """
+        mode = cache.mode
+        if mode is _WALK and kind == DRAW:
+            self._count_walk()  # frame modes change at the same draw as with no max_events
+        if mode is _WALK or (mode is _PROFILE and not st.hooked):  # no cache of live frames: capture_flat's walk
+            return cache.table.capture_site(frame, self._depth, 2 * self._depth)
+        return cache.table.capture_site(frame, self._depth)  # as a thread's cache walks: to the outermost frame
 
     def _count_walk(self) -> None:
         # Pinning pays for its sweeper thread only where a trace draws often: after PIN_AFTER walks.

@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ._model import RESTORE as _RESTORE_KIND
 from ._model import SEED, Event, walk
 from ._words import stream_base
 from ._yours import call_of, import_of, is_yours, user_index
@@ -38,8 +39,6 @@ OTHER = "other"
 
 #: PyTorch seeds random, NumPy and torch in each DataLoader worker from its base seed: no finding
 _WORKER_SEEDING = "torch/utils/data/_utils/worker.py"
-#: the event kind a restore is recorded as, where the recording side tells restores apart
-_RESTORE_KIND = "restore"
 
 
 def is_restore(event: Event) -> bool:

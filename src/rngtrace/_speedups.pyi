@@ -34,6 +34,12 @@ def lineno_at(code: Any, lasti: int, /) -> int | None:
 def flat_key(frame: Any, depth: int, /) -> bytes:
     """``StackTable.capture_flat``'s key: the code pointer and f_lasti of up to ``depth`` frames, packed."""
 
+def site_key(frame: Any, depth: int, raw_limit: int, state: tuple, /) -> Any:
+    """``StackTable.capture_site``'s key: the call-site form's frames, packed; NotImplemented where a code is new.
+
+    ``state`` is the table's ``(site codes, walk memo, forms)`` (``StackTable.site_state``).
+    """
+
 def call_locked(lock: Any, fn: Callable[..., Any], /, *args: Any) -> Any:
     """``fn(*args)`` with ``lock`` taken (waiting for it) and released in C, whatever ``fn`` does."""
 
@@ -96,6 +102,28 @@ class Shielded:
 
     def __init__(self, fn: Callable[..., Any], main_thread_ident: int) -> None: ...
     def __call__(self, *args: Any) -> Any: ...
+
+class ProfileHook:
+    """The 3.10/3.11 catch-all's ``c_call`` profile function, in C (``_catchall.CProfileCatchAll``).
+
+    Every event but a C call returns at once; a callee found in ``by_id`` (itself, or the
+    singleton it is bound to), called from outside ``prefix`` by a thread not busy in
+    ``states``, goes to ``seen(source, callee, frame)``. Called as a Python profile
+    function (chained after a user's ``threading.setprofile`` hook), it takes one event.
+    """
+
+    def __init__(
+        self, by_id: dict[int, Any], ours: object, seen: Callable[[Any, Any, Any], None], prefix: str, states: dict
+    ) -> None: ...
+    def __call__(self, frame: Any, event: str, arg: Any, /) -> None: ...
+    def install(self) -> None:
+        """This thread's profile function from now on (``PyEval_SetProfile``)."""
+    def off(self) -> None:
+        """Taken off this thread now, off any other at its next C call; never installed again."""
+    def set_table(self, by_id: dict[int, Any], /) -> None:
+        """The catch-all's table, rebuilt (``CatchAll.refresh``)."""
+    def installed(self) -> bool:
+        """Whether it is this thread's profile function, as a C function."""
 
 class StreamLock:
     """A stream's reentrant lock: a ``threading.RLock`` the Recorder takes without a method call."""

@@ -33,7 +33,7 @@ from typing import Any, TypeVar
 from ._caller import is_stand_in
 from ._hotpath import SPEEDUPS
 from ._model import Frame
-from ._paths import is_hidden
+from ._paths import IMPORT_MACHINERY, is_hidden, is_user_file
 from ._threads import MAX_PINNED
 
 ROOT = -1  # the parent of an outermost (or depth-truncated) frame
@@ -41,6 +41,9 @@ _SUSPENDABLE = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GE
 
 # What a capture does with a frame, by its code object (decided once per code and table).
 KEEP, HIDE, END = 0, 1, 2  # recorded; skipped (rngtrace's, runpy's); ends the stack (a program's runner)
+# What a call-site form reads of a kept frame's code, in the bits above its kind: the user's file, a
+# module's body, the import system's own code (what ``_yours.user_frame`` and ``import_of`` look at).
+USER, MODULE, IMPORTING = 4, 8, 16
 # id(code) -> code of every program_entry; holding the code keeps its id unique
 _ENTRIES: dict[int, CodeType] = {}
 _F = TypeVar("_F", bound=Callable)
@@ -50,6 +53,8 @@ _c_capture = SPEEDUPS.capture if SPEEDUPS is not None else None
 _c_walk_memo = SPEEDUPS.walk_memo if SPEEDUPS is not None else None
 _c_flat_key = SPEEDUPS.flat_key if SPEEDUPS is not None else None
 _c_lineno_at = SPEEDUPS.lineno_at if SPEEDUPS is not None else None
+# Looked up, not assumed: an accelerator built before it existed (a checkout's stale build) walks in Python.
+_c_site_key = getattr(SPEEDUPS, "site_key", None)
 
 
 def program_entry(func: _F) -> _F:
@@ -89,6 +94,13 @@ class StackTable:
         # these dicts never drop or change; ``_codes`` keeps each code, and so its id, alive).
         memo = _c_walk_memo() if _c_capture is not None else None  # type: ignore[misc]
         self.walk_state = (self.ids, self._nodes, self._codes, self._next, self._watched, _kind, MAX_PINNED, memo)
+        # Past max_events only a stack's call-site form is kept (``capture_site``): id(code) -> its
+        # kind and USER/MODULE/IMPORTING bits, and each form's key -> its node.
+        self._site_codes: dict[int, int] = {}
+        self._sites: dict[Any, int] = {}
+        #: what the C call-site walk reads (``_speedups.site_key``), and its forms (a draw past
+        #: max_events recorded in C is counted under a form already interned here)
+        self.site_state = (self._site_codes, memo, self._sites)
         #: the C walk, or None for this module's (tests compare the two)
         self.accelerated = _c_capture
 
@@ -227,6 +239,77 @@ class StackTable:
                 node = self._intern(node, id(g.f_code), g.f_lasti, complete)
         return node
 
+    def capture_site(self, frame: FrameType | None, depth: int, raw_limit: int = 0) -> int:
+        """Intern only the call-site form of the stack from ``frame`` (see ``site_frames``).
+
+        What an event past ``max_events`` keeps: many distinct stacks (a helper called
+        from thousands of places) share a few call-site forms, and only those are interned.
+        ``raw_limit`` bounds the frames walked as ``capture_flat`` does (0: no bound).
+        """
+        key = _c_site_key(frame, depth, raw_limit, self.site_state) if _c_site_key is not None else NotImplemented
+        if key is not NotImplemented:
+            node = self._sites.get(key)
+            if node is not None:
+                return node
+        pairs = self.site_frames(frame, depth, raw_limit)  # notes every code it meets, for the C walk
+        if key is NotImplemented and _c_site_key is not None:
+            key = _c_site_key(frame, depth, raw_limit, self.site_state)
+        if key is NotImplemented:
+            key = tuple(pairs)
+        node = self._sites.get(key)
+        if node is None:
+            node = ROOT
+            # Not marked as reaching the outermost frame: a thread's cache never stops a walk at it.
+            for code_id, lasti in reversed(pairs):
+                node = self._intern(node, code_id, lasti, False)
+            node = self._sites.setdefault(key, node)
+        return node
+
+    def site_frames(self, frame: FrameType | None, depth: int, raw_limit: int = 0) -> list[tuple[int, int]]:
+        """The (id(code), f_lasti) of the frames a call-site table reads, innermost first.
+
+        Of the ``depth`` frames a capture records: those up to the first frame in the user's
+        own code and, when a module was being imported, to its ``<module>`` frame and the
+        import system's next to it; every frame where none is the user's. The calling line,
+        the user's line, the import and the package a draw came from are the same as the
+        whole stack's. ``_speedups.site_key`` is this walk in C.
+        """
+        kept: list[tuple[int, int, int]] = []
+        user = imported = -1
+        f, walked = frame, 0
+        while f is not None and len(kept) < depth:
+            walked += 1
+            if raw_limit and walked > raw_limit:
+                break
+            code = f.f_code
+            flags = self._site_codes.get(id(code))
+            if flags is None:
+                flags = self._note_site_code(code)
+            if flags & 3 == END:
+                break
+            if flags & 3 == KEEP:
+                if user < 0 and flags & USER:
+                    user = len(kept)
+                if imported < 0 and kept and flags & IMPORTING and kept[-1][2] & MODULE:
+                    imported = len(kept) - 1
+                kept.append((id(code), f.f_lasti, flags))
+            f = f.f_back
+        n = len(kept) if user < 0 else max(user + 1, imported + 2)
+        return [(code_id, lasti) for code_id, lasti, _flags in kept[:n]]
+
+    def _note_site_code(self, code: CodeType) -> int:
+        entry = self._codes.get(id(code))
+        if entry is None:  # held there: its id stays unique while the table lives
+            entry = self._codes.setdefault(id(code), (code, _kind(code)))
+        flags = entry[1]
+        if flags == KEEP:
+            name = code.co_filename
+            flags |= USER if is_user_file(name) else 0
+            flags |= MODULE if _qualname(code) == "<module>" else 0
+            flags |= IMPORTING if name.startswith(IMPORT_MACHINERY) else 0
+        self._site_codes[id(code)] = flags
+        return flags
+
     def _intern(self, parent: int, code_id: int, lasti: int, complete: bool) -> int:
         key = (parent, code_id, lasti)
         node = self.ids.get(key)
@@ -242,7 +325,7 @@ class StackTable:
 
     def size(self) -> int:
         """How many stacks and nodes this table holds."""
-        return len(self._nodes) + len(self._flat)
+        return len(self._nodes) + len(self._flat) + len(self._sites)
 
     def resolve(self, sid: int, depth: int) -> tuple[Frame, ...]:
         """Turn an interned stack into Frames, innermost first, at most ``depth`` of them."""

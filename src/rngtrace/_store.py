@@ -52,7 +52,8 @@ class RawStore:
         self.untraced: list[int] = []
         #: the kept raw events, in order (see ``RawEvent``)
         self.raw: list[RawEvent] = []
-        #: (stream, kind, api, stack_id) -> [calls, values] for events beyond max_events
+        #: (stream, kind, api, stack_id) -> [calls, values] for events beyond max_events; the stack is
+        #: only the call-site form of the event's (``StackTable.capture_site``)
         self.overflow: dict[tuple, list[int]] = {}
         #: thread key -> thread name
         self.threads: dict[int, str] = {}
@@ -94,6 +95,10 @@ class RawStore:
         else:
             slot[0] += 1
             slot[1] += raw[3] or 0
+
+    def full(self) -> bool:
+        """Whether an event now is only counted: past ``max_events``, with its stack's call-site form."""
+        return len(self.raw) >= self.max_events
 
     def go_live(self, resolve_stack: Any, thread_names: dict[int, str]) -> None:
         """Let readers resolve events mid-block through the hub's stack table."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from ._model import DRAW, ENTROPY, SEED, UNATTRIBUTED, Event
+from ._model import DRAW, ENTROPY, RESTORE, SEED, UNATTRIBUTED, Event
 from .sources import rank as stream_rank
 
 _KIND_WORDS = {
@@ -18,6 +18,7 @@ _KIND_WORDS = {
     DRAW: ("draw", "draws"),
     UNATTRIBUTED: ("unattributed",) * 2,
     ENTROPY: ("generator from entropy", "generators from entropy"),
+    RESTORE: ("restore", "restores"),
 }
 
 # What a log's names must not send to a terminal or a page raw: C0 and C1 controls and DEL (cursor

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from ._callables import is_comprehension, public_owner, resolve
 from ._model import Event, Frame
-from ._paths import is_user_file, package_of, short_path
+from ._paths import IMPORT_MACHINERY, is_user_file, package_of, short_path
 
 #: how a library's generic call wrappers are named: the user-facing call is the frame below them
 _WRAPPERS = frozenset(
@@ -34,8 +34,6 @@ _WRAPPERS = frozenset(
         "__call__",
     }
 )
-#: the import system's own frames: a package drawing as it is imported is named by its import
-_IMPORT_MACHINERY = ("<frozen importlib._bootstrap", "<frozen importlib._bootstrap_external")
 
 
 @dataclass(frozen=True)
@@ -59,7 +57,7 @@ def import_of(stack: Sequence[Frame], outermost: bool = False) -> Import | None:
     found = None
     for i in range(len(stack) - 1):
         frame = stack[i]
-        if frame.function == "<module>" and stack[i + 1].filename.startswith(_IMPORT_MACHINERY):
+        if frame.function == "<module>" and stack[i + 1].filename.startswith(IMPORT_MACHINERY):
             found = Import(module_name(frame.filename), i, is_user_file(frame.filename))
             if not outermost:
                 break
@@ -160,7 +158,7 @@ def _callee(inside: Sequence[Frame]) -> Frame:
         for f in reversed(inside)
         if f.function.rsplit(".", 1)[-1] not in _WRAPPERS
         and not is_comprehension(f)  # fit.<listcomp> is no call a user wrote
-        and not f.filename.startswith(_IMPORT_MACHINERY)
+        and not f.filename.startswith(IMPORT_MACHINERY)
     ] or [inside[-1]]
     callee = frames[0]
     if _private_owner(callee):

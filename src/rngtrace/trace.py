@@ -20,6 +20,7 @@ from ._model import (  # noqa: F401 (the value classes are this module's public 
     FORMAT_VERSION,
     KINDS,
     NO_STACK,
+    RESTORE,
     RISK,
     SEED,
     UNATTRIBUTED,
@@ -66,7 +67,9 @@ class Trace(RawStore):
         """Group events of one kind by call site, most calls first.
 
         ``key_type`` is ``"lineno"`` (the frame that called the API) or
-        ``"traceback"`` (the whole recorded stack), as in tracemalloc.
+        ``"traceback"`` (the whole recorded stack), as in tracemalloc. Events past
+        ``max_events`` were counted with the call-site form of their stack (out to the
+        first frame of the user's own code): their "traceback" rows hold that much.
         """
         if key_type not in ("lineno", "traceback"):
             raise ValueError(f"unknown key_type {key_type!r}; choose from 'lineno', 'traceback'")

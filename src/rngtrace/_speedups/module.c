@@ -29,12 +29,14 @@
  *   inplace.c   sources/_inplace.py: InPlace, a stream's state read where it lives
  *   patches.c   _patches.py: swap, and the builtins recorded in place (hook_builtins)
  *   shield.c    _catchall.py's Shielded, _processes.py's ChildWriter SIGTERM handler
+ *   profile.c   _catchall_profile.py's profile function: ProfileHook, the 3.10/3.11 c_call hook in C
  * The declarations of speedups.h say which file defines what; _speedups.pyi is the
  * interface Python sees.
  */
 #include "speedups.h"
 
-PyObject *s_value, *s_add, *s_is_cpu, *s_numel, *s_depth, *s_watch_code, *s_acquire, *s_release;
+PyObject *s_value, *s_add, *s_is_cpu, *s_numel, *s_depth, *s_watch_code, *s_acquire, *s_release,
+    *s_finished, *s_overflow, *s_dropped;
 PyObject *one, *zero;
 PyObject *root; /* ROOT in _stack.py: the parent of an outermost frame */
 
@@ -49,6 +51,8 @@ static PyMethodDef module_methods[] = {
     {"call_locked", call_locked, METH_VARARGS, "call_locked(lock, fn, *args): fn(*args) under the lock, taken and released in C."},
     {"flat_key", (PyCFunction)(void (*)(void))flat_key, METH_FASTCALL,
      "flat_key(frame, depth): the code pointers and f_lasti of depth frames, packed (StackTable.capture_flat)."},
+    {"site_key", (PyCFunction)(void (*)(void))site_key, METH_FASTCALL,
+     "site_key(frame, depth, raw_limit, state): the call-site form's frames, packed (StackTable.capture_site)."},
     {"call_if_free", call_if_free, METH_VARARGS,
      "call_if_free(lock, fn, *args): fn(*args) under the lock, or NotImplemented if another thread holds it."},
     {"walk_memo", walk_memo, METH_NOARGS, "walk_memo(): an empty memo for one StackTable's capture walk (see capture)."},
@@ -82,12 +86,15 @@ PyInit__speedups(void)
     INTERN(s_watch_code, "watch_code");
     INTERN(s_acquire, "acquire");
     INTERN(s_release, "release");
+    INTERN(s_finished, "finished");
+    INTERN(s_overflow, "overflow");
+    INTERN(s_dropped, "dropped");
 #undef INTERN
     if ((one = PyLong_FromLong(1)) == NULL || (root = PyLong_FromLong(-1)) == NULL ||
         (zero = PyLong_FromLong(0)) == NULL)
         return NULL;
     if (PyType_Ready(&RecorderType) < 0 || PyType_Ready(&InPlaceType) < 0 || PyType_Ready(&StreamLockType) < 0 ||
-        PyType_Ready(&ShieldedType) < 0)
+        PyType_Ready(&ShieldedType) < 0 || PyType_Ready(&ProfileHookType) < 0)
         return NULL;
     if (deferred == NULL && (deferred = PyList_New(0)) == NULL)
         return NULL;
@@ -97,7 +104,8 @@ PyInit__speedups(void)
     if (PyModule_AddObjectRef(module, "Recorder", (PyObject *)&RecorderType) < 0 ||
         PyModule_AddObjectRef(module, "InPlace", (PyObject *)&InPlaceType) < 0 ||
         PyModule_AddObjectRef(module, "StreamLock", (PyObject *)&StreamLockType) < 0 ||
-        PyModule_AddObjectRef(module, "Shielded", (PyObject *)&ShieldedType) < 0) {
+        PyModule_AddObjectRef(module, "Shielded", (PyObject *)&ShieldedType) < 0 ||
+        PyModule_AddObjectRef(module, "ProfileHook", (PyObject *)&ProfileHookType) < 0) {
         Py_DECREF(module);
         return NULL;
     }

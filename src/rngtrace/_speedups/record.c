@@ -21,6 +21,40 @@ raw_event(Recorder *self, PyObject *stream, PyObject *count, PyObject *sid, PyOb
     return raw;
 }
 
+/* Whether two event fields are the same int (or the same object). Exact ints only: comparing them runs no code. */
+static int
+same_field(PyObject *a, PyObject *b)
+{
+    if (a == b)
+        return 1;
+    if (!PyLong_CheckExact(a) || !PyLong_CheckExact(b))
+        return 0;
+    return PyObject_RichCompareBool(a, b, Py_EQ) == 1;
+}
+
+/* The trace's last kept event, when this draw's would equal it (a loop drawing on one line): that
+ * tuple is appended again. A long loop of draws then allocates no tuple per draw, and so counts
+ * nothing towards the collector's next pass (each allocation of a tracked object does, untracked
+ * after or not: in a program holding many objects that pass is the cost). Only an untracked last
+ * event is reused: it holds only strings, ints and None (``raw_event``). NULL when there is none. */
+static PyObject *
+repeated_event(PyObject *sink, Recorder *self, PyObject *stream, PyObject *count, PyObject *sid, PyObject *thread,
+               PyObject *detail)
+{
+    PyObject *events = PyTuple_GET_ITEM(sink, 0);
+    if (!PyList_CheckExact(events) || PyList_GET_SIZE(events) == 0)
+        return NULL;
+    PyObject *last = PyList_GET_ITEM(events, PyList_GET_SIZE(events) - 1);
+    if (!PyTuple_CheckExact(last) || PyTuple_GET_SIZE(last) != 7 || PyObject_GC_IsTracked(last))
+        return NULL;
+    if (PyTuple_GET_ITEM(last, 0) != stream || PyTuple_GET_ITEM(last, 1) != self->kind ||
+        PyTuple_GET_ITEM(last, 2) != self->api || PyTuple_GET_ITEM(last, 5) != thread ||
+        PyTuple_GET_ITEM(last, 6) != detail || !same_field(PyTuple_GET_ITEM(last, 3), count) ||
+        !same_field(PyTuple_GET_ITEM(last, 4), sid))
+        return NULL;
+    return Py_NewRef(last);
+}
+
 /* Append ``raw`` where record() would: the trace's list below its limit, else trace.add() (which
  * counts it). ``sink`` is held by the caller. 1 when appended, -1 on error. */
 static int
@@ -35,6 +69,37 @@ sink_append(PyObject *sink, PyObject *raw)
     PyObject *r = PyObject_CallMethodOneArg(PyTuple_GET_ITEM(sink, 3), s_add, raw);
     Py_XDECREF(r);
     return r == NULL ? -1 : 1;
+}
+
+/* 1 when the trace of ``sink`` keeps no more events: record() then interns only the call-site form of
+ * the event's stack (StackTable.capture_site) and counts it. */
+static int
+sink_full(PyObject *sink)
+{
+    PyObject *events = PyTuple_GET_ITEM(sink, 0), *limit = PyTuple_GET_ITEM(sink, 1);
+    if (!PyList_CheckExact(events) || !PyLong_CheckExact(limit))
+        return 1; /* not what the hub publishes: record() decides */
+    Py_ssize_t max = PyLong_AsSsize_t(limit);
+    if (max == -1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return 1;
+    }
+    return PyList_GET_SIZE(events) >= max;
+}
+
+/* site_count() for one recording trace, once ``stream`` is one it watches. */
+static int
+site_record(Recorder *self, PyObject *sink, PyObject *cache, PyFrameObject *frame, PyObject *stream, PyObject *count,
+            int flat)
+{
+    Py_INCREF(sink); /* held while we work: an allocation may run the collector, and with it any code */
+    Py_INCREF(cache);
+    int done = PySequence_Contains(PyTuple_GET_ITEM(sink, 2), stream);
+    if (done > 0)
+        done = site_count(self, sink, cache, frame, stream, count, flat);
+    Py_DECREF(cache);
+    Py_DECREF(sink);
+    return done;
 }
 
 /* Whether a pinned entry of a thread's cache, (lasti, node, frame), holds a frame that has
@@ -129,7 +194,22 @@ fast_record(Recorder *self, PyObject *now, PyObject *st, PyFrameObject *frame, P
             Released *released, PyObject *detail)
 {
     PyObject *sink = SLOT(now, sn_sink), *known = SLOT(st, st_frames), *cache = SLOT(now, sn_cache);
-    if (sink == NULL || cache == NULL || known == NULL || Py_TYPE(cache) != cache_type)
+    if (sink == NULL || cache == NULL || Py_TYPE(cache) != cache_type)
+        return 0;
+    /* Past max_events: counted under the stack's call-site form, with or without the thread's cache. In
+     * frame mode WALK record() does it (it counts the walks that start pinning). */
+    if (PyTuple_CheckExact(sink) && PyTuple_GET_SIZE(sink) >= 4 && sink_full(sink)) {
+        if (SLOT(cache, ca_flat) != Py_None)
+            return 0;
+        /* Walked as record() would walk the whole stack: to the outermost frame with a cache of live
+         * frames, else (3.10/3.11's profile mode on a thread the hook does not run on) as capture_flat. */
+        int flat = 0;
+#if PY_VERSION_HEX < 0x030C0000
+        flat = SLOT(cache, ca_pin) != Py_True && SLOT(st, st_hooked) != Py_True;
+#endif
+        return site_record(self, sink, cache, frame, stream, count, flat);
+    }
+    if (known == NULL)
         return 0;
     PyObject *interned = SLOT(cache, ca_ids), *walk = SLOT(cache, ca_walk), *pin = SLOT(cache, ca_pin);
     /* The thread's cache was made under this Cache (same table, same frame mode), or not at all. */
@@ -169,8 +249,8 @@ fast_record(Recorder *self, PyObject *now, PyObject *st, PyFrameObject *frame, P
         if (pin == Py_True)
             take_finished_pins(known, released);
     }
-    raw = raw_event(self, stream, count, sid, SLOT(st, st_key), detail);
-    if (raw == NULL)
+    raw = repeated_event(sink, self, stream, count, sid, SLOT(st, st_key), detail);
+    if (raw == NULL && (raw = raw_event(self, stream, count, sid, SLOT(st, st_key), detail)) == NULL)
         goto out;
     done = sink_append(sink, raw);
     goto out;
@@ -206,6 +286,8 @@ flat_record(Recorder *self, PyObject *now, PyObject *st, PyObject *frame, PyObje
     PyObject *flat = SLOT(cache, ca_flat);
     if (flat == NULL || flat == Py_None)
         return 0;
+    if (sink_full(sink))
+        return 0; /* past max_events: record() keeps the call-site form */
     Py_INCREF(sink);
     Py_INCREF(flat);
     int done = -1;

@@ -21,7 +21,8 @@
 /* Offsets of the __slots__ the hot path reads (rngtrace/_hotpath.py, _threads.py), found from
  * their member descriptors by configure(): a renamed slot fails there, not silently here. */
 extern Py_ssize_t hp_now, hp_states, hp_record, hp_unattributed, hp_raised, hp_seeded;
-extern Py_ssize_t sn_active, sn_sink, sn_strict, sn_profile_hook, sn_cache, ca_ids, ca_table, ca_walk, ca_pin, ca_flat;
+extern Py_ssize_t sn_active, sn_sink, sn_strict, sn_profile_hook, sn_cache, ca_ids, ca_table, ca_walk, ca_pin, ca_flat,
+    ca_sites;
 extern Py_ssize_t st_busy, st_pending, st_frames, st_epoch, st_key, st_hooked;
 extern Py_ssize_t fp_view, fp_last;
 extern PyTypeObject *hot_path_type, *snapshot_type, *cache_type, *thread_state_type, *fingerprint_type;
@@ -30,7 +31,8 @@ PyObject *configure(PyObject *module, PyObject *args);
 
 /* -- module.c: made once, at import --------------------------------------------------- */
 
-extern PyObject *s_value, *s_add, *s_is_cpu, *s_numel, *s_depth, *s_watch_code, *s_acquire, *s_release;
+extern PyObject *s_value, *s_add, *s_is_cpu, *s_numel, *s_depth, *s_watch_code, *s_acquire, *s_release,
+    *s_finished, *s_overflow, *s_dropped;
 extern PyObject *one, *zero;
 extern PyObject *root; /* ROOT in _stack.py: the parent of an outermost frame */
 
@@ -139,6 +141,11 @@ PyObject *record_call(Recorder *self, PyObject *now, PyObject *st, PyObject *fra
 PyObject *call_with_arguments(PyObject *fn, PyObject *first, PyObject *const *args, Py_ssize_t nargs,
                               PyObject *kwnames);
 
+/* -- store.c (_store.py) ----------------------------------------------------------------- */
+
+int site_count(Recorder *self, PyObject *sink, PyObject *cache, PyFrameObject *frame, PyObject *stream, PyObject *count,
+               int flat);
+
 /* -- stack.c (_stack.py) ----------------------------------------------------------------- */
 
 /* A capture's depth: the trace's, read only when a walk needs it (a cached chain that did not
@@ -153,6 +160,8 @@ PyObject *known_stack(PyFrameObject *frame, PyObject *known, PyObject *ids, PyOb
 PyObject *walk_memo(PyObject *module, PyObject *unused);
 PyObject *capture(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *flat_key(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+PyObject *site_key(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+PyObject *site_key_of(PyObject *frame, long depth, long limit, PyObject *state);
 PyObject *lineno_at(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 
 /* The capture walk reads the interpreter's own frames on 3.11-3.13 (stack.c), where
@@ -177,6 +186,10 @@ extern PyObject *deferred;
 
 PyObject *on_sigterm(PyObject *module, PyObject *arg);
 PyObject *die_of_sigterm(PyObject *module, PyObject *noargs);
+
+/* -- profile.c (_catchall_profile.py's profile function) ----------------------------------- */
+
+extern PyTypeObject ProfileHookType;
 
 #if defined(__GNUC__)
 #pragma GCC visibility pop

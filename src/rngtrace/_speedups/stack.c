@@ -1,9 +1,10 @@
 /* rngtrace._speedups, stack.c -- mirrors rngtrace/_stack.py: StackTable.capture's walk with a
  * cache of known frames (capture, and capture_walk / known_stack for the Recorder, record.c),
  * its C-side memo (walk_memo), the frames it walks (the interpreter's own on 3.11-3.13, proven
- * at import), StackTable.capture_flat's key (flat_key) and lineno_at. One file, longer than
- * the others: the walk's per-frame helpers inline into its loop in a build without LTO too
- * (setup.py), and only this file compiles against CPython's internal frame layout. */
+ * at import), StackTable.capture_flat's key (flat_key), StackTable.capture_site's (site_key) and
+ * lineno_at. One file, longer than the others: the walk's per-frame helpers inline into its loop
+ * in a build without LTO too (setup.py), and only this file compiles against CPython's internal
+ * frame layout. */
 #include "speedups.h"
 
 /* -- capture: StackTable.capture's walk (the known-cache path), in C ---------------------- */
@@ -27,10 +28,15 @@ typedef struct {
 } MemoCode;
 
 typedef struct {
+    MemoCode *slots;
+    size_t mask, used;
+} CodeMemo;
+
+typedef struct {
     MemoNode *nodes;
     size_t node_mask, node_used;
-    MemoCode *codes;
-    size_t code_mask, code_used;
+    CodeMemo codes; /* code pointer -> kind (``codes``) */
+    CodeMemo sites; /* code pointer -> kind and call-site bits (``_site_codes``): site_key */
 } WalkMemo;
 
 #define MEMO_NAME "rngtrace._speedups.WalkMemo"
@@ -111,36 +117,36 @@ memo_node_put(WalkMemo *memo, long parent, void *code, long lasti, long node)
     }
 }
 
-/* The kind of ``code``, or -1 when the memo does not hold it. */
+/* What ``table`` holds for ``code``, or -1 when it holds nothing. */
 static long
-memo_kind_get(WalkMemo *memo, void *code)
+code_memo_get(const CodeMemo *table, void *code)
 {
-    if (memo == NULL || memo->codes == NULL)
+    if (table->slots == NULL)
         return -1;
-    size_t i = memo_mix((uint64_t)(uintptr_t)code) & memo->code_mask;
+    size_t i = memo_mix((uint64_t)(uintptr_t)code) & table->mask;
     for (;;) {
-        MemoCode *slot = &memo->codes[i];
+        MemoCode *slot = &table->slots[i];
         if (slot->code == NULL)
             return -1;
         if (slot->code == code)
             return slot->kind;
-        i = (i + 1) & memo->code_mask;
+        i = (i + 1) & table->mask;
     }
 }
 
 static void
-memo_kind_put(WalkMemo *memo, void *code, long kind)
+code_memo_put(CodeMemo *table, void *code, long kind)
 {
-    if (memo == NULL || code == NULL || kind < 0)
+    if (code == NULL || kind < 0)
         return;
-    if (memo->codes == NULL || (memo->code_used + 1) * 2 > memo->code_mask + 1) {
-        size_t size = memo->codes == NULL ? 64 : (memo->code_mask + 1) * 2;
+    if (table->slots == NULL || (table->used + 1) * 2 > table->mask + 1) {
+        size_t size = table->slots == NULL ? 64 : (table->mask + 1) * 2;
         MemoCode *grown = PyMem_RawCalloc(size, sizeof(MemoCode));
         if (grown == NULL)
             return;
-        if (memo->codes != NULL) {
-            for (size_t j = 0; j <= memo->code_mask; j++) {
-                MemoCode *old = &memo->codes[j];
+        if (table->slots != NULL) {
+            for (size_t j = 0; j <= table->mask; j++) {
+                MemoCode *old = &table->slots[j];
                 if (old->code == NULL)
                     continue;
                 size_t k = memo_mix((uint64_t)(uintptr_t)old->code) & (size - 1);
@@ -148,23 +154,37 @@ memo_kind_put(WalkMemo *memo, void *code, long kind)
                     k = (k + 1) & (size - 1);
                 grown[k] = *old;
             }
-            PyMem_RawFree(memo->codes);
+            PyMem_RawFree(table->slots);
         }
-        memo->codes = grown;
-        memo->code_mask = size - 1;
+        table->slots = grown;
+        table->mask = size - 1;
     }
-    size_t i = memo_mix((uint64_t)(uintptr_t)code) & memo->code_mask;
+    size_t i = memo_mix((uint64_t)(uintptr_t)code) & table->mask;
     for (;;) {
-        MemoCode *slot = &memo->codes[i];
+        MemoCode *slot = &table->slots[i];
         if (slot->code == NULL) {
             *slot = (MemoCode){code, kind};
-            memo->code_used++;
+            table->used++;
             return;
         }
         if (slot->code == code)
             return;
-        i = (i + 1) & memo->code_mask;
+        i = (i + 1) & table->mask;
     }
+}
+
+/* The kind of ``code``, or -1 when the memo does not hold it. */
+static long
+memo_kind_get(WalkMemo *memo, void *code)
+{
+    return memo == NULL ? -1 : code_memo_get(&memo->codes, code);
+}
+
+static void
+memo_kind_put(WalkMemo *memo, void *code, long kind)
+{
+    if (memo != NULL)
+        code_memo_put(&memo->codes, code, kind);
 }
 
 static void
@@ -176,7 +196,8 @@ memo_free(PyObject *capsule)
         return;
     }
     PyMem_RawFree(memo->nodes);
-    PyMem_RawFree(memo->codes);
+    PyMem_RawFree(memo->codes.slots);
+    PyMem_RawFree(memo->sites.slots);
     PyMem_RawFree(memo);
 }
 
@@ -1085,6 +1106,112 @@ flat_key(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     if (pairs != local)
         PyMem_Free(pairs);
     return key;
+}
+
+/* site_key(frame, depth, raw_limit, state): StackTable.site_frames' walk, its frames packed as
+ * flat_key packs them: the code pointer and f_lasti of the frames a call-site table reads (through
+ * the first user frame, and an import's two; every frame where none is the user's). ``state`` is
+ * the table's (site codes, walk memo): a code's kind and call-site bits are read from the memo,
+ * else from the dict (then memoised); NotImplemented where a code is in neither (the Python walk
+ * notes it, then asks again). Past max_events a draw is counted under this form: no node is made
+ * for its whole stack. */
+#define SITE_USER 4
+#define SITE_MODULE 8
+#define SITE_IMPORTING 16
+
+/* The kind and call-site bits of ``code``, -1 where neither the memo nor ``codes`` has them. */
+static long
+site_flags(WalkMemo *memo, PyObject *codes, PyCodeObject *code)
+{
+    long flags = code_memo_get(&memo->sites, code);
+    if (flags >= 0)
+        return flags;
+    PyObject *id = PyLong_FromVoidPtr(code);
+    PyObject *value = id != NULL ? PyDict_GetItemWithError(codes, id) : NULL; /* borrowed */
+    Py_XDECREF(id);
+    flags = value != NULL && PyLong_CheckExact(value) ? PyLong_AsLong(value) : -1;
+    if (flags < 0) {
+        PyErr_Clear();
+        return -1;
+    }
+    code_memo_put(&memo->sites, code, flags);
+    return flags;
+}
+
+/* The call-site form's key of ``frame`` (None: no frame) under ``state``, a table's (site codes,
+ * walk memo, ...): new bytes, NotImplemented where a code is not noted yet, NULL on error. */
+PyObject *
+site_key_of(PyObject *frame, long depth, long limit, PyObject *state)
+{
+    if (!PyTuple_CheckExact(state) || PyTuple_GET_SIZE(state) < 2 || !PyDict_CheckExact(PyTuple_GET_ITEM(state, 0)))
+        Py_RETURN_NOTIMPLEMENTED;
+    PyObject *codes = PyTuple_GET_ITEM(state, 0), *capsule = PyTuple_GET_ITEM(state, 1);
+    WalkMemo *memo = PyCapsule_CheckExact(capsule) ? PyCapsule_GetPointer(capsule, MEMO_NAME) : NULL;
+    if (memo == NULL) {
+        PyErr_Clear();
+        Py_RETURN_NOTIMPLEMENTED;
+    }
+    if (depth < 0)
+        depth = 0;
+    uint64_t local[2 * 32], *pairs = local;
+    if (depth > 32 && (pairs = PyMem_Malloc((size_t)depth * 2 * sizeof(uint64_t))) == NULL)
+        return PyErr_NoMemory();
+    long kept = 0, user = -1, imported = -1, walked = 0, previous = 0;
+    int unknown = 0;
+    if (frame != Py_None && depth > 0) {
+        WalkFrame w, next;
+        walk_start((PyFrameObject *)frame, &w);
+        for (;;) {
+            int stop = limit > 0 && ++walked > limit;
+            if (!stop) {
+                PyCodeObject *code = walk_code(&w);
+                long flags = site_flags(memo, codes, code);
+                unknown = flags < 0;
+                stop = unknown || (flags & 3) == KIND_END;
+                if (!stop && (flags & 3) == KIND_KEEP) {
+                    if (user < 0 && (flags & SITE_USER))
+                        user = kept;
+                    if (imported < 0 && kept > 0 && (flags & SITE_IMPORTING) && (previous & SITE_MODULE))
+                        imported = kept - 1;
+                    pairs[2 * kept] = (uint64_t)(uintptr_t)code;
+                    pairs[2 * kept + 1] = (uint64_t)walk_lasti(&w);
+                    previous = flags;
+                    kept++;
+                }
+                Py_DECREF(code); /* the frame holds it */
+            }
+            int more = !stop && kept < depth && walk_back(&w, &next);
+            walk_release(&w);
+            if (!more)
+                break;
+            w = next;
+        }
+    }
+    PyObject *key;
+    if (unknown) {
+        key = Py_NewRef(Py_NotImplemented);
+    } else {
+        long n = user < 0 ? kept : (user + 1 > imported + 2 ? user + 1 : imported + 2);
+        key = PyBytes_FromStringAndSize((const char *)pairs, n * (Py_ssize_t)(2 * sizeof(uint64_t)));
+    }
+    if (pairs != local)
+        PyMem_Free(pairs);
+    return key;
+}
+
+/* site_key(frame, depth, raw_limit, state): site_key_of() for StackTable.capture_site. */
+PyObject *
+site_key(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 4 || (args[0] != Py_None && !PyFrame_Check(args[0])) || !PyLong_CheckExact(args[1]) ||
+        !PyLong_CheckExact(args[2])) {
+        PyErr_SetString(PyExc_TypeError, "site_key(frame or None, depth, raw_limit, state)");
+        return NULL;
+    }
+    long depth = PyLong_AsLong(args[1]), limit = PyLong_AsLong(args[2]);
+    if ((depth == -1 || limit == -1) && PyErr_Occurred())
+        return NULL;
+    return site_key_of(args[0], depth, limit, args[3]);
 }
 
 /* lineno_at(code, lasti): the line of the instruction at byte offset ``lasti``, or None where it has

@@ -16,11 +16,11 @@ from typing import Any
 from .._paths import package_of, short_path
 from .._yours import is_yours
 from ..sources import declared
-from ..trace import DRAW, ENTROPY, SEED, UNATTRIBUTED, Event, Frame, Trace
+from ..trace import DRAW, ENTROPY, RESTORE, SEED, UNATTRIBUTED, Event, Frame, Trace
 from .base import EMPTY, called_at, printable, role_of, stream_key, where_moved, your_code
 
 YOUR_CODE = "your code"
-_KIND_CODES = {DRAW: 0, SEED: 1, UNATTRIBUTED: 2, ENTROPY: 3}
+_KIND_CODES = {DRAW: 0, SEED: 1, UNATTRIBUTED: 2, ENTROPY: 3, RESTORE: 4}
 YOUR_CODE_COLOR = "#e8590c"
 OTHER_COLOR = "#a8a29e"
 PALETTE = ("#3b6fb6", "#2f9e44", "#9c36b5", "#0c8599", "#c29d0b", "#8d5a3b", "#e64980", "#5c7cfa")

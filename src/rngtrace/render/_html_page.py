@@ -155,7 +155,7 @@ SCRIPT = r"""
   var chart = document.getElementById("chart"), canvas = chart.querySelector("canvas");
   var tip = document.getElementById("tip"), panel = document.getElementById("detail");
   var ctx = canvas.getContext("2d");
-  var KINDS = ["draw", "seed", "unattributed", "generator from entropy"], ODD = "#c92a2a";
+  var KINDS = ["draw", "seed", "unattributed", "generator from entropy", "restore"], ODD = "#c92a2a";
   var n = D.site.length, lanes = D.lanes.length, bands = D.laneProcess.length > 0;
   var LABEL_W = bands ? 190 : 150, TOP = 6, AXIS_H = 26, RIGHT = 14;
   var LANE_H = Math.round(Math.min(Math.max(300 / Math.max(lanes, 1), bands ? 66 : 60), 90));

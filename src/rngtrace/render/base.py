@@ -23,7 +23,7 @@ from .._words import stream_base as stream_base
 from .._words import stream_key as stream_key
 from .._yours import import_of, is_yours, user_frame
 from ..sources import stream as stream_info
-from ..trace import CAUSE, DRAW, SEED, UNATTRIBUTED, Event, Finding, Frame, Process, Statistic, Trace, Window
+from ..trace import CAUSE, DRAW, RESTORE, SEED, UNATTRIBUTED, Event, Finding, Frame, Process, Statistic, Trace, Window
 
 #: paint(text, style) -> text, wrapped in the ANSI code for the style or left alone
 Paint = Callable[[str, str], str]
@@ -31,9 +31,11 @@ Paint = Callable[[str, str], str]
 EMPTY = "—"  # a cell or a place with nothing to say
 #: what a seed given no value did
 ENTROPY = "seeded from OS entropy: every run draws differently after it"
+#: what a restore did: the stream is back where a getter saw it earlier in the trace
+RESTORED = "restored a state saved earlier in the trace: no reseed"
 
 _ANSI = {"bold": "1", "dim": "2", "warn": "33", "alert": "1;31", "user": "1"}
-_KIND_ORDER = (SEED, DRAW, UNATTRIBUTED)
+_KIND_ORDER = (SEED, RESTORE, DRAW, UNATTRIBUTED)
 
 
 def painter(color: bool) -> Paint:

@@ -20,10 +20,11 @@ from collections.abc import Sequence
 from .._model import event_rows, kind_count
 from .._paths import current_dir
 from .._yours import is_yours
-from ..trace import CAUSE, DRAW, RISK, SEED, UNATTRIBUTED, Event, Finding, Trace
+from ..trace import CAUSE, DRAW, RESTORE, RISK, SEED, UNATTRIBUTED, Event, Finding, Trace
 from .base import (
     EMPTY,
     ENTROPY,
+    RESTORED,
     Paint,
     Row,
     Table,
@@ -143,6 +144,8 @@ def _event_table(events: Sequence[Event], cwd: str, several: bool = False) -> Ta
             note = e.detail if e.detail and e.kind != SEED else ""
             if e.from_entropy:
                 note = ENTROPY
+            elif e.kind == RESTORE:
+                note = RESTORED
             table.rows.append(Row(cells, note, "dim"))
     return table
 

@@ -2,12 +2,21 @@
 
 The parts live apart (``_source``: the ``Source`` protocol; ``_wrapping``: the Python
 wrapper's entry, checked call and pickling; ``_recorder``: the one recording wrapper
-and the draw, seed and restore wrappers made with it); a source imports them from here.
+and the draw, seed, restore and state-getter wrappers made with it); a source imports them from here.
 """
 
 from __future__ import annotations
 
-from ._recorder import draw_wrapper, inplace_count, recorder, restore_wrapper, seed_recorder, seed_wrapper, twin_of
+from ._recorder import (
+    draw_wrapper,
+    getter_wrapper,
+    inplace_count,
+    recorder,
+    restore_wrapper,
+    seed_recorder,
+    seed_wrapper,
+    twin_of,
+)
 from ._source import IN_PLACE, INTERNAL, Hit, Patch, Source, library_of, same_state, source_classes, unmoved
 from ._wrapping import (
     Condition,
@@ -37,6 +46,7 @@ __all__ = [
     "checked_call",
     "draw_wrapper",
     "entry",
+    "getter_wrapper",
     "inplace_count",
     "library_of",
     "moved_note",

@@ -15,7 +15,7 @@ from types import BuiltinFunctionType, FrameType, MethodType
 from typing import Any
 
 from .._hotpath import SPEEDUPS as _speedups
-from .._model import DRAW, SEED
+from .._model import DRAW, RESTORE, SEED
 from .._paths import PACKAGE_DIR
 from ._source import library_of
 from ._wrapping import (
@@ -50,6 +50,7 @@ def recorder(
     draws_if: Callable[[tuple, dict], bool] | None = None,
     method: bool = False,
     through: Through | None = None,
+    restored: Callable[[tuple, dict], bool] | None = None,
 ) -> Callable:
     """The one recording wrapper: each outermost call of ``original`` becomes an event.
 
@@ -61,18 +62,19 @@ def recorder(
     (the singleton) are recorded; ``method`` says ``original`` is a method whose
     first argument is the instance (kept out of a seed's detail); ``through``
     records the library's own methods calling this one outside a recorded call
-    as that outer call (see ``Through``). Nested calls (``random.randint`` calling
+    as that outer call (see ``Through``); ``restored(args, kwargs)`` says a seed
+    put back a state handed out earlier (recorded as a restore). Nested calls (``random.randint`` calling
     ``getrandbits``) are part of the outer call. Where the C accelerator is built a
     wrapper gets its ``Recorder`` in front, the same protocol one-to-one; this
     Python wrapper stays the reference and the path of every unusual call.
     """
     is_draw = kind == DRAW
-    after_seed = seed_recorder(rec, stream, api, seeded, owner is not None or method)
+    after_seed = seed_recorder(rec, stream, api, seeded, owner is not None or method, restored)
     record_call = call_recorder(rec, stream, kind, api, original, count_of, place, strict_check, after_seed)
     record_through = through_recorder(rec, stream, kind, api, original, through) if through is not None else None
-    # A seed the caller's ``takes`` may decline stays with the Python wrapper; ``owner`` the C Recorder
-    # checks itself.
-    declines = takes is not None
+    # A seed the caller's ``takes`` may decline, or a restore, stays with the Python wrapper; ``owner``
+    # the C Recorder checks itself.
+    declines = takes is not None or restored is not None
     if owner is not None:
         takes = _on_owner(owner, takes)
     library = library_of(stream)
@@ -157,16 +159,27 @@ def _c_arguments(
 
 
 def seed_recorder(
-    rec: Any, stream: str, api: str, seeded: Callable[[tuple, dict], str] | None, skip_self: bool
+    rec: Any,
+    stream: str,
+    api: str,
+    seeded: Callable[[tuple, dict], str] | None,
+    skip_self: bool,
+    restored: Callable[[tuple, dict], bool] | None = None,
 ) -> Callable[[Any, FrameType | None, tuple, dict], None]:
-    """What records a seed once it returned (``skip_self``: the first argument is the instance)."""
+    """What records a seed once it returned (``skip_self``: the first argument is the instance).
+
+    ``restored(args, kwargs)``: the seed put back a state handed out earlier, a restore.
+    """
     record, seed_recorded = rec.record, rec.seed_recorded
 
     def after_seed(st: Any, frame: FrameType | None, args: tuple, kwargs: dict) -> None:
         """A seed returned: record it, and start the stream's fingerprint (and its digest) anew."""
         where = seeded(args, kwargs) if seeded is not None else stream
-        detail = seed_detail(args[1:] if skip_self else args, kwargs)
-        record(where, SEED, api, None, frame, detail, st)
+        if restored is not None and restored(args, kwargs):
+            record(where, RESTORE, api, None, frame, None, st)
+        else:
+            detail = seed_detail(args[1:] if skip_self else args, kwargs)
+            record(where, SEED, api, None, frame, detail, st)
         seed_recorded(stream, where)
 
     return after_seed
@@ -283,7 +296,13 @@ def seed_wrapper(rec: Any, stream: str, api: str, original: Callable) -> Callabl
 
 
 def restore_wrapper(
-    rec: Any, stream: str, api: str, original: Callable, current: Callable[[Any], bool], owner: object | None = None
+    rec: Any,
+    stream: str,
+    api: str,
+    original: Callable,
+    current: Callable[[Any], bool],
+    owner: object | None = None,
+    digest: Callable[[Any], Any] | None = None,
 ) -> Callable:
     """Wrap a restore (``setstate``, ``set_rng_state``): recorded only where it changes the state.
 
@@ -291,7 +310,8 @@ def restore_wrapper(
     Dynamo restores ``random`` and torch at every compile): a restore of the state the
     stream already holds moves nothing, and is no seed of anybody's. ``current(state)``
     says whether ``state`` is the stream's state now; where it cannot tell (raises),
-    the call is recorded.
+    the call is recorded. A state whose ``digest(state)`` a getter handed out during
+    the trace (``getter_wrapper``) is put back: a restore event, not a seed.
     """
     skip = 1 if owner is not None else 0  # a method of the owner's: the state follows self
     fingerprint = rec.fingerprint(stream)
@@ -311,16 +331,49 @@ def restore_wrapper(
 
     named(restore, original)
 
+    def state_of(args: tuple, kwargs: dict) -> Any:
+        return args[skip] if len(args) > skip else next(iter(kwargs.values()), None)
+
     def changes(args: tuple, kwargs: dict) -> bool:
-        state = args[skip] if len(args) > skip else next(iter(kwargs.values()), None)
         try:
-            return not current(state)
+            return not current(state_of(args, kwargs))
         except Exception:  # noqa: BLE001 (a state it cannot compare: the call says what it is)
             return True
 
-    wrapper = recorder(rec, stream, SEED, api, restore, takes=changes, owner=owner)
+    def restored(args: tuple, kwargs: dict) -> bool:
+        try:
+            return digest is not None and rec.handed.was_handed(stream, digest(state_of(args, kwargs)))
+        except Exception:  # noqa: BLE001 (a state it cannot digest is recorded as the seed it may be)
+            return False
+
+    wrapper = recorder(rec, stream, SEED, api, restore, takes=changes, owner=owner, restored=restored)
     wrapper.__dict__["__wrapped__"] = original  # named, signed and pickled as the original, not ``restore``
     return wrapper
+
+
+def getter_wrapper(
+    rec: Any, original: Callable, stream_of: Callable[[tuple], str | None], digest: Callable[[Any], Any]
+) -> Callable:
+    """Wrap a state getter (``getstate``, ``get_rng_state``): remember the digest of each state it hands out.
+
+    A state handed out and put back later is a restore, not a reseed (``restore_wrapper``).
+    A digest, not a copy, and only while a trace records; ``stream_of(args)`` names the
+    stream (None: not a global stream's getter, as another instance's ``getstate``).
+    """
+    hot, hand_out = rec.hot, rec.handed.hand_out
+
+    def get_state(*args: Any, **kwargs: Any) -> Any:
+        state = original(*args, **kwargs)
+        if hot.now.active:
+            try:
+                stream = stream_of(args)
+                if stream is not None:
+                    hand_out(stream, digest(state))
+            except Exception:  # noqa: BLE001 (never failing the getter: an unknown state is then no restore)
+                pass
+        return state
+
+    return Wrapper.make(get_state, original)
 
 
 def twin_of(fn: Any) -> Callable | None:

@@ -9,12 +9,10 @@ one. Both are this source's singletons, recorded and compared alike.
 
 from __future__ import annotations
 
-import ctypes
-import functools
 import importlib
 import operator
 import struct
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from types import FrameType
 from typing import Any
 
@@ -33,13 +31,15 @@ from ._base import (  # noqa: E402 (after numpy.random, see above)
     Patch,
     Source,
     draw_wrapper,
+    getter_wrapper,
     inplace_count,
     recorder,
+    restore_wrapper,
     seed_wrapper,
 )
 from ._entropy import callee as callee_of  # noqa: E402 (after numpy.random, see above)
 from ._entropy import enclosing_calls, entropy_wrapper, seed_given  # noqa: E402 (after numpy.random)
-from ._inplace import in_place, inside, read_with_state  # noqa: E402 (after numpy.random, see above)
+from ._numpy_views import full_view, mt_view, view_key  # noqa: E402 (after numpy.random, see above)
 from .numpy_stream import STREAM  # noqa: E402 (after numpy.random, see above)
 
 _SEEDS = frozenset({"seed", "set_state", "set_bit_generator"})
@@ -49,7 +49,6 @@ _MODULE_FUNCTIONS = ("seed", "ranf", "sample", "set_bit_generator")
 _RandomState = _mtrand.RandomState
 _MT19937 = _nprandom.MT19937
 _NUMPY_DIR = np.__file__.rsplit("__init__.py", 1)[0]
-_MAX_REGIONS = 4  # what one in-place view holds (MAX_REGIONS in _speedups/speedups.h)
 
 
 def _count(result: Any, args: tuple, kwargs: dict) -> int | None:
@@ -109,18 +108,23 @@ class NumpySource(Source):
         # re-bound to these wrappers: one wrapper per call, not two.
         state_type = type(rand)
         wrapped = set()
+        mine = lambda args: "numpy" if args and args[0] is rand else None  # noqa: E731
         for name, original in list(vars(state_type).items()):
-            if name.startswith("_") or name in _NOT_DRAWS or not callable(original):
+            if name == "get_state":  # the states handed out, so a restore is told apart from a reseed
+                yield state_type, name, getter_wrapper(hub, original, mine, state_digest)
+            elif name.startswith("_") or name in _NOT_DRAWS or not callable(original):
                 continue
-            api = f"numpy.random.{name}"
-            kind = SEED if name in _SEEDS else DRAW
-            yield (
-                state_type,
-                name,
-                recorder(
-                    hub, "numpy", kind, api, original, count_of=None if kind == SEED else _method_count, owner=rand
-                ),
-            )
+            elif name == "set_state":
+                api = f"numpy.random.{name}"
+                yield state_type, name, restore_wrapper(hub, "numpy", api, original, self._holds, rand, state_digest)
+            else:
+                kind = SEED if name in _SEEDS else DRAW
+                count_of = None if kind == SEED else _method_count
+                yield (
+                    state_type,
+                    name,
+                    recorder(hub, "numpy", kind, f"numpy.random.{name}", original, count_of=count_of, owner=rand),
+                )
             wrapped.add(name)
         seen: dict[int, Any] = {}
         for module in (_nprandom, _mtrand):
@@ -131,12 +135,14 @@ class NumpySource(Source):
                 # Bound to a singleton _rand no longer names: the wrappers on the type record
                 # only rand's calls, so np.random.rand gets a wrapper of its own.
                 stale = not bound and owner is not None and any(owner is s for s in self._bound)
-                if not (bound or stale or name in _MODULE_FUNCTIONS) or name in _NOT_DRAWS:
+                if not (bound or stale or name in _MODULE_FUNCTIONS) or (name in _NOT_DRAWS and name not in wrapped):
                     continue
                 if bound and original.__name__ in wrapped:
                     # np.random.rand is rand.rand bound at import: bind it to the wrapper.
                     yield module, name, getattr(rand, original.__name__)
                     continue
+                if name in _NOT_DRAWS:
+                    continue  # get_state bound to a singleton _rand no longer names: not the stream's getter
                 # np.random.seed and np.random.mtrand.seed are one object: one wrapper.
                 wrapper = seen.get(id(original))
                 if wrapper is None:
@@ -207,11 +213,24 @@ class NumpySource(Source):
         # The twister's whole key, pos and the cached normal, read in place (under a µs, against
         # ~40 µs for get_state()); get_state() where that read is not proved.
         singletons = self._singletons()
-        key = _key(singletons)
+        key = view_key(singletons)
         if self._full_key is None or len(self._full_key) != len(key) or any(map(operator.is_not, self._full_key, key)):
-            self._full_view, self._full_key = _full_view(singletons), key
+            self._full_view, self._full_key = full_view(singletons), key
         view = self._full_view
         return {"numpy": view.value} if view is not None else self.state()
+
+    def _holds(self, state: Any) -> bool:
+        """Whether ``state`` is the singleton's state now (a restore of it moves nothing).
+
+        Compared with the whole state read in place (key, pos, has_gauss, gauss: 2,512 bytes) where
+        that read is proved, as a get_state() would cost ~25 µs at every set_state().
+        """
+        now = self.full().get("numpy") if len(self._singletons()) == 1 else None
+        if type(now) is bytes and len(now) == _LEGACY_BYTES:
+            legacy = _legacy_bytes(state)
+            # The same key, pos and has_gauss; the cached normal only counts where has_gauss is set.
+            return now[:-8] == legacy[:-8] and (now[-12:-8] == bytes(4) or now[-8:] == legacy[-8:])
+        return state_digest(state) == state_digest(_RandomState.get_state(_mtrand._rand, legacy=False))
 
     def same(self, a: Any, b: Any) -> bool:
         return _same_state(a, b)
@@ -223,14 +242,14 @@ class NumpySource(Source):
         old = self._view_key
         rand = _mtrand._rand
         if old is not None and len(old) == 4 and old[0] is rand and old[1] is type(rand) and len(self._bound) == 1:
-            # The usual case, read at every install: one singleton, checked as _key() would.
+            # The usual case, read at every install: one singleton, checked as view_key() would.
             bitgen = getattr(rand, "_bit_generator", None)
             if old[2] is bitgen and old[3] is type(bitgen) and self._bound[0] is rand:
                 return self._view
         singletons = self._singletons()
-        key = _key(singletons)
+        key = view_key(singletons)
         if old is None or len(old) != len(key) or any(map(operator.is_not, old, key)):
-            self._view, self._view_key = _mt_view(singletons), key
+            self._view, self._view_key = mt_view(singletons), key
         return self._view
 
     def snapshot(self) -> dict[str, Any]:
@@ -240,6 +259,34 @@ class NumpySource(Source):
         view = self._view if key is not None and key[0] is _mtrand._rand else self.fingerprint()
         # The whole legacy state where there is no view (another bit generator, a look-alike).
         return {"numpy": view.value} if view is not None else self.state()
+
+
+#: the legacy state as read in place: key[624] and pos, then has_gauss and the cached normal
+_LEGACY_BYTES = 624 * 4 + 4 + 4 + 8
+
+
+def _legacy_parts(state: Any) -> tuple[str, Any, int, int, float]:
+    """A ``get_state()`` state, legacy tuple or dict, as (bit generator, key, pos, has_gauss, gauss)."""
+    if isinstance(state, dict):
+        inner = state["state"]
+        return state["bit_generator"], inner["key"], inner["pos"], state.get("has_gauss", 0), state.get("gauss", 0.0)
+    name, key, pos = state[:3]
+    has_gauss, gauss = (state[3], state[4]) if len(state) > 3 else (0, 0.0)
+    return name, key, pos, has_gauss, gauss
+
+
+def _legacy_bytes(state: Any) -> bytes:
+    """``state`` as the in-place read of the whole legacy state has it (see ``_numpy_views.full_view``)."""
+    name, key, pos, has_gauss, gauss = _legacy_parts(state)
+    if name != "MT19937":
+        raise ValueError(f"not an MT19937 state: {name!r}")
+    return np.asarray(key, dtype="<u4").tobytes() + struct.pack("<iid", int(pos), int(has_gauss), float(gauss))
+
+
+def state_digest(state: Any) -> int:
+    """A digest of a ``get_state()`` state, legacy tuple or dict: the same for both forms of one state."""
+    name, key, pos, has_gauss, gauss = _legacy_parts(state)
+    return hash((name, np.asarray(key, dtype=np.uint32).tobytes(), int(pos), bool(has_gauss) and float(gauss)))
 
 
 def _same_state(a: Any, b: Any) -> bool:
@@ -260,134 +307,3 @@ def _bound_singletons() -> tuple:
         if isinstance(owner, _RandomState):
             found.setdefault(id(owner), owner)
     return tuple(found.values())
-
-
-def _key(singletons: Sequence[Any]) -> tuple:
-    """What a view of ``singletons`` was made for: each one and its bit generator, with their types."""
-    key: tuple = ()
-    for rand in singletons:
-        bitgen = getattr(rand, "_bit_generator", None)
-        key += (rand, type(rand), bitgen, type(bitgen))
-    return key
-
-
-def _mt_view(singletons: Sequence[Any]) -> Any | None:
-    """A view of each singleton's MT19937 (``key[623]`` and ``pos``) and cached-normal flag, read in place.
-
-    A legacy normal draw may take the second sample of a pair, which moves no
-    word but clears the singleton's ``has_gauss``: without that flag a draw could
-    go unseen, so a singleton whose regions are not all proved makes no view at
-    all, and the stream is compared in full (``state()``) at block ends instead.
-    The hub asks again after every seed, so a bit generator swapped by
-    ``set_bit_generator()`` is read from then on; the view holds what it reads,
-    so the memory stays valid whatever happens to the singletons.
-    """
-    regions: list[tuple[int, int]] = []
-    for rand in singletons:
-        found = _regions(rand)
-        if found is None:
-            return None
-        regions += found
-    if len(regions) > _MAX_REGIONS:
-        return None
-    return in_place(regions, tuple((rand, rand._bit_generator) for rand in singletons))
-
-
-def _full_view(singletons: Sequence[Any]) -> Any | None:
-    """A view of each singleton's whole legacy state (key, pos, has_gauss, gauss), read in place, proved.
-
-    The regions of ``_regions`` widened to the whole ``mt19937_state`` and to the cached
-    normal after its flag; checked against ``get_state()`` byte for byte.
-    """
-    regions: list[tuple[int, int]] = []
-    for rand in singletons:
-        if _regions(rand) is None:  # its layout proved first (its type, bit generator, flag offset)
-            return None
-        state_at, flag = rand._bit_generator.ctypes.state_address, _gauss_flag_offset()
-        parts = [(state_at, 624 * 4 + 4), (id(rand) + flag, 4), (id(rand) + flag + 8, 8)]  # type: ignore[operator]
-        if not inside(rand._bit_generator, state_at, 624 * 4 + 4) or not inside(rand, id(rand) + flag + 8, 8):  # type: ignore[operator]
-            return None
-        read = read_with_state(parts, lambda rand=rand: _RandomState.get_state(rand, legacy=False))  # type: ignore[misc]
-        if read is None:
-            return None
-        (raw_state, raw_flag, raw_gauss), state = read
-        key = state["state"]["key"]
-        if raw_state != key.astype("<u4").tobytes() + struct.pack("<i", state["state"]["pos"]):
-            return None
-        if struct.unpack("<i", raw_flag)[0] != state["has_gauss"] or (
-            state["has_gauss"] and struct.unpack("<d", raw_gauss)[0] != state["gauss"]
-        ):
-            return None
-        regions += parts
-    if len(regions) > _MAX_REGIONS:
-        return None
-    return in_place(regions, tuple((rand, rand._bit_generator) for rand in singletons))
-
-
-def _regions(rand: Any) -> list[tuple[int, int]] | None:
-    """The two regions of one RandomState that every draw moves, proved; None where one is not.
-
-    numpy/random/src/mt19937/mt19937.h (numpy ships no header for it: the read is checked against
-    ``get_state()`` as well)::
-
-        typedef struct s_mt19937_state {
-          uint32_t key[RK_STATE_LEN];  /* RK_STATE_LEN == 624 */
-          int pos;
-        } mt19937_state;
-
-    ``pos`` moves with every 32-bit word drawn, ``key[623]`` when the key is
-    regenerated. The MT19937 object holds that struct inline, so both words must
-    lie inside it. Only MT19937 itself keeps it: another bit generator, even one
-    whose class is named MT19937, keeps a smaller state there (PCG64's is about
-    48 bytes), and a subclass may answer ``ctypes.state_address`` its own way.
-    """
-    if not isinstance(rand, _RandomState):
-        return None
-    bitgen = rand._bit_generator
-    if type(bitgen) is not _MT19937:
-        return None
-    words = bitgen.ctypes.state_address + 623 * 4
-    flag = _gauss_flag_offset()
-    if flag is None or not inside(bitgen, words, 8) or not inside(rand, id(rand) + flag, 4):
-        return None
-    regions = [(words, 8), (id(rand) + flag, 4)]
-    # The type's own get_state: a subclass's override may say anything.
-    read = read_with_state(regions, lambda: _RandomState.get_state(rand, legacy=False))
-    if read is None:
-        return None
-    (raw_words, raw_flag), state = read
-    key, pos = state["state"]["key"], state["state"]["pos"]
-    if len(key) != 624 or struct.unpack("<Ii", raw_words) != (int(key[623]), pos):
-        return None
-    if struct.unpack("<i", raw_flag)[0] != state["has_gauss"]:
-        return None
-    return regions
-
-
-@functools.cache
-def _gauss_flag_offset() -> int | None:
-    """Where a RandomState keeps ``has_gauss``, proved on a private one; None if not found.
-
-    The legacy state (``aug_bitgen_t``) is ``bitgen_t *``, ``int has_gauss``, ``double
-    gauss``: set a distinctive cached normal through ``set_state()``, find it in the
-    object, and check that the int before it follows the flag both ways.
-    """
-    state_type = _mtrand.RandomState
-    private = state_type(20261130)
-    name, key, pos = private.get_state(legacy=True)[:3]
-    cached = 0.6180339887498949
-    private.set_state((name, key, pos, 1, cached))
-    size = state_type.__basicsize__
-    memory = ctypes.string_at(id(private), size)
-    found = [o for o in range(16, size - 7, 8) if memory[o : o + 8] == struct.pack("<d", cached)]
-    if len(found) != 1 or found[0] < 24:
-        return None
-    offset = found[0] - 8
-    flag = ctypes.c_int.from_address(id(private) + offset)
-    if flag.value != 1:
-        return None
-    private.standard_normal()  # takes the cached sample
-    if flag.value != 0:
-        return None
-    private.set_state((name, key, pos, 1, cached))
-    return offset if flag.value == 1 else None

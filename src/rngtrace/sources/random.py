@@ -18,6 +18,7 @@ from ._base import (
     Source,
     Through,
     draw_wrapper,
+    getter_wrapper,
     inplace_count,
     recorder,
     restore_wrapper,
@@ -118,7 +119,8 @@ class RandomSource(Source):
                 kind = SEED if name in _SEEDS else DRAW
                 counted = _method_count if name in _MANY else None
                 if name == "setstate":
-                    yield _random.Random, name, restore_wrapper(hub, "random", api, original, self._current, owner=inst)
+                    restore = restore_wrapper(hub, "random", api, original, self._current, inst, state_digest)
+                    yield _random.Random, name, restore
                     continue
                 if name == "seed":  # another instance's seed from OS entropy: its own event, behind the recorder
                     original = entropy_wrapper(hub, "random", original, self._entropy_call)
@@ -131,13 +133,24 @@ class RandomSource(Source):
             original = getattr(_random, name)
             api = f"random.{name}"
             if name == "setstate":
-                yield _random, name, restore_wrapper(hub, "random", api, original, self._current)
+                yield _random, name, restore_wrapper(hub, "random", api, original, self._current, digest=state_digest)
             elif name in _SEEDS:
                 yield _random, name, seed_wrapper(hub, "random", api, original)
             else:
                 # Most return one number; only these return several, or shuffle in place.
                 counted = _count if name in _MANY else None
                 yield _random, name, draw_wrapper(hub, "random", api, original, counted)
+
+        yield from self._getters(hub)
+
+    def _getters(self, hub: Any) -> Iterable[Patch]:
+        """``getstate``, the instance's and the module's: the states handed out, so a restore is told apart."""
+        inst = self._inst
+        if type(inst) is _random.Random:
+            mine = lambda args: "random" if args and args[0] is inst else None  # noqa: E731
+            yield _random.Random, "getstate", getter_wrapper(hub, _random.Random.getstate, mine, state_digest)
+        if getattr(_random.getstate, "__self__", None) is inst:
+            yield _random, "getstate", getter_wrapper(hub, _random.getstate, lambda args: "random", state_digest)
 
     def _entropy_call(self, args: tuple, kwargs: dict, frame: FrameType) -> tuple[str, FrameType] | None:
         """``random.Random()`` (named at its caller) or ``rng.seed()`` on an instance of the user's; else None."""
@@ -149,7 +162,15 @@ class RandomSource(Source):
 
     def _current(self, state: Any) -> bool:
         """Whether ``state`` is the hidden instance's state now (a restore of it moves nothing)."""
-        return type(state) is tuple and state == _random.Random.getstate(self._inst)
+        # The C base's words, not random.Random.getstate: that is the getter's wrapper while tracing.
+        inst = self._inst
+        return (
+            type(state) is tuple
+            and len(state) == 3
+            and state[0] == inst.VERSION
+            and state[2] == inst.gauss_next
+            and state[1] == _c_random.Random.getstate(inst)
+        )
 
     def owners(self) -> Iterable[object]:
         return (self._inst,)
@@ -219,6 +240,13 @@ class RandomSource(Source):
     def forget(self) -> None:
         self._last_outer = None
         self._through.forget()
+
+
+def state_digest(state: Any) -> int:
+    """A digest of a ``getstate()`` state: the twister's words and ``gauss()``'s cached value."""
+    if type(state) is not tuple or len(state) != 3:
+        raise TypeError(f"not a getstate() state: {type(state).__name__}")
+    return hash((tuple(state[1]), state[2]))
 
 
 def _whole_view(inst: Any) -> Any | None:

@@ -13,53 +13,35 @@ between layers, inside C++: those draws are recorded at the call of the
 
 from __future__ import annotations
 
-import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from types import FrameType
 from typing import Any
 
 import torch
-import torch.nn.functional as _F
-import torch.nn.init as _init
 import torch.utils._device as _device
 
 from .._model import DRAW, SEED
 from . import _torch_state
-from ._base import IN_PLACE, INTERNAL, Hit, Patch, Source, restore_wrapper, seed_wrapper, twin_of
+from ._base import INTERNAL, Hit, Patch, Source
 from ._inplace import in_place as read_in_place
 from ._torch_ops import (
-    INIT_DRAWS,
-    PREBOUND,
-    RECURRENT_MODULES,
-    VF_DRAWS,
     conditions,
     fill_function_tables,
-    generator_positions,
     skipped_by_dynamo,
-    tagged_overloads,
     tensor_draw_names,
     torch_draw_names,
 )
+from ._torch_patches import Patcher
 from ._torch_wrappers import (
-    GENERATOR_METHODS,
     GENERATOR_SEEDS,
-    attention_count,
     cpu_generator,
-    cpu_holds,
-    cuda_seed_wrapper,
     cuda_stream,
-    draw_wrapper,
-    generator_method_wrapper,
     initialised_cuda_generators,
-    recurrent_wrapper,
 )
 from .torch_stream import STREAM
 
 _Tensor = torch.Tensor
 _Generator = torch.Generator
-
-_CPU_SEEDS = ("manual_seed", "seed", "set_rng_state")
-_CUDA_SEEDS = ("manual_seed", "manual_seed_all", "seed", "seed_all", "set_rng_state", "set_rng_state_all")
 
 
 #: the seed torch's default CPU generator starts from in builds that do not take OS entropy
@@ -131,105 +113,7 @@ class TorchSource(Source):
         skipped_by_dynamo()
 
     def patches(self, hub: Any) -> Iterable[Patch]:
-        when = conditions()
-        seen: dict[int, Callable] = {}
-        hooked: set[int] = set()
-        # nn.functional's dropout family is left alone (Python functions torch.compile inlines,
-        # guarding their code's identity): each reaches its op through torch._VF, and the op is
-        # recorded there, in place; without the accelerator _VF's class holds the op's wrapper too.
-        variable_functions = torch._C._VariableFunctionsClass  # type: ignore[attr-defined]  # torch._VF reads its instance's attributes
-
-        def patch(parent: Any, attr: str, api: str, make: Callable[[Callable, str], Callable]) -> Iterable[Patch]:
-            original = getattr(parent, attr, None)
-            if original is None:
-                return ()
-            # torch.manual_seed and torch.random.manual_seed are one object: one wrapper.
-            wrapper = seen.get(id(original))
-            if wrapper is not None:
-                return () if id(original) in hooked else ((parent, attr, wrapper),)
-            hook = in_place(original, api, make)
-            if hook:
-                return hook
-            wrapper = seen[id(original)] = make(original, api)
-            return ((parent, attr, wrapper),)
-
-        def in_place(original: Any, api: str, make: Callable[[Callable, str], Callable]) -> tuple[Patch, ...]:
-            # A builtin records in place where it can: torch.compile's guards check the identity of
-            # each builtin compiled code read (torch.rand), and every reference (torch._VF's, one
-            # bound at import) is then the same recording object.
-            twin = twin_of(original)
-            if twin is None or id(original) in seen:
-                return ()
-            seen[id(original)] = make(twin, api)
-            hooked.add(id(original))
-            return ((original, IN_PLACE, seen[id(original)]),)
-
-        def draw(tagged: str | None = None, count_of: Any = None) -> Callable[[Callable, str], Callable]:
-            return lambda original, api: draw_wrapper(
-                hub, api, original, generator_positions(original, tagged), when.get(api), count_of
-            )
-
-        for name in torch_draw_names():
-            original = getattr(torch, name)  # read first: each patch is in place once yielded
-            yield from patch(torch, name, f"torch.{name}", draw(name))
-            if (
-                name in VF_DRAWS
-                and id(original) not in hooked
-                and isinstance(vars(variable_functions).get(name), staticmethod)
-            ):
-                # Held there as a static method: the wrapper is, as well. Only these: torch looks
-                # every function a torch-function mode is handed up there (torch.device("meta")
-                # knows the factory functions by identity).
-                yield variable_functions, name, staticmethod(seen[id(original)])
-        recurrent = lambda original, api: recurrent_wrapper(hub, api, original)  # noqa: E731
-        for name in RECURRENT_MODULES:
-            yield from patch(getattr(torch.nn, name), "forward", f"torch.nn.{name} (dropout)", recurrent)
-        for name in tensor_draw_names():
-            yield from patch(_Tensor, name, f"torch.Tensor.{name}", draw(name))
-        for api in when:
-            if api.startswith("torch.nn.functional."):
-                name = api.rsplit(".", 1)[1]
-                if name == "scaled_dot_product_attention":
-                    yield from patch(_F, name, api, draw(None, attention_count))
-        yield from patch(_F, "rrelu_", "torch.rrelu_", draw("rrelu_"))
-        for name in INIT_DRAWS:
-            yield from patch(_init, name, f"torch.nn.init.{name}", draw())
-        for module_name, name in PREBOUND:
-            module = sys.modules.get(module_name)
-            if module is not None:
-                yield from patch(module, name, f"torch.{name}", draw(name))
-        # The ops themselves, as compiled code calls them: each overload's callable records in
-        # place (only there: an OpOverload holds its callable, no namespace to patch).
-        if twin_of(torch.rand) is not None:
-            for op_name, op in tagged_overloads():
-                name = op_name.split(".")[1]
-                yield from in_place(
-                    getattr(op, "_op", None),
-                    f"torch.ops.{op_name}",
-                    lambda twin, api, name=name: draw_wrapper(  # type: ignore[misc]
-                        hub, api, twin, generator_positions(None, name), when.get(f"torch.{name}")
-                    ),
-                )
-        for name, original in GENERATOR_METHODS.items():
-            yield _Generator, name, generator_method_wrapper(hub, name, original)
-
-        def cpu_seed(original: Callable, api: str) -> Callable:
-            if api.endswith(".set_rng_state"):
-                return restore_wrapper(hub, "torch", api, original, cpu_holds)
-            return seed_wrapper(hub, "torch", api, original)
-
-        for module in (torch, torch.random):
-            for name in _CPU_SEEDS:
-                yield from patch(module, name, f"torch.{name}", cpu_seed)
-        # CUDA reseeds only where a device exists: without one torch queues the call for a CUDA
-        # that never starts, and a torch.cuda:0 stream in the log would name a generator there is
-        # not (device_count() asks the driver once and never initialises CUDA).
-        cuda_modules = (torch.cuda, sys.modules.get("torch.cuda.random")) if torch.cuda.device_count() else ()
-        for module in cuda_modules:
-            for name in _CUDA_SEEDS if module is not None else ():
-                device_at = 1 if name == "set_rng_state" else None
-                make = lambda original, api, d=device_at: cuda_seed_wrapper(hub, api, original, d)  # noqa: E731
-                yield from patch(module, name, f"torch.cuda.{name}", make)
+        return Patcher(hub).all()
 
     def owners(self) -> Iterable[object]:
         return (cpu_generator(), *initialised_cuda_generators())

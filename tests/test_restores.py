@@ -1,0 +1,286 @@
+"""A restore is not a reseed (issue 24): a stream put back to a state a getter handed out earlier in the trace.
+
+Lightning saves every stream's state and puts it back around its sanity check,
+``torch.random.fork_rng`` and Lightning's ``isolate_rng`` do the same around a block:
+each ``setstate``/``set_state``/``set_rng_state`` of a state handed out during the trace
+is an event of kind ``restore``, shown as one, and never a ``reseeded`` finding. A state
+never handed out is still a seed (``<state>``) with its finding. A library seeding with
+the user's own value (transformers' ``set_seed(0)``) is the user's seed repeated.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import random
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from rngtrace import Trace, rng_trace
+from rngtrace.render.html import render as render_html
+from rngtrace.render.text import render
+
+needs_lightning = pytest.mark.skipif(
+    importlib.util.find_spec("lightning") is None, reason="lightning is not installed (the frameworks extra)"
+)
+needs_transformers = pytest.mark.skipif(
+    importlib.util.find_spec("transformers") is None, reason="transformers is not installed (the frameworks extra)"
+)
+
+SAVER = """\
+import random
+import numpy as np
+import torch
+
+def save():
+    return random.getstate(), np.random.get_state(), torch.get_rng_state()
+
+def work():
+    random.random(); np.random.rand(3); torch.rand(3)
+
+def put_back(states):
+    random.setstate(states[0]); np.random.set_state(states[1]); torch.set_rng_state(states[2])
+
+def put_other():
+    np.random.set_state(np.random.RandomState(7).get_state())  # a state no getter of the stream handed out
+"""
+
+
+@pytest.fixture
+def package(tmp_path, monkeypatch):
+    """Write ``name.py`` with ``source`` into a site-packages folder on sys.path; return the module."""
+    folder = tmp_path / "site-packages"
+    folder.mkdir()
+    monkeypatch.syspath_prepend(str(folder))
+
+    def make(name: str, source: str):
+        (folder / f"{name}.py").write_text(textwrap.dedent(source))
+        __import__(name)
+        monkeypatch.setitem(sys.modules, name, sys.modules[name])
+        return sys.modules[name]
+
+    return make
+
+
+def kinds(trace) -> list[str]:
+    return [f.kind for f in trace.findings]
+
+
+def seeds_and_restores(trace) -> list[tuple[str, str, str]]:
+    return [(e.stream, e.kind, e.api) for e in trace.events if e.kind in ("seed", "restore")]
+
+
+def draw_all() -> tuple:
+    return random.random(), float(np.random.rand()), torch.rand(2).tolist()
+
+
+def test_a_state_a_getter_handed_out_put_back_is_a_restore_on_every_stream_and_values_are_unchanged():
+    random.seed(1), np.random.seed(1), torch.manual_seed(1)
+    saved = random.getstate(), np.random.get_state(), torch.get_rng_state()
+    expected = draw_all()
+    random.setstate(saved[0]), np.random.set_state(saved[1]), torch.set_rng_state(saved[2])
+    with rng_trace(print=False) as trace:
+        states = random.getstate(), np.random.get_state(legacy=False), torch.default_generator.get_state()
+        first = draw_all()
+        random.setstate(states[0]), np.random.set_state(states[1]), torch.set_rng_state(states[2])
+        again = draw_all()
+    assert first == again == expected  # tracing changes no drawn value
+    assert seeds_and_restores(trace) == [
+        ("random", "restore", "random.setstate"),
+        ("numpy", "restore", "numpy.random.set_state"),
+        ("torch", "restore", "torch.set_rng_state"),
+    ]
+    assert all(e.detail is None for e in trace.events if e.kind == "restore")
+
+
+def test_putting_back_the_state_numpy_holds_is_no_event_and_its_cached_normal_counts():
+    np.random.seed(5)
+    np.random.standard_normal()  # a cached normal: part of the state
+    with rng_trace(print=False) as trace:
+        held = np.random.get_state()
+        np.random.set_state(held)  # moves nothing
+        np.random.set_state(np.random.get_state(legacy=False))  # the same state, as a dict
+        np.random.set_state((*held[:3], 0, 0.0))  # the same words without the cached normal: it moves
+    assert [(e.kind, e.api) for e in trace.events] == [("seed", "numpy.random.set_state")]
+
+
+def test_the_states_handed_out_are_forgotten_when_the_trace_ends_and_only_the_last_64_are_kept():
+    random.seed(2)
+    with rng_trace(print=False) as trace:
+        first = random.getstate()
+        later = []
+        for _ in range(64):
+            random.random()
+            later.append(random.getstate())
+        random.setstate(later[0])  # among the last 64 handed out
+        random.setstate(first)  # the 65th from the end: forgotten
+    assert [e.kind for e in trace.events if e.api == "random.setstate"] == ["restore", "seed"]
+    with rng_trace(print=False) as trace:
+        random.setstate(later[5])  # handed out in the trace before: a seed in this one
+    assert [e.kind for e in trace.events] == ["seed"]
+
+
+def test_a_library_putting_back_a_saved_state_after_the_users_seed_is_no_reseed_and_a_new_state_is(package):
+    lib = package("saverlib", SAVER)
+    with rng_trace(print=False) as trace:
+        random.seed(0), np.random.seed(0), torch.manual_seed(0)
+        states = lib.save()
+        lib.work()
+        lib.put_back(states)
+        draw_all()
+        lib.put_other()
+        np.random.rand()
+    assert seeds_and_restores(trace)[3:] == [
+        ("random", "restore", "random.setstate"),
+        ("numpy", "restore", "numpy.random.set_state"),
+        ("torch", "restore", "torch.set_rng_state"),
+        ("numpy", "seed", "numpy.random.set_state"),  # never handed out: a seed, as before
+    ]
+    (finding,) = [f for f in trace.findings if f.kind == "reseeded"]
+    assert "numpy.random.set_state(<tuple>) inside saverlib.py:15" in finding.message
+    assert "unseeded" not in kinds(trace)
+
+
+def test_fork_rng_puts_the_state_back_as_a_restore_and_no_finding():
+    with rng_trace(print=False) as trace:
+        torch.manual_seed(0)
+        with torch.random.fork_rng():
+            torch.rand(3)
+        torch.rand(3)
+    assert [(e.kind, e.api) for e in trace.events] == [
+        ("seed", "torch.manual_seed"),
+        ("draw", "torch.rand"),
+        ("restore", "torch.set_rng_state"),
+        ("draw", "torch.rand"),
+    ]
+    assert trace.findings == []
+
+
+def test_a_saved_log_round_trips_restores_and_the_text_log_and_html_show_them(tmp_path):
+    with rng_trace(print=False) as trace:
+        torch.manual_seed(0)
+        with torch.random.fork_rng():
+            torch.rand(3)
+    path = tmp_path / "log.json"
+    trace.save(path)
+    loaded = Trace.load(path)
+    assert [(e.kind, e.api, e.detail) for e in loaded.events] == [(e.kind, e.api, e.detail) for e in trace.events]
+    assert json.loads(path.read_text())["events"][2][1] == "restore"
+    text = render(loaded, color=False)
+    assert "torch: 1 seed, 1 restore, 1 draw" in text
+    (row,) = [line for line in text.splitlines() if " restore " in line]
+    assert "torch.set_rng_state" in row and "fork_rng" in row
+    assert "restored a state saved earlier in the trace: no reseed" in text
+    assert '"restore"' in render_html(loaded)
+    shown = subprocess.run(
+        [sys.executable, "-m", "rngtrace", "show", str(path)], capture_output=True, text=True, timeout=60
+    )
+    assert shown.returncode == 0, shown.stderr
+    assert "restored a state saved earlier" in shown.stdout + shown.stderr
+
+
+ISOLATE = """\
+import random
+import numpy as np
+import torch
+from lightning.pytorch.utilities.seed import isolate_rng
+
+torch.manual_seed(0), np.random.seed(0), random.seed(0)
+with isolate_rng():
+    random.random(), np.random.rand(), torch.rand(2)
+random.random(), np.random.rand(), torch.rand(2)
+"""
+
+
+def traced_run(tmp_path, source: str) -> tuple[Trace, subprocess.CompletedProcess]:
+    """Run ``source`` under ``rngtrace run`` in a fresh process (a framework's import stays there): its log."""
+    script, log = tmp_path / "prog.py", tmp_path / "prog.json"
+    script.write_text(source)
+    done = subprocess.run(
+        [sys.executable, "-m", "rngtrace", "run", "--quiet", "--json", str(log), str(script)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return Trace.load(log), done
+
+
+@needs_lightning
+def test_isolate_rng_is_a_restore(tmp_path):
+    trace, _ = traced_run(tmp_path, ISOLATE)
+    assert seeds_and_restores(trace)[3:] == [
+        ("torch", "restore", "torch.set_rng_state"),
+        ("numpy", "restore", "numpy.random.set_state"),
+        ("random", "restore", "random.setstate"),
+    ]
+    assert trace.findings == []
+
+
+LIGHTNING = """\
+import sys
+import lightning as L
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+
+class Tiny(L.LightningModule):
+    def __init__(self):
+        super().__init__()
+        self.layer = torch.nn.Linear(4, 1)
+
+    def training_step(self, batch, _):
+        x, y = batch
+        return torch.nn.functional.mse_loss(self.layer(x), y)
+
+    def validation_step(self, batch, _):
+        x, y = batch
+        self.log("val", torch.nn.functional.mse_loss(self.layer(x), y))
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.1)
+
+
+L.seed_everything(42, workers=True, verbose=False)
+data = TensorDataset(torch.randn(32, 4), torch.randn(32, 1))
+train = DataLoader(data, batch_size=8, shuffle=True, num_workers=2)
+val = DataLoader(data, batch_size=8, num_workers=2)
+trainer = L.Trainer(max_epochs=1, limit_train_batches=2, limit_val_batches=2, accelerator="cpu", deterministic=True,
+                    enable_progress_bar=False, logger=False, enable_checkpointing=False, enable_model_summary=False)
+model = Tiny()
+trainer.fit(model, train, val)
+print("weights", model.layer.weight.detach().tolist(), file=sys.stderr)
+"""
+
+
+@needs_lightning
+def test_lightning_seed_everything_then_fit_restores_every_stream_and_finds_no_reseed(tmp_path):
+    plain = subprocess.run([sys.executable, "-c", LIGHTNING], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert plain.returncode == 0, plain.stderr[-3000:]
+    trace, traced = traced_run(tmp_path, LIGHTNING)
+    weights = [line for line in plain.stderr.splitlines() if line.startswith("weights")]
+    assert weights and weights == [line for line in traced.stderr.splitlines() if line.startswith("weights")]
+    restores = [e for e in trace.events if e.kind == "restore"]
+    assert restores and all("lightning/fabric/utilities/seed.py" in str(e.frame) for e in restores)
+    assert not {"reseeded", "unseeded", "at-import"} & set(kinds(trace))
+
+
+@needs_transformers
+def test_transformers_set_seed_with_the_users_seed_is_the_users_seed_repeated():
+    from transformers import set_seed
+
+    with rng_trace(print=False) as trace:
+        torch.manual_seed(0), np.random.seed(0), random.seed(0)
+        set_seed(0)
+        draw_all()
+    seeds = [e for e in trace.events if e.kind == "seed"]
+    assert any("transformers/trainer_utils.py" in str(e.frame) for e in seeds)
+    assert trace.findings == []
+    assert Path(seeds[-1].frame.filename).name == "trainer_utils.py"
