@@ -133,3 +133,51 @@ def test_the_text_log_of_a_long_log_makes_an_event_only_for_the_rows_it_shows(tm
     log = render(trace, max_lines=60)
     assert "… 19,941 more events not shown" in log
     assert count_events[0] < 200
+
+
+def _forked() -> Trace:
+    """A parent and its forked child, both drawing: a log of two processes."""
+    import numpy as np
+
+    from rngtrace import rng_trace
+
+    with rng_trace(print=False) as trace:
+        pid = os.fork()
+        if pid == 0:
+            try:
+                np.random.rand(2)
+            finally:
+                os._exit(0)
+        np.random.rand(2)
+        os.waitpid(pid, 0)
+    return trace
+
+
+SHOWN = {**TRACES, "long": lambda: _long_trace(200)}
+if hasattr(os, "fork"):
+    SHOWN["processes"] = _forked
+
+
+def _long_trace(loops: int) -> Trace:
+    mine, theirs = (HERE, 6, "<module>"), ((LIB, 3, "g"), (HERE, 7, "f"))
+    rows = [draw("numpy.random.rand", 1, mine), draw("random.random", 1, *theirs), moved("random", "C", mine)]
+    return build(seed("numpy.random.seed", "0", (HERE, 4, "<module>")), *rows * loops)
+
+
+@pytest.mark.parametrize("name", list(SHOWN))
+def test_show_prints_the_same_text_and_html_walking_rows_as_with_every_event_built(name, tmp_path, capsys, monkeypatch):
+    from rngtrace import _duplicates, _findings, cli
+    from rngtrace.render import base, text
+
+    path = tmp_path / "log.json"
+    SHOWN[name]().save(path)
+
+    def show() -> tuple[str, bytes]:
+        assert cli.main(["show", str(path)]) == 0
+        assert cli.main(["show", str(path), "--html", str(tmp_path / "log.html")]) == 0
+        return capsys.readouterr().out, (tmp_path / "log.html").read_bytes()
+
+    walking = show()
+    for module in (_findings, _duplicates, base, text):  # every reader back on the list of every Event
+        monkeypatch.setattr(module, "event_rows", lambda store: store.events)
+    assert show() == walking
