@@ -247,7 +247,7 @@ _ALIKE = 1 << 18
 class EventRows(Sequence[Event]):
     """A finished store's events, each made when it is read: a log of millions is never held as Events.
 
-    ``trace.events`` (``build_events``) holds every Event; the findings and the text log read this
+    ``trace.events`` (``build_events``) holds every Event; the findings and the renderers read this
     instead, where they walk every row (``rows``) or read a few by index.
     """
 
