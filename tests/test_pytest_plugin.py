@@ -125,6 +125,11 @@ def test_report_names_exactly_the_drawing_reseeding_and_leaking_tests_with_their
     assert "test_suite.py:22 in test_leaks" in found["test_suite.py::test_leaks"]
     # Put back with setstate: it drew, and reseeded, but later tests see the state it found.
     assert "LEAKS" not in found["test_suite.py::test_restores"]
+    # The state it put back was one random.getstate() handed out: a restore, not a reseed (issue 24).
+    assert (
+        "in test_restores  random.setstate (restored a state saved earlier: no reseed)"
+        in found["test_suite.py::test_restores"]
+    )
     assert "marked rng_global: draws on purpose" in found["test_suite.py::test_marked"]
     assert "uses the rng_trace fixture" in found["test_suite.py::test_takes_charge"]
 

@@ -205,7 +205,7 @@ SCRIPT = r"""
   function mark(idx, w) {
     var x = xOf(idx), mid = laneY(laneOf[idx]) + LANE_H / 2, kind = kindOf[idx];
     if (kind === 0) { var h = (LANE_H - 10) * heightOf[idx]; ctx.rect(x - w / 2, mid - h / 2, w, h); }
-    else if (kind === 1) { var r = 6; ctx.moveTo(x, mid - r); ctx.lineTo(x + r, mid); ctx.lineTo(x, mid + r); ctx.lineTo(x - r, mid); ctx.closePath(); }
+    else if (kind === 1 || kind === 4) { var r = 6; ctx.moveTo(x, mid - r); ctx.lineTo(x + r, mid); ctx.lineTo(x, mid + r); ctx.lineTo(x - r, mid); ctx.closePath(); }
     else if (kind === 3) { ctx.moveTo(x, mid - 7); ctx.lineTo(x + 6, mid + 5); ctx.lineTo(x - 6, mid + 5); ctx.closePath(); }
     else { ctx.moveTo(x + 6, mid); ctx.arc(x, mid, 6, 0, 2 * Math.PI); }
   }
@@ -217,8 +217,9 @@ SCRIPT = r"""
     if (kind === 0) { ctx.fillStyle = color; ctx.fill(); }
     else {  // a white halo keeps seeds and rings apart from a dense run of draws
       ctx.lineWidth = 4; ctx.strokeStyle = "#fff"; ctx.stroke();
-      ctx.fillStyle = kind === 2 ? "#fff" : color; ctx.fill();  // a generator from entropy: filled, edged in red
-      ctx.lineWidth = kind === 1 ? 1.5 : 2; ctx.strokeStyle = kind === 1 ? "#1c1917" : ODD; ctx.stroke();
+      // a generator from entropy: filled, edged in red; a restore: a seed's diamond, hollow, edged in grey
+      ctx.fillStyle = kind === 2 || kind === 4 ? "#fff" : color; ctx.fill();
+      ctx.lineWidth = kind === 1 ? 1.5 : 2; ctx.strokeStyle = kind === 1 ? "#1c1917" : kind === 4 ? "#78716c" : ODD; ctx.stroke();
     }
     return hi - lo;
   }
