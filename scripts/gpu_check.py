@@ -152,6 +152,20 @@ def isolate_restores_cuda() -> tuple[bool, str]:
     return cuda_ok and cpu_ok, f"cuda restored={cuda_ok} cpu restored={cpu_ok}"
 
 
+def fork_rng_restores_cuda() -> tuple[bool, str]:
+    # fork_rng hands out each device's state and puts it back: restores, not seeds (issue 24).
+    with trace() as t:
+        with torch.random.fork_rng(device_type="cuda"):
+            torch.randn(3, device="cuda")
+            torch.rand(3)
+        saved = torch.cuda.get_rng_state()
+        torch.randn(3, device="cuda")
+        torch.cuda.set_rng_state(saved)
+    got = [(e.stream, e.kind) for e in t.events if e.kind in ("seed", "restore")]
+    want = [("torch", "restore"), (CUDA0, "restore"), (CUDA0, "restore")]
+    return got == want and not t.findings, f"got {got}, findings {[f.kind for f in t.findings]}"
+
+
 def thread_on_cuda() -> tuple[bool, str]:
     with trace() as t:
         worker = threading.Thread(target=lambda: torch.rand(2, device="cuda"), name="gpu-worker")
@@ -176,6 +190,7 @@ def main() -> int:
     check("torch.manual_seed is one event and explains the CUDA stream it reseeds", manual_seed_explains_cuda)
     check("on_draw='raise' names torch.cuda:0 and leaves the CUDA state unchanged", raise_leaves_cuda_state)
     check("rng_isolate restores the CUDA and CPU states", isolate_restores_cuda)
+    check("fork_rng and torch.cuda.set_rng_state of a state handed out are restores", fork_rng_restores_cuda)
     check("a CUDA draw in another thread is recorded with that thread's name", thread_on_cuda)
     check("nothing is left patched or hooked afterwards", lambda: left_behind(before))
     failed = _results.count(False)

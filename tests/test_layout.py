@@ -111,6 +111,7 @@ LAYERS = (
             "_patches",
             "_postimport",
             "_hooks",
+            "_handed",
             "_prebound",
             "_record",
             "_catchall_common",

@@ -9,9 +9,11 @@ Listed, in their rank, in ``_findings.KINDS``.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from ._duplicates import in_which
 from ._fixes import ARGUMENT, TORCH_DATA, and_list, library_fix, line_of, seed_right_before
-from ._model import DRAW, RISK, Event, Finding, Frame
+from ._model import DRAW, RISK, Event, Finding, Frame, per_stack, walk
 from ._store import RawStore
 from ._words import stream_base
 from ._yours import call_of
@@ -20,7 +22,7 @@ from ._yours import call_of
 _TAKES_GENERATOR = ("torch.nn.init.", "torch.randperm")
 
 
-def named_lines(events: list[Event], found: list[Finding]) -> set[tuple[str, int]]:
+def named_lines(events: Sequence[Event], found: list[Finding]) -> set[tuple[str, int]]:
     """The user's lines the findings so far named: a later kind does not name them again."""
     return {
         (call.line.filename, call.line.lineno)
@@ -30,15 +32,14 @@ def named_lines(events: list[Event], found: list[Finding]) -> set[tuple[str, int
     }
 
 
-def global_generator(trace: RawStore, events: list[Event], named: set[tuple[str, int]]) -> list[Finding]:
+def global_generator(trace: RawStore, events: Sequence[Event], named: set[tuple[str, int]]) -> list[Finding]:
     """Calls that take a generator but drew from the global stream: once per user line."""
     groups: dict[tuple, list[Event]] = {}
-    for e in events:
-        if e.kind != DRAW:
-            continue
-        what = _generator_call(e)
+    generator_call = per_stack(_generator_call)
+    for i, e in walk(events, (DRAW,)):
+        what = generator_call(e)
         if what is not None and (what[1].filename, what[1].lineno) not in named:
-            groups.setdefault(what, []).append(e)
+            groups.setdefault(what, []).append(events[i])
     # One finding per call and stream, naming every line it was made at: 50 lines calling resample()
     # are one thing to change, said once.
     calls: dict[tuple, dict[Frame, list[Event]]] = {}
@@ -114,7 +115,7 @@ _SETTINGS = {
 }
 
 
-def settings(trace: RawStore, events: list[Event]) -> list[Finding]:
+def settings(trace: RawStore, events: Sequence[Event]) -> list[Finding]:
     """Torch flags read when the trace ended, where torch was drawn from or seeded."""
     flags = trace.settings
     if not flags or not _torch_used(trace, events):
@@ -129,7 +130,6 @@ def settings(trace: RawStore, events: list[Event]) -> list[Finding]:
     return found
 
 
-def _torch_used(trace: RawStore, events: list[Event]) -> bool:
-    return any(stream_base(e.stream) == "torch" for e in events) or any(
-        stream_base(key[0]) == "torch" for key in trace.overflow
-    )
+def _torch_used(trace: RawStore, events: Sequence[Event]) -> bool:
+    """Whether any event, kept or counted, is of torch's streams (each stream looked at once, not each event)."""
+    return any(stream_base(stream) == "torch" for stream in trace.streams_with_events())

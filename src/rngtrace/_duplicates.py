@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import bisect
 import os
+from collections.abc import Sequence
 from typing import Any
 
-from ._model import DRAW, SEED, Event, Finding, Frame, Process
+from ._model import DRAW, SEED, Event, Finding, Frame, Process, event_rows
 from ._paths import short_path
 from ._store import RawStore
 from ._words import stream_base
@@ -77,7 +78,7 @@ def _findings(trace: RawStore, groups: dict[tuple[str, str], dict[int, int]]) ->
     """One finding per stream and shared state that two or more processes drew from first."""
     found = []
     roles = {p.pid: p for p in trace.processes}
-    events = trace.events
+    events = event_rows(trace)
     for (stream, _digest), first in groups.items():
         if len(first) < 2:
             continue
@@ -104,10 +105,10 @@ def _findings(trace: RawStore, groups: dict[tuple[str, str], dict[int, int]]) ->
     return found
 
 
-def _seed_before(events: list[Event], pid: int, stream: str, first: int) -> Event | None:
+def _seed_before(events: Sequence[Event], pid: int, stream: str, first: int) -> Event | None:
     """The last seed of ``stream``'s library that process ``pid`` made before its draw ``first``, or None."""
     base = stream_base(stream)
-    for e in reversed(events[:first]):
+    for e in map(events.__getitem__, range(first - 1, -1, -1)):
         if e.pid == pid and e.kind == SEED and stream_base(e.stream) == base:
             return e
     return None

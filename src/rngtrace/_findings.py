@@ -29,7 +29,7 @@ from dataclasses import dataclass, replace
 from ._call_findings import global_generator, named_lines, settings
 from ._divergent import RankLog, divergent
 from ._duplicates import duplicates
-from ._model import CAUSE, LEVELS, RISK, Event, Finding
+from ._model import CAUSE, LEVELS, RISK, Event, Finding, event_rows
 from ._seed_findings import interleaved, reseeded
 from ._start_findings import at_import, entropy_generators, unseeded
 from ._store import RawStore
@@ -43,7 +43,7 @@ class Kind:
     #: one line for the findings reference (docs/findings.md lists the same)
     about: str
     #: (trace, its events, what the kinds before it found) -> the findings of this kind
-    find: Callable[[RawStore, list[Event], list[Finding]], list[Finding]]
+    find: Callable[[RawStore, Sequence[Event], list[Finding]], list[Finding]]
     #: ``cause`` or ``risk``: what every finding of this kind is
     level: str = CAUSE
 
@@ -116,7 +116,7 @@ ACROSS_RUNS: tuple[AcrossRuns, ...] = (
 
 def findings(trace: RawStore) -> list[Finding]:
     """Every finding for ``trace``: causes, then risks, each in the order of ``KINDS``; none on a clean run."""
-    events = trace.events
+    events = event_rows(trace)  # an Event made for each row read, never one held per row
     found: list[Finding] = []
     for kind in KINDS:
         found += [replace(f, level=kind.level) for f in kind.find(trace, events, found)]

@@ -228,7 +228,7 @@ class Hub(HubStreams, HubChildren):
                     self._merge_children(session)
                 if not self.active:
                     self.rec.new_table()  # after the trace took its thread names
-                    self.rec.forget_handed()
+                    self.rec.handed.forget()
                     # Nothing records now. Without the accelerator a Ctrl-C at the first line of a
                     # wrapper's finally leaves this thread marked inside a recorded call, and every
                     # later trace would take its moves for part of that call: it is not in one.

@@ -208,7 +208,7 @@ class HubStreams:
 
     def _learn_stack(self, stream: str, frame: FrameType | None) -> bool:
         """Patch the references to ``stream``'s originals held by the user modules on the stack; whether any was."""
-        namespaces = []
+        namespaces: dict[tuple[str, int], dict] = {}
         f = frame
         for _ in range(LEARN_STACK_DEPTH):
             if f is None:
@@ -218,12 +218,12 @@ class HubStreams:
             # The user's modules, a notebook's cells and `python -c` included (their globals are patched
             # as a module's are), not the frozen standard library's.
             user = is_user_file(filename) if not filename.startswith("<") else not filename.startswith("<frozen")
-            if key not in self._learned_from and user:
-                namespaces.append((key, f.f_globals))
+            if user and key not in self._learned_from:
+                namespaces[key] = f.f_globals
             f = f.f_back
         if not namespaces:
             return False
-        added = self._if_free(self._learn_all, stream, namespaces)
+        added = self._if_free(self._learn_all, stream, list(namespaces.items()))
         if added is NotImplemented:
             return False
         self._after_unlock()

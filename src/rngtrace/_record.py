@@ -18,6 +18,7 @@ from types import FrameType
 from typing import Any
 
 from ._errors import GlobalRNGError, RNGDrawWarning
+from ._handed import HandedStates
 from ._hotpath import SPEEDUPS as _speedups
 from ._hotpath import Cache, FrameMode, HotPath, Snapshot
 from ._model import DRAW, NO_STACK, UNATTRIBUTED
@@ -32,8 +33,6 @@ _WALK, _PINNED, _PROFILE = FrameMode.WALK, FrameMode.PINNED, FrameMode.PROFILE
 _STRENGTH = {"log": 0, "warn": 1, "raise": 2}
 #: interned stack nodes past which a table is replaced once no trace is active
 TABLE_LIMIT = 50_000
-#: the digests of states handed out kept per stream: a framework saves a few and puts them back
-HANDED_LIMIT = 64
 
 
 class Recording:
@@ -69,8 +68,8 @@ class Recording:
         self.on_seed: Callable[[str], None] | None = None
         #: the modules searched for references bound before each trace (``_prebound``)
         self.prebound = PreboundNotes()
-        #: stream -> digests of the states its getters handed out during the traces, oldest first
-        self.handed: dict[str, dict[Any, None]] = {}
+        #: the states the streams' getters handed out during the traces (a restore puts one back)
+        self.handed = HandedStates()
 
     # -- what the hub publishes ------------------------------------------------
     def publish(self, sessions: tuple) -> None:
@@ -234,28 +233,6 @@ class Recording:
         fingerprint = self.fingerprints.get(stream)
         if fingerprint is not None:
             fingerprint.last = None
-
-    def hand_out(self, stream: str, digest: Any) -> None:
-        """A getter handed out ``stream``'s state with ``digest``: putting it back later is a restore."""
-        seen = self.handed.get(stream)
-        if seen is None:
-            seen = self.handed.setdefault(stream, {})
-        seen.pop(digest, None)  # the newest last: the oldest goes first
-        seen[digest] = None
-        if len(seen) > HANDED_LIMIT:
-            try:
-                del seen[next(iter(seen))]
-            except (KeyError, RuntimeError, StopIteration):  # another thread's hand_out got there first
-                pass
-
-    def was_handed(self, stream: str, digest: Any) -> bool:
-        """Whether a getter handed out ``stream``'s state with ``digest`` since the traces began."""
-        seen = self.handed.get(stream)
-        return seen is not None and digest in seen
-
-    def forget_handed(self) -> None:
-        """No trace is active: the states handed out before belong to none."""
-        self.handed = {}
 
     def base_of(self, stream: str) -> str:
         base = self._base.get(stream)

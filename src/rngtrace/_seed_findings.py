@@ -14,9 +14,12 @@ words of each fix ``_fixes``'. Listed, in their rank, in ``_findings.KINDS``.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 from ._duplicates import in_which
 from ._fixes import and_list, interleaved_fix, isolate, line_of, model_built, place_of
-from ._model import DRAW, Event, Finding, Frame
+from ._model import DRAW, Event, Finding, Frame, per_stack, walk
 from ._paths import cell_label
 from ._seeds import ENTROPY, RESEED, RESTORE, USER, SeedRole, seed_home, seed_roles
 from ._store import RawStore
@@ -27,16 +30,21 @@ from .sources import stream as stream_info
 # -- interleaved ---------------------------------------------------------------------------
 
 
-def interleaved(trace: RawStore, events: list[Event]) -> list[Finding]:
+def interleaved(trace: RawStore, events: Sequence[Event]) -> list[Finding]:
     """After the user's seed, other code's draws before the user's next draw of the same stream."""
     found = []
     roles = seed_roles(events)
     seeds: dict[tuple, Event] = {}  # (pid, library) -> the user's latest seed, until reported
     others: dict[tuple, list[Event]] = {}  # (pid, sub-stream) -> other code's draws since that seed
-    for e in events:
+    mine_at = per_stack(_mine_at)
+    home_of = per_stack(seed_home)
+    for i, e in walk(events):
+        role = roles.get(i)
+        if role is None and (not seeds or e.kind != DRAW):
+            continue  # no seed of the user's in force: nothing to say about this draw (a loop's many)
         library = (e.pid, stream_base(e.stream))
-        role = roles.get(e.index)
         if role is not None:
+            e = events[i]
             if role.role == RESTORE:
                 continue  # back to a state the user's seed governed
             if role.role == USER:
@@ -47,22 +55,43 @@ def interleaved(trace: RawStore, events: list[Event]) -> list[Finding]:
                 del others[key]
             continue
         seed = seeds.get(library)
-        if e.kind != DRAW or seed is None or seed.frame is None or e.frame is None:
+        if seed is None or seed.frame is None or e.frame is None:
             continue
-        if library_import(e) is not None:
+        verdicts = mine_at(e)  # judged once per line and seed file, not once per row
+        home = home_of(seed)
+        mine = verdicts.get(home)
+        if mine is None:
+            mine = verdicts[home] = _mine(e, home)
+        if mine is _IMPORT:
             continue  # a library drawing as it is imported: at-import's
         key = (e.pid, e.stream)
-        home = seed_home(seed)
-        built = model_built(e)
-        mine = (is_yours(e.frame) and _same_file(e.frame.filename, home)) or (
-            built is not None and _same_file(built.filename, home)
-        )
         if not mine:
-            others.setdefault(key, []).append(e)
+            others.setdefault(key, []).append(events[i])
         elif others.get(key):
-            found.append(_interleaved_finding(trace, seed, others.pop(key), e))
+            found.append(_interleaved_finding(trace, seed, others.pop(key), events[i]))
             seeds.pop(library)  # one finding per seed: the rest of the run depends on it the same way
     return found
+
+
+#: a draw made while a library is imported: neither the user's nor other code's, for ``interleaved``
+_IMPORT = "import"
+
+
+def _mine_at(event: Event) -> dict[str, Any]:
+    """A draw's verdicts by the file of the seed they are judged against: filled by ``_mine``, which reads
+    only its stack."""
+    return {}
+
+
+def _mine(e: Event, home: str) -> Any:
+    """Whether a draw is the user's own draw in the seed's file ``home`` (or ``_IMPORT``)."""
+    if library_import(e) is not None:
+        return _IMPORT
+    built = model_built(e)
+    return bool(
+        (is_yours(e.frame) and _same_file(e.frame.filename, home))  # type: ignore[union-attr]
+        or (built is not None and _same_file(built.filename, home))
+    )
 
 
 def _same_file(filename: str, home: str) -> bool:
@@ -97,7 +126,7 @@ def _interleaved_finding(trace: RawStore, seed: Event, others: list[Event], draw
 # -- reseeded and seeded from OS entropy --------------------------------------------------
 
 
-def reseeded(trace: RawStore, events: list[Event]) -> list[Finding]:
+def reseeded(trace: RawStore, events: Sequence[Event]) -> list[Finding]:
     """Other code seeding a library's streams again after the user seeded them; seeds from OS entropy."""
     found = []
     said: set[tuple] = set()  # (kind, pid, library, line) already reported
@@ -112,7 +141,7 @@ def reseeded(trace: RawStore, events: list[Event]) -> list[Finding]:
     return found
 
 
-def _seeds_of(events: list[Event]) -> list[tuple[Event, SeedRole]]:
+def _seeds_of(events: Sequence[Event]) -> list[tuple[Event, SeedRole]]:
     roles = seed_roles(events)
     return [(events[i], role) for i, role in roles.items()]
 

@@ -21,10 +21,11 @@ a seed ``interleaved`` takes for the user's is never ``reseeded``, and the rever
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ._model import RESTORE as _RESTORE_KIND
-from ._model import SEED, Event
+from ._model import SEED, Event, walk
 from ._words import stream_base
 from ._yours import call_of, import_of, is_yours, user_index
 
@@ -57,14 +58,13 @@ class SeedRole:
     mine: Event | None
 
 
-def seed_roles(events: list[Event]) -> dict[int, SeedRole]:
+def seed_roles(events: Sequence[Event]) -> dict[int, SeedRole]:
     """event index -> its SeedRole, for every seed and restore in ``events``."""
     roles: dict[int, SeedRole] = {}
     users: dict[tuple, Event] = {}  # (pid, library) -> the user's latest seed
     values: dict[int, set[str]] = {}  # pid -> the values the user's seeds gave
-    for e in events:
-        if e.kind != SEED and not is_restore(e):
-            continue
+    for i, _alike in walk(events, (SEED, _RESTORE_KIND)):
+        e = events[i]  # kept as a role's seed: its own index
         library = (e.pid, stream_base(e.stream))
         mine = users.get(library)
         role = _role(e, mine, values.get(e.pid, set()))

@@ -16,9 +16,11 @@ Listed, in their rank, in ``_findings.KINDS``; whose seed each seed was is ``_se
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from ._duplicates import in_which
 from ._fixes import library_fix, line_of, own_generator
-from ._model import DRAW, ENTROPY, SEED, Event, Finding, Frame
+from ._model import DRAW, ENTROPY, SEED, Event, Finding, Frame, per_stack, walk
 from ._seed_findings import library_import, seed_call
 from ._seeds import AT_IMPORT, RESTORE, USER, seed_roles
 from ._store import RawStore
@@ -34,17 +36,21 @@ _FRESH = frozenset({"subprocess", "spawn", "forkserver"})
 # -- at-import -----------------------------------------------------------------------------
 
 
-def at_import(trace: RawStore, events: list[Event]) -> list[Finding]:
+def at_import(trace: RawStore, events: Sequence[Event]) -> list[Finding]:
     """A library seeding, or drawing from, a stream the user seeded, while it is being imported."""
     roles = seed_roles(events)
     users: dict[tuple, Event] = {}  # (pid, library) -> the user's latest seed
     groups: dict[tuple, list[Event]] = {}  # (pid, library, module, kind) -> its events at import
     drawn_after: set[tuple] = set()  # the groups of draws that a later draw of their stream depended on
     pending: dict[tuple, list[tuple]] = {}  # (pid, library) -> draw groups since the last seed
-    for e in events:
+    imported = per_stack(library_import)
+    for i, e in walk(events):
+        role = roles.get(i)
+        if role is None and (e.kind != DRAW or not (users or pending)):
+            continue  # no seed of the user's, no import's draws waiting: nothing to note (a loop's many)
         library = (e.pid, stream_base(e.stream))
-        role = roles.get(e.index)
         if role is not None:
+            e = events[i]
             if role.role == AT_IMPORT and role.mine is not None:
                 groups.setdefault((*library, _module(e), SEED), [role.mine]).append(e)
             if role.role == USER:
@@ -53,12 +59,10 @@ def at_import(trace: RawStore, events: list[Event]) -> list[Finding]:
                 users.pop(library, None)
             pending.pop(library, None)
             continue
-        if e.kind != DRAW:
-            continue
         drawn_after.update(pending.get(library, ()))
-        if library in users and library_import(e) is not None:
+        if library in users and imported(e) is not None:
             key = (*library, _module(e), DRAW)
-            groups.setdefault(key, [users[library]]).append(e)
+            groups.setdefault(key, [users[library]]).append(events[i])
             pending.setdefault(library, []).append(key)
             drawn_after.discard(key)  # only a draw after the import's last one depends on it
     return [
@@ -119,7 +123,7 @@ def _line(event: Event) -> str:
 # -- unseeded ------------------------------------------------------------------------------
 
 
-def unseeded(trace: RawStore, events: list[Event]) -> list[Finding]:
+def unseeded(trace: RawStore, events: Sequence[Event]) -> list[Finding]:
     """Streams drawn from before any seed, in every process whose start the trace saw."""
     starts = _starts(trace)
     spawned = {(pid, stream): digest for pid, stream, digest, why, _at in trace.origins if why in _FRESH}
@@ -128,12 +132,13 @@ def unseeded(trace: RawStore, events: list[Event]) -> list[Finding]:
         states.setdefault(digest, set()).add(pid)
     seeds: dict[tuple, int] = {}  # (pid, library) -> the index of its first seed
     first: dict[tuple, Event] = {}  # (pid, library) -> its first draw before any seed
-    for e in events:
+    imported = per_stack(library_import)
+    for i, e in walk(events, (SEED, DRAW)):
         library = (e.pid, stream_base(e.stream))
         if e.kind == SEED:
-            seeds.setdefault(library, e.index)
-        elif e.kind == DRAW and library not in seeds and library not in first and library_import(e) is None:
-            first[library] = e
+            seeds.setdefault(library, i)
+        elif library not in seeds and library not in first and imported(e) is None:
+            first[library] = events[i]
     groups: dict[tuple, list[Event]] = {}  # (library, line) -> the first unseeded draws there, one per process
     for (pid, base), e in first.items():
         info = stream_info(base)
@@ -159,8 +164,9 @@ def unseeded(trace: RawStore, events: list[Event]) -> list[Finding]:
 def _starts(trace: RawStore) -> dict[int, tuple[str, int, int]]:
     """pid -> (how it started, its parent, the index of its first event), for the processes seen from their start."""
     firsts: dict[int, int] = {}
-    for e in trace.events:
-        firsts.setdefault(e.pid, e.index)
+    pids = trace.pids
+    for i, raw in enumerate(trace.raw):
+        firsts.setdefault(pids.get(raw[5], trace.pid), i)
     starts = {p.pid: (p.start, p.ppid, firsts.get(p.pid, 0)) for p in trace.children}
     if trace.from_start:
         starts[trace.pid] = ("traced", 0, 0)
@@ -212,13 +218,12 @@ def _unseeded_fix(event: Event, seed_call: str) -> str:
 # -- generators made from OS entropy -----------------------------------------------------
 
 
-def entropy_generators(trace: RawStore, events: list[Event]) -> list[Finding]:
+def entropy_generators(trace: RawStore, events: Sequence[Event]) -> list[Finding]:
     """Generators made from OS entropy: one finding per line, naming the seeded form its stream declares."""
     groups: dict[tuple, list[Event]] = {}  # (library, the user's line) -> its events, in every process
-    for e in events:
-        if e.kind == ENTROPY:
-            call = call_of(e.stack)
-            groups.setdefault((stream_base(e.stream), call.line if call is not None else e.frame), []).append(e)
+    for i, e in walk(events, (ENTROPY,)):
+        call = call_of(e.stack)
+        groups.setdefault((stream_base(e.stream), call.line if call is not None else e.frame), []).append(events[i])
     return [_entropy_finding(trace, base, group) for (base, _line), group in groups.items()]
 
 

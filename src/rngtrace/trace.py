@@ -42,10 +42,13 @@ class Trace(RawStore):
     def __init__(self, streams: Any = (), depth: int = 16, max_events: int = 100_000) -> None:
         super().__init__(streams, depth, max_events)
         self._findings: list[Finding] | None = None
+        #: kind -> the kept events counted per (stream, api, stack id), once the trace is finished
+        self._per_stack: dict[str, dict[tuple[str, str, int], list[int]]] = {}
 
     def _forget(self) -> None:
         super()._forget()
         self._findings = None
+        self._per_stack = {}
 
     @property
     def findings(self) -> list[Finding]:
@@ -81,6 +84,24 @@ class Trace(RawStore):
             slot[1] += calls
             slot[2] += values
 
+        for (stream, api, sid), (calls, values) in self._counted(kind).items():
+            add(stream, api, stacks.get(sid, ()), calls, values)
+        for (stream, k, api, sid), (calls, values) in self.overflow.items():
+            if k == kind:
+                add(stream, api, stacks.get(sid, ()), calls, values)
+        stats = [
+            Statistic(stream, kind, api, stack if key_type == "traceback" else stack[:1], calls, values)
+            for (stream, api, _site), (stack, calls, values) in groups.items()
+        ]
+        stats.sort(key=lambda s: (-s.calls, -s.values, s.stream, s.api))
+        return stats
+
+    def _counted(self, kind: str) -> dict[tuple[str, str, int], list[int]]:
+        """(stream, api, stack id) -> [calls, values] of the kept events of ``kind``; kept once finished,
+        since a log's text and HTML each group by line and by stack."""
+        counted = self._per_stack.get(kind)
+        if counted is not None:
+            return counted
         # Counted per stack id first: a long log has few ids and many rows, and hashing an id is
         # cheaper than hashing its frames. Ids keep their first row's order, so the sites do too.
         by_sid: dict[tuple[str, str, int], list[int]] = {}
@@ -92,17 +113,9 @@ class Trace(RawStore):
                 else:
                     slot[0] += 1
                     slot[1] += raw[3] or 0
-        for (stream, api, sid), (calls, values) in by_sid.items():
-            add(stream, api, stacks.get(sid, ()), calls, values)
-        for (stream, k, api, sid), (calls, values) in self.overflow.items():
-            if k == kind:
-                add(stream, api, stacks.get(sid, ()), calls, values)
-        stats = [
-            Statistic(stream, kind, api, stack if key_type == "traceback" else stack[:1], calls, values)
-            for (stream, api, _site), (stack, calls, values) in groups.items()
-        ]
-        stats.sort(key=lambda s: (-s.calls, -s.values, s.stream, s.api))
-        return stats
+        if self.finished and self.live is None:
+            self._per_stack[kind] = by_sid
+        return by_sid
 
     # -- serialisation ------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from .._model import alike, event_pids, event_rows
 from .._paths import package_of, short_path
 from .._streams import Stream
 
@@ -243,7 +244,7 @@ def hints(trace: Trace) -> list[str]:
 
 def _said_sites(trace: Trace) -> set[tuple[str, str, Frame | None]]:
     """(stream, api, calling line) of every draw a finding with a fix names."""
-    events = trace.events
+    events = event_rows(trace)
     return {
         (e.stream, e.api, e.frame)
         for f in trace.findings
@@ -351,7 +352,7 @@ def _argument_hint(info: Stream, make: str, name: str, stats: list[Statistic], a
 
 def process_ids(trace: Trace) -> set[int]:
     """Every pid the trace saw: its processes and the makers of its events."""
-    return {p.pid for p in trace.processes} | {e.pid for e in trace.events}
+    return {p.pid for p in trace.processes} | event_pids(event_rows(trace))
 
 
 def several_processes(trace: Trace) -> bool:
@@ -387,9 +388,7 @@ def processes_per_site(trace: Trace, cwd: str) -> dict[tuple, set[int]]:
     """site_key -> the pids whose kept draws were made there (dropped draws carry no pid)."""
     out: dict[tuple, set[int]] = {}
     lines: dict[int, tuple[str, str]] = {}  # id(stack) -> its lines: events of one site share their stack tuple
-    for e in trace.events:
-        if e.kind != DRAW:
-            continue
+    for e in alike(event_rows(trace), (DRAW,)):  # the pids a site drew in: each distinct row once
         where = lines.get(id(e.stack))
         if where is None:
             where = lines[id(e.stack)] = (called_at(e.stack, cwd), your_code(e.stack, cwd))

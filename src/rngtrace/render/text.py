@@ -17,6 +17,7 @@ from __future__ import annotations
 import textwrap
 from collections.abc import Sequence
 
+from .._model import event_rows, kind_count
 from .._paths import current_dir
 from .._yours import is_yours
 from ..trace import CAUSE, DRAW, RESTORE, RISK, SEED, UNATTRIBUTED, Event, Finding, Trace
@@ -85,20 +86,20 @@ def render(trace: Trace, *, color: bool = False, max_lines: int = 60) -> str:
 
 def _events(trace: Trace, paint: Paint, cwd: str, max_lines: int, several: bool) -> list[str]:
     """The event table, its elision line for a long log, and what was dropped."""
-    events = trace.events
+    events = event_rows(trace)  # only the events shown are made: a long log is not held as Events
     tail = _TAIL if max_lines >= 4 * _TAIL and len(events) > max_lines else 0
-    head = events[: max_lines - tail] if len(events) > max_lines else events
-    shown = head + (events[-tail:] if tail else [])
-    hidden = events[len(head) : len(events) - tail]
+    head = list(events[: max_lines - tail] if len(events) > max_lines else events)
+    shown = head + (list(events[-tail:]) if tail else [])
+    hidden = len(events) - tail - len(head)
     lines: list[str] = []
     if shown:
         table = _event_table(shown, cwd, several)
         lines = format_table(table, paint)
-        if hidden:
+        if hidden > 0:
             cut = 1 + sum(1 + bool(row.note) for row in table.rows[: len(head)])
-            lines.insert(cut, paint(_elision(hidden), "dim"))
-    elif hidden:
-        lines = [paint(_elision(hidden), "dim")]
+            lines.insert(cut, paint(_elision(events, len(head), hidden), "dim"))
+    elif hidden > 0:
+        lines = [paint(_elision(events, len(head), hidden), "dim")]
     if trace.dropped:
         lines.append(
             f"  {trace.dropped:,} more events beyond max_events={trace.max_events:,} were counted "
@@ -109,10 +110,11 @@ def _events(trace: Trace, paint: Paint, cwd: str, max_lines: int, several: bool)
     return lines
 
 
-def _elision(hidden: Sequence[Event]) -> str:
-    odd = sum(e.kind == UNATTRIBUTED for e in hidden)
+def _elision(events: Sequence[Event], start: int, hidden: int) -> str:
+    """The line that stands for the ``hidden`` events from ``start`` on."""
+    odd = kind_count(events, UNATTRIBUTED, start, start + hidden)
     among = f", {odd:,} unattributed among them" if odd else ""
-    return f"  … {len(hidden):,} more events not shown{among} (trace.events has them all)"
+    return f"  … {hidden:,} more events not shown{among} (trace.events has them all)"
 
 
 def _event_table(events: Sequence[Event], cwd: str, several: bool = False) -> Table:

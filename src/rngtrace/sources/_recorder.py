@@ -342,7 +342,7 @@ def restore_wrapper(
 
     def restored(args: tuple, kwargs: dict) -> bool:
         try:
-            return digest is not None and rec.was_handed(stream, digest(state_of(args, kwargs)))
+            return digest is not None and rec.handed.was_handed(stream, digest(state_of(args, kwargs)))
         except Exception:  # noqa: BLE001 (a state it cannot digest is recorded as the seed it may be)
             return False
 
@@ -360,7 +360,7 @@ def getter_wrapper(
     A digest, not a copy, and only while a trace records; ``stream_of(args)`` names the
     stream (None: not a global stream's getter, as another instance's ``getstate``).
     """
-    hot, hand_out = rec.hot, rec.hand_out
+    hot, hand_out = rec.hot, rec.handed.hand_out
 
     def get_state(*args: Any, **kwargs: Any) -> Any:
         state = original(*args, **kwargs)

@@ -31,6 +31,8 @@ _is_fake = getattr(_fake_tensor, "is_fake", lambda t: False)
 GENERATOR_SEEDS = frozenset({"manual_seed", "seed", "set_state", "set_offset", "graphsafe_set_state"})
 # Their originals, taken at import (before any patch goes on).
 GENERATOR_METHODS = {name: vars(_Generator)[name] for name in sorted(GENERATOR_SEEDS) if name in vars(_Generator)}
+#: the original getter: a restore's check reads the state without handing it out (no digest)
+_GET_STATE = vars(_Generator)["get_state"]
 
 
 # -- where a draw landed -----------------------------------------------------------
@@ -254,6 +256,10 @@ def generator_method_wrapper(rec: Any, name: str, original: Callable) -> Callabl
         def device_stream(args: tuple, kwargs: dict) -> str:
             return cuda_stream(initialised_cuda_generators().index(args[0]))
 
+        def put_back(args: tuple, kwargs: dict) -> bool:
+            """A CUDA default generator's state handed out earlier (fork_rng's), put back: a restore."""
+            return handed(rec, device_stream, args, kwargs, 1)
+
         inner = recorder(
             rec,
             "torch.cuda",
@@ -263,6 +269,7 @@ def generator_method_wrapper(rec: Any, name: str, original: Callable) -> Callabl
             takes=cuda_default,
             seeded=device_stream,
             method=True,
+            restored=put_back if name == "set_state" else None,
         )
     if name == "set_state":
         api = f"torch.default_generator.{name}"
@@ -281,7 +288,7 @@ def state_getter(rec: Any) -> Callable:
         cuda = initialised_cuda_generators()
         return next((cuda_stream(i) for i, g in enumerate(cuda) if args[0] is g), None)
 
-    return getter_wrapper(rec, vars(_Generator)["get_state"], stream_of, state_digest)
+    return getter_wrapper(rec, _GET_STATE, stream_of, state_digest)
 
 
 def state_digest(state: Any) -> int:
@@ -300,14 +307,41 @@ def _own_generator_seed(args: tuple, kwargs: dict, frame: FrameType) -> tuple[st
 
 def cpu_holds(state: Any) -> bool:
     """Whether ``state`` is the CPU generator's state now (Dynamo restores it at every compile)."""
-    return isinstance(state, _Tensor) and bool(torch.equal(state, cpu_generator().get_state()))
+    return isinstance(state, _Tensor) and bool(torch.equal(state, _GET_STATE(cpu_generator())))
 
 
 def cuda_seed_wrapper(rec: Any, api: str, original: Callable, device_at: int | None) -> Callable:
-    """Record a CUDA reseed on the stream of the device it seeds (the current one for *_all)."""
-    return recorder(
-        rec, "torch.cuda", SEED, api, original, seeded=lambda args, kwargs: _cuda_seed_stream(args, kwargs, device_at)
-    )
+    """Record a CUDA reseed on the stream of the device it seeds (the current one for *_all).
+
+    ``set_rng_state`` (``set_rng_state_all``) of states handed out earlier is a restore.
+    """
+    where = lambda args, kwargs: _cuda_seed_stream(args, kwargs, device_at)  # noqa: E731
+    restored: Callable[[tuple, dict], bool] | None = None
+    if api.endswith(".set_rng_state"):
+        restored = lambda args, kwargs: handed(rec, where, args, kwargs, 0)  # noqa: E731
+    elif api.endswith(".set_rng_state_all"):
+        restored = lambda args, kwargs: _all_handed(rec, args, kwargs)  # noqa: E731
+    return recorder(rec, "torch.cuda", SEED, api, original, seeded=where, restored=restored)
+
+
+def handed(rec: Any, where: Callable[[tuple, dict], str], args: tuple, kwargs: dict, at: int) -> bool:
+    """Whether the state argument (``args[at]``, else the first keyword's) was handed out on its stream."""
+    try:
+        state = args[at] if len(args) > at else next(iter(kwargs.values()))
+        return bool(rec.handed.was_handed(where(args, kwargs), state_digest(state)))
+    except Exception:  # noqa: BLE001 (a state it cannot digest is recorded as the seed it may be)
+        return False
+
+
+def _all_handed(rec: Any, args: tuple, kwargs: dict) -> bool:
+    """``set_rng_state_all(states)``: whether each device's state was handed out on that device's stream."""
+    try:
+        states = list(args[0] if args else next(iter(kwargs.values())))
+        return bool(states) and all(
+            rec.handed.was_handed(cuda_stream(i), state_digest(s)) for i, s in enumerate(states)
+        )
+    except Exception:  # noqa: BLE001
+        return False
 
 
 def cpu_generator() -> Any:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib
 import operator
+import struct
 from collections.abc import Iterable
 from types import FrameType
 from typing import Any
@@ -115,7 +116,7 @@ class NumpySource(Source):
                 continue
             elif name == "set_state":
                 api = f"numpy.random.{name}"
-                yield state_type, name, restore_wrapper(hub, "numpy", api, original, _holds, rand, state_digest)
+                yield state_type, name, restore_wrapper(hub, "numpy", api, original, self._holds, rand, state_digest)
             else:
                 kind = SEED if name in _SEEDS else DRAW
                 count_of = None if kind == SEED else _method_count
@@ -218,6 +219,19 @@ class NumpySource(Source):
         view = self._full_view
         return {"numpy": view.value} if view is not None else self.state()
 
+    def _holds(self, state: Any) -> bool:
+        """Whether ``state`` is the singleton's state now (a restore of it moves nothing).
+
+        Compared with the whole state read in place (key, pos, has_gauss, gauss: 2,512 bytes) where
+        that read is proved, as a get_state() would cost ~25 µs at every set_state().
+        """
+        now = self.full().get("numpy") if len(self._singletons()) == 1 else None
+        if type(now) is bytes and len(now) == _LEGACY_BYTES:
+            legacy = _legacy_bytes(state)
+            # The same key, pos and has_gauss; the cached normal only counts where has_gauss is set.
+            return now[:-8] == legacy[:-8] and (now[-12:-8] == bytes(4) or now[-8:] == legacy[-8:])
+        return state_digest(state) == state_digest(_RandomState.get_state(_mtrand._rand, legacy=False))
+
     def same(self, a: Any, b: Any) -> bool:
         return _same_state(a, b)
 
@@ -247,21 +261,32 @@ class NumpySource(Source):
         return {"numpy": view.value} if view is not None else self.state()
 
 
-def state_digest(state: Any) -> int:
-    """A digest of a ``get_state()`` state, legacy tuple or dict: the same for both forms of one state."""
+#: the legacy state as read in place: key[624] and pos, then has_gauss and the cached normal
+_LEGACY_BYTES = 624 * 4 + 4 + 4 + 8
+
+
+def _legacy_parts(state: Any) -> tuple[str, Any, int, int, float]:
+    """A ``get_state()`` state, legacy tuple or dict, as (bit generator, key, pos, has_gauss, gauss)."""
     if isinstance(state, dict):
         inner = state["state"]
-        name, key, pos = state["bit_generator"], inner["key"], inner["pos"]
-        has_gauss, gauss = state.get("has_gauss", 0), state.get("gauss", 0.0)
-    else:
-        name, key, pos = state[:3]
-        has_gauss, gauss = (state[3], state[4]) if len(state) > 3 else (0, 0.0)
+        return state["bit_generator"], inner["key"], inner["pos"], state.get("has_gauss", 0), state.get("gauss", 0.0)
+    name, key, pos = state[:3]
+    has_gauss, gauss = (state[3], state[4]) if len(state) > 3 else (0, 0.0)
+    return name, key, pos, has_gauss, gauss
+
+
+def _legacy_bytes(state: Any) -> bytes:
+    """``state`` as the in-place read of the whole legacy state has it (see ``_numpy_views.full_view``)."""
+    name, key, pos, has_gauss, gauss = _legacy_parts(state)
+    if name != "MT19937":
+        raise ValueError(f"not an MT19937 state: {name!r}")
+    return np.asarray(key, dtype="<u4").tobytes() + struct.pack("<iid", int(pos), int(has_gauss), float(gauss))
+
+
+def state_digest(state: Any) -> int:
+    """A digest of a ``get_state()`` state, legacy tuple or dict: the same for both forms of one state."""
+    name, key, pos, has_gauss, gauss = _legacy_parts(state)
     return hash((name, np.asarray(key, dtype=np.uint32).tobytes(), int(pos), bool(has_gauss) and float(gauss)))
-
-
-def _holds(state: Any) -> bool:
-    """Whether ``state`` is the singleton's state now (a restore of it moves nothing)."""
-    return state_digest(state) == state_digest(_RandomState.get_state(_mtrand._rand, legacy=False))
 
 
 def _same_state(a: Any, b: Any) -> bool:
