@@ -259,3 +259,16 @@ def test_a_draw_past_max_events_is_counted_in_c_under_its_call_site_form():
     assert seen == []
     assert trace.dropped == 295
     assert [calls for calls, _values in trace.overflow.values()] == [295]
+
+
+@pytest.mark.skipif(sys.version_info >= (3, 12), reason="3.10/3.11 arm a profile hook")
+def test_a_profile_hook_taken_off_installs_no_more_on_a_thread_that_starts_late():
+    if sys.getprofile() is not None:
+        pytest.skip("another profiler is active: rngtrace would not arm its hook")
+    with rng_trace(print=False):
+        list(map(held.getrandbits, [8]))
+        random.random()  # arms the hook
+        hook = sys.getprofile()
+    # A thread started as the trace ended calls install() at its first event: it must not raise there.
+    assert hook.install() is False
+    assert sys.getprofile() is None

@@ -134,8 +134,11 @@ class CProfileCatchAll(PinningCatchAll):
         hook = self._hook = _speedups.ProfileHook(self._by_id, OURS, seen, _PACKAGE_DIR, hub.rec.states)
 
         def new_thread(frame: FrameType, event: str, arg: Any) -> None:
-            hook.install()  # threading.setprofile set this one through sys.setprofile: the C one from here on
-            hook(frame, event, arg)
+            # threading.setprofile set this one through sys.setprofile: the C one from here on.
+            if hook.install():
+                hook(frame, event, arg)
+            elif sys.getprofile() is new_thread:
+                sys.setprofile(None)  # a thread started as the trace ended: nothing to hook
 
         # threading.setprofile promises the user's hook to every new thread: ours rides along.
         self._thread_hook = new_thread if user is None else chained(user, hook, hub)

@@ -116,8 +116,8 @@ class ProfileHook:
         self, by_id: dict[int, Any], ours: object, seen: Callable[[Any, Any, Any], None], prefix: str, states: dict
     ) -> None: ...
     def __call__(self, frame: Any, event: str, arg: Any, /) -> None: ...
-    def install(self) -> None:
-        """This thread's profile function from now on (``PyEval_SetProfile``)."""
+    def install(self) -> bool:
+        """This thread's profile function from now on (``PyEval_SetProfile``); False, and not installed, once off."""
     def off(self) -> None:
         """Taken off this thread now, off any other at its next C call; never installed again."""
     def set_table(self, by_id: dict[int, Any], /) -> None:

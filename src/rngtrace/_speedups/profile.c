@@ -207,12 +207,10 @@ hook_init(ProfileHook *self, PyObject *args, PyObject *kwds)
 static PyObject *
 hook_install(ProfileHook *self, PyObject *unused)
 {
-    if (!self->on) {
-        PyErr_SetString(PyExc_RuntimeError, "this profile hook was taken off for good");
-        return NULL;
-    }
+    if (!self->on) /* taken off for good: a thread started as the trace ended runs without it */
+        Py_RETURN_FALSE;
     PyEval_SetProfile(profile_event, (PyObject *)self);
-    Py_RETURN_NONE;
+    Py_RETURN_TRUE;
 }
 
 static PyObject *
@@ -284,7 +282,7 @@ hook_dealloc(ProfileHook *self)
 }
 
 static PyMethodDef hook_methods[] = {
-    {"install", (PyCFunction)hook_install, METH_NOARGS, "install(): this thread's profile function, in C."},
+    {"install", (PyCFunction)hook_install, METH_NOARGS, "install(): this thread's profile function, in C; False (not installed) once taken off."},
     {"off", (PyCFunction)hook_off, METH_NOARGS,
      "off(): taken off this thread, and off every other at its next C call; never installed again."},
     {"set_table", (PyCFunction)hook_set_table, METH_O, "set_table(by_id): the catch-all's table, rebuilt."},
