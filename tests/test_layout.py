@@ -113,6 +113,7 @@ LAYERS = (
             "_hooks",
             "_handed",
             "_prebound",
+            "_ondraw",
             "_record",
             "_catchall_common",
             "_catchall_monitoring",
