@@ -167,7 +167,7 @@ def _long_trace(loops: int) -> Trace:
 @pytest.mark.parametrize("name", list(SHOWN))
 def test_show_prints_the_same_text_and_html_walking_rows_as_with_every_event_built(name, tmp_path, capsys, monkeypatch):
     from rngtrace import _duplicates, _findings, cli
-    from rngtrace.render import base, text
+    from rngtrace.render import base, html, text
 
     path = tmp_path / "log.json"
     SHOWN[name]().save(path)
@@ -178,6 +178,6 @@ def test_show_prints_the_same_text_and_html_walking_rows_as_with_every_event_bui
         return capsys.readouterr().out, (tmp_path / "log.html").read_bytes()
 
     walking = show()
-    for module in (_findings, _duplicates, base, text):  # every reader back on the list of every Event
+    for module in (_findings, _duplicates, base, html, text):  # every reader back on the list of every Event
         monkeypatch.setattr(module, "event_rows", lambda store: store.events)
     assert show() == walking

@@ -17,15 +17,22 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
-import torch
 
 from rngtrace import Trace, rng_trace
 from rngtrace.render.html import render as render_html
 from rngtrace.render.text import render
 
+torch: Any
+try:  # the suite runs without torch on the other Pythons: the random and NumPy tests still run there
+    import torch
+except ImportError:
+    torch = None
+
+needs_torch = pytest.mark.skipif(torch is None, reason="torch is not installed")
 needs_lightning = pytest.mark.skipif(
     importlib.util.find_spec("lightning") is None, reason="lightning is not installed (the frameworks extra)"
 )
@@ -80,6 +87,7 @@ def draw_all() -> tuple:
     return random.random(), float(np.random.rand()), torch.rand(2).tolist()
 
 
+@needs_torch
 def test_a_state_a_getter_handed_out_put_back_is_a_restore_on_every_stream_and_values_are_unchanged():
     random.seed(1), np.random.seed(1), torch.manual_seed(1)
     saved = random.getstate(), np.random.get_state(), torch.get_rng_state()
@@ -126,6 +134,38 @@ def test_the_states_handed_out_are_forgotten_when_the_trace_ends_and_only_the_la
     assert [e.kind for e in trace.events] == ["seed"]
 
 
+PREBOUND = """\
+from random import getstate as python_get_rng_state  # bound at import, as Lightning's seed.py does
+from random import setstate as python_set_rng_state
+import random
+
+def save():
+    return python_get_rng_state()
+
+def put_back(state):
+    python_set_rng_state(state)
+
+def put_other():
+    python_set_rng_state(random.Random(7).getstate())
+"""
+
+
+def test_a_getter_and_setter_bound_before_the_trace_still_make_a_restore_and_a_new_state_a_seed(package):
+    lib = package("prebound_saver", PREBOUND)  # imported before the trace: its names hold the originals
+    with rng_trace(print=False) as trace:
+        random.seed(0)
+        state = lib.save()
+        random.random()
+        lib.put_back(state)
+        random.random()
+        lib.put_other()
+        random.random()
+    assert [e.kind for e in trace.events] == ["seed", "draw", "restore", "draw", "seed", "draw"]
+    assert kinds(trace) == ["reseeded"]
+    assert "restored a state saved earlier in the trace: no reseed" in render(trace, color=False)
+
+
+@needs_torch
 def test_a_library_putting_back_a_saved_state_after_the_users_seed_is_no_reseed_and_a_new_state_is(package):
     lib = package("saverlib", SAVER)
     with rng_trace(print=False) as trace:
@@ -147,6 +187,7 @@ def test_a_library_putting_back_a_saved_state_after_the_users_seed_is_no_reseed_
     assert "unseeded" not in kinds(trace)
 
 
+@needs_torch
 def test_fork_rng_puts_the_state_back_as_a_restore_and_no_finding():
     with rng_trace(print=False) as trace:
         torch.manual_seed(0)
@@ -162,6 +203,7 @@ def test_fork_rng_puts_the_state_back_as_a_restore_and_no_finding():
     assert trace.findings == []
 
 
+@needs_torch
 def test_a_saved_log_round_trips_restores_and_the_text_log_and_html_show_them(tmp_path):
     with rng_trace(print=False) as trace:
         torch.manual_seed(0)
@@ -213,6 +255,7 @@ def traced_run(tmp_path, source: str) -> tuple[Trace, subprocess.CompletedProces
     return Trace.load(log), done
 
 
+@needs_torch
 @needs_lightning
 def test_isolate_rng_is_a_restore(tmp_path):
     trace, _ = traced_run(tmp_path, ISOLATE)
@@ -260,6 +303,7 @@ print("weights", model.layer.weight.detach().tolist(), file=sys.stderr)
 """
 
 
+@needs_torch
 @needs_lightning
 def test_lightning_seed_everything_then_fit_restores_every_stream_and_finds_no_reseed(tmp_path):
     plain = subprocess.run([sys.executable, "-c", LIGHTNING], capture_output=True, text=True, timeout=300, cwd=tmp_path)
@@ -272,6 +316,7 @@ def test_lightning_seed_everything_then_fit_restores_every_stream_and_finds_no_r
     assert not {"reseeded", "unseeded", "at-import"} & set(kinds(trace))
 
 
+@needs_torch
 @needs_transformers
 def test_transformers_set_seed_with_the_users_seed_is_the_users_seed_repeated():
     from transformers import set_seed

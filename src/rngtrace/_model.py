@@ -6,6 +6,8 @@ and makes these from them when someone reads.
 
 from __future__ import annotations
 
+import bisect
+import collections
 import itertools
 import operator
 from collections.abc import Iterable, Iterator, Sequence
@@ -247,7 +249,7 @@ _ALIKE = 1 << 18
 class EventRows(Sequence[Event]):
     """A finished store's events, each made when it is read: a log of millions is never held as Events.
 
-    ``trace.events`` (``build_events``) holds every Event; the findings and the text log read this
+    ``trace.events`` (``build_events``) holds every Event; the findings and the renderers read this
     instead, where they walk every row (``rows``) or read a few by index.
     """
 
@@ -267,6 +269,9 @@ class EventRows(Sequence[Event]):
         self._windows: dict[int, Window] | None = None
         #: row -> the Event that stands for it and every row alike, shared by every walk of ``rows``
         self._alike: dict[RawEvent, Event] = {}
+        #: the indexes of the rows that are no draw (seeds, moves: few), found on the first walk that wants them
+        self._not_draws: list[int] | None = None
+        self._first: dict[Any, int] | None = None
 
     def __len__(self) -> int:
         return len(self.raws)
@@ -299,14 +304,37 @@ class EventRows(Sequence[Event]):
                 return Event(i, s, k, a, c, (), self.threads.get(t, str(t)), p, str(window), window)
         return Event(i, s, k, a, c, self.stacks.get(sid, ()), self.threads.get(t, str(t)), p, d)
 
-    def rows(self, kinds: Any = None) -> Iterator[tuple[int, Event]]:
-        """(index, an Event for the row) for every row, or every row of ``kinds``.
+    def first_rows(self) -> dict[Any, int]:
+        """Each distinct row -> the index of its first occurrence, in that order (worked out once)."""
+        if self._first is None:
+            first: dict[Any, int] = {}
+            try:
+                collections.deque(map(first.setdefault, self.raws, itertools.count()), maxlen=0)  # in C
+            except TypeError:  # a row with a part that cannot be hashed (none a recorder writes): each its own
+                first = {}
+                for i, raw in enumerate(self.raws):
+                    try:
+                        first.setdefault(raw, i)
+                    except TypeError:
+                        first[i] = i
+            self._first = first
+        return self._first
+
+    def rows(self, kinds: Any = None, start: int = 0) -> Iterator[tuple[int, Event]]:
+        """(index, an Event for the row) for every row from ``start`` on, or every such row of ``kinds``.
 
         Rows alike (a loop's draws) share one Event, whose ``index`` is the first such row's:
         read the index from the pair, and ``self[index]`` for an Event to keep.
         """
         alike = self._alike
-        for i, raw in enumerate(self.raws):
+        indexes: Iterable[int] = range(start, len(self.raws))
+        if kinds is not None and DRAW not in kinds:  # seeds and moves only: the draws, most rows, are skipped
+            if self._not_draws is None:
+                self._not_draws = [i for i, kind in enumerate(map(_KIND_OF, self.raws)) if kind != DRAW]
+            indexes = self._not_draws[bisect.bisect_left(self._not_draws, start) :]
+        raws = self.raws
+        for i in indexes:
+            raw = raws[i]
             kind = raw[1]
             if kinds is not None and kind not in kinds:
                 continue
@@ -326,14 +354,8 @@ def alike(events: Sequence[Event], kinds: Any = None) -> Iterator[Event]:
     for what depends on a row's contents, never on its index or how often it occurs."""
     if not isinstance(events, EventRows):
         return (e for e in events if kinds is None or e.kind in kinds)
-    first: dict[Any, int] = {}
-    for i, raw in enumerate(events.raws):
-        if kinds is None or raw[1] in kinds:
-            try:
-                first.setdefault(raw, i)
-            except TypeError:  # a row with a part that cannot be hashed (none a recorder writes): its own
-                first[i] = i
-    return map(events.event, first.values())
+    first = events.first_rows()
+    return (events.event(i) for i in first.values() if kinds is None or events.raws[i][1] in kinds)
 
 
 def kind_count(events: Sequence[Event], kind: str, start: int, stop: int) -> int:
@@ -350,11 +372,12 @@ def event_pids(events: Sequence[Event]) -> set[int]:
     return {events.pids.get(t, events.pid) for t in set(map(_THREAD_OF, events.raws))}
 
 
-def walk(events: Sequence[Event], kinds: Any = None) -> Iterator[tuple[int, Event]]:
-    """(index, event) for every event of ``events`` (of ``kinds``): ``EventRows.rows``, or the events of a list."""
+def walk(events: Sequence[Event], kinds: Any = None, start: int = 0) -> Iterator[tuple[int, Event]]:
+    """(index, event) for every event of ``events`` from ``start`` on (of ``kinds``): ``EventRows.rows``,
+    or the events of a list."""
     if isinstance(events, EventRows):
-        return events.rows(kinds)
-    return ((e.index, e) for e in events if kinds is None or e.kind in kinds)
+        return events.rows(kinds, start)
+    return ((e.index, e) for e in itertools.islice(events, start, None) if kinds is None or e.kind in kinds)
 
 
 def per_stack(work: Any) -> Any:

@@ -25,9 +25,10 @@ from collections.abc import Sequence
 from html import escape as _escape
 from typing import Any
 
+from .._model import event_rows, walk
 from .._paths import current_dir
 from .._version import __version__
-from ..trace import CAUSE, DRAW, ENTROPY, RISK, SEED, UNATTRIBUTED, Event, Trace
+from ..trace import CAUSE, DRAW, ENTROPY, KINDS, RISK, SEED, UNATTRIBUTED, Event, Trace
 from . import _html_page
 from ._html_data import (
     OTHER_COLOR,
@@ -61,13 +62,15 @@ _SWATCH_CLASSES = {color: f"c{i}" for i, color in enumerate((YOUR_CODE_COLOR, OT
 _SWATCH_CSS = "\n".join(f".swatch.{name} {{ background:{color}; }}" for color, name in _SWATCH_CLASSES.items())
 _MAX_SITE_ROWS = 200
 _MAX_OTHER_ROWS = 200
+#: the kinds the table under the timeline lists
+_NOT_DRAWS = frozenset(KINDS) - {DRAW}
 
 
 def render(trace: Trace, *, title: str = "rngtrace report", max_marks: int = 100_000) -> str:
     """Return a self-contained HTML page for ``trace``; the first ``max_marks`` events get a mark."""
     cwd = current_dir()
-    events = trace.events
-    shown = events[: max(max_marks, 0)]
+    events = event_rows(trace)  # an Event made for each row marked or listed, not one held per row
+    shown = list(events[: max(max_marks, 0)])
     stacks = Stacks(cwd)
     several = several_processes(trace)
     sites, site_keys = site_rows(trace, stacks)
@@ -190,7 +193,7 @@ def _sites_card(
 
 def _others_card(events: Sequence[Event], stacks: Stacks, colors: dict[str, str], several: bool = False) -> str:
     """Every seed, unattributed move and generator from entropy, in order: the events that explain a changed number."""
-    others = [e for e in events if e.kind != DRAW]
+    others = [events[i] for i, _e in walk(events, _NOT_DRAWS)]
     if not others:
         return ""
     body = []

@@ -32,6 +32,9 @@ _SEEDS = frozenset({"seed", "setstate"})
 _NOT_DRAWS = frozenset({"getstate"})
 _MANY = frozenset({"choices", "sample", "shuffle", "randbytes"})
 _FILE = _random.__file__
+#: the C base's state methods, taken before any patch goes on (a wrapper while tracing)
+_C_GETSTATE = _c_random.Random.getstate
+_C_SETSTATE = _c_random.Random.setstate
 #: ``random.Random.__init__``'s code: a seed it makes is the constructor's
 _INIT = _random.Random.__init__.__code__
 
@@ -144,13 +147,21 @@ class RandomSource(Source):
         yield from self._getters(hub)
 
     def _getters(self, hub: Any) -> Iterable[Patch]:
-        """``getstate``, the instance's and the module's: the states handed out, so a restore is told apart."""
+        """The C base's ``getstate`` and ``setstate``: the states handed out, so that putting one back is a restore.
+
+        random.py's own methods call these, so a ``getstate``/``setstate`` bound before the trace
+        (Lightning's ``from random import getstate``) reaches them too.
+        """
         inst = self._inst
-        if type(inst) is _random.Random:
-            mine = lambda args: "random" if args and args[0] is inst else None  # noqa: E731
-            yield _random.Random, "getstate", getter_wrapper(hub, _random.Random.getstate, mine, state_digest)
-        if getattr(_random.getstate, "__self__", None) is inst:
-            yield _random, "getstate", getter_wrapper(hub, _random.getstate, lambda args: "random", state_digest)
+        if type(inst) is not _random.Random:
+            return
+        mine = lambda args: "random" if args and args[0] is inst else None  # noqa: E731
+        # The twister's words with gauss()'s cached value, which random.py's setstate sets before calling these.
+        words = lambda state: hash((tuple(state), getattr(inst, "gauss_next", None)))  # noqa: E731
+        yield _c_random.Random, "getstate", getter_wrapper(hub, _C_GETSTATE, mine, words)
+        holds = lambda state: type(state) is tuple and state == _C_GETSTATE(inst)  # noqa: E731
+        restore = restore_wrapper(hub, "random", "random.setstate", _C_SETSTATE, holds, inst, words)
+        yield _c_random.Random, "setstate", restore
 
     def _entropy_call(self, args: tuple, kwargs: dict, frame: FrameType) -> tuple[str, FrameType] | None:
         """``random.Random()`` (named at its caller) or ``rng.seed()`` on an instance of the user's; else None."""
@@ -169,7 +180,7 @@ class RandomSource(Source):
             and len(state) == 3
             and state[0] == inst.VERSION
             and state[2] == inst.gauss_next
-            and state[1] == _c_random.Random.getstate(inst)
+            and state[1] == _C_GETSTATE(inst)
         )
 
     def owners(self) -> Iterable[object]:
@@ -182,9 +193,10 @@ class RandomSource(Source):
         name = getattr(callee, "__name__", "")
         if name in _NOT_DRAWS:
             return INTERNAL
-        if self._methods_patched and name not in _SEEDS and _python_method(callee):
+        if self._methods_patched and (name not in _SEEDS or name == "setstate") and _python_method(callee):
             # random.py's own method (a reference bound before tracing): the instance's methods it
-            # calls on the class are wrappers, and they record it as this call (see Through).
+            # calls on the class are wrappers, and they record it as this call (see Through); its
+            # setstate calls the C base's, whose wrapper records it (a restore, or a seed).
             return INTERNAL
         outer = None
         f: FrameType | None = frame
