@@ -80,7 +80,7 @@ def test_renderers_share_helpers_through_base_not_each_others_private_names():
 #: (docs/development.md describes them). A new module is added here, in its place.
 LAYERS = (
     ("leaves", ("_version", "_errors", "_paths", "_streams", "_spool", "_model", "_rows", "_store")),
-    ("hot path", ("_threads", "_caller", "_speedups", "_hotpath", "_stack")),
+    ("hot path", ("_threads", "_caller", "_speedups", "_hotpath", "_codes", "_stack")),
     (
         "sources",
         (
@@ -113,6 +113,7 @@ LAYERS = (
             "_hooks",
             "_handed",
             "_prebound",
+            "_ondraw",
             "_record",
             "_catchall_common",
             "_catchall_monitoring",
