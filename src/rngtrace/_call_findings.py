@@ -13,7 +13,8 @@ from collections.abc import Sequence
 
 from ._duplicates import in_which
 from ._fixes import ARGUMENT, TORCH_DATA, and_list, library_fix, line_of, seed_right_before
-from ._model import DRAW, RISK, Event, Finding, Frame, alike, per_stack, walk
+from ._model import DRAW, RISK, Event, Finding, Frame
+from ._rows import alike, per_stack, walk
 from ._store import RawStore
 from ._words import stream_base
 from ._yours import call_of

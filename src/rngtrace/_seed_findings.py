@@ -19,8 +19,9 @@ from typing import Any
 
 from ._duplicates import in_which
 from ._fixes import and_list, interleaved_fix, isolate, line_of, model_built, place_of
-from ._model import DRAW, Event, Finding, Frame, per_stack, walk
+from ._model import DRAW, Event, Finding, Frame
 from ._paths import cell_label
+from ._rows import per_stack, walk
 from ._seeds import ENTROPY, RESEED, RESTORE, USER, SeedRole, seed_home, seed_roles
 from ._store import RawStore
 from ._words import stream_base

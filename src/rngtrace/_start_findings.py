@@ -20,7 +20,8 @@ from collections.abc import Sequence
 
 from ._duplicates import in_which
 from ._fixes import library_fix, line_of, own_generator
-from ._model import DRAW, ENTROPY, SEED, Event, Finding, Frame, alike, per_stack, walk
+from ._model import DRAW, ENTROPY, SEED, Event, Finding, Frame
+from ._rows import alike, per_stack, walk
 from ._seed_findings import library_import, seed_call
 from ._seeds import AT_IMPORT, RESTORE, USER, seed_roles
 from ._store import RawStore
