@@ -184,6 +184,16 @@ def test_quiet_prints_no_log(draws):
     assert (done.returncode, done.stdout, done.stderr) == (0, "argv []\n", "")
 
 
+def test_run_imports_no_wrapt_for_the_program_it_traces(tmp_path):
+    # A block needs none: wrapt (and asyncio, which it imports) would lengthen every traced start.
+    write(
+        tmp_path / "modules.py",
+        "import random, sys\nrandom.random()\nprint(sorted({'wrapt', 'asyncio'} & set(sys.modules)))\n",
+    )
+    done = rngtrace("run", "--quiet", "modules.py", cwd=tmp_path)
+    assert (done.returncode, done.stdout) == (0, "[]\n"), done.stderr
+
+
 def test_streams_limits_what_is_traced(draws):
     done = rngtrace("run", "--streams", "numpy,torch", "draws.py", cwd=draws.parent)
     assert done.stderr == "rngtrace: no draws or reseeds of global random streams (watched: numpy, torch)\n"

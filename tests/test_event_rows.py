@@ -11,7 +11,8 @@ from literal_traces import build, draw, moved, seed
 
 from rngtrace import Trace
 from rngtrace._findings import KINDS
-from rngtrace._model import Event, EventRows, alike, build_events, event_pids, event_rows, kind_count, walk
+from rngtrace._model import Event, build_events
+from rngtrace._rows import EventRows, alike, event_pids, event_rows, kind_count, walk
 from rngtrace.render.text import render
 
 HERE = os.path.abspath(__file__)  # the user's file

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from rngtrace import _stack, rng_trace
+from rngtrace import _codes, _stack, rng_trace
 from rngtrace._caller import call_as
 from rngtrace.cli import main
 
@@ -122,7 +122,7 @@ def launcher() -> object:
 
 @pytest.mark.parametrize("mode", ["walk", "cached", "pinned"])
 def test_every_capture_mode_ends_a_stack_at_a_program_entry(mode):
-    _stack.program_entry(runner)
+    _codes.program_entry(runner)
     table = _stack.StackTable()
     known = None if mode == "walk" else {}
     for _ in range(2):  # the second capture starts from what the first one cached

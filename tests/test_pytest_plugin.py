@@ -267,6 +267,22 @@ def test_a_test_drawing_thousands_of_times_is_counted_whole_and_a_threads_draw_a
     assert "random  1 draw in call" in others and "threading.py" in others and "random.random ×1" in others
 
 
+def test_the_events_past_a_tests_first_thousand_are_said_to_be_counted_but_not_located(pytester):
+    source = """
+        import random
+
+        def test_many():
+            for _ in range(2500):
+                random.random()
+    """
+    result = run(pytester, "--rng-trace", *NO_RANDOMLY, source=source)
+    report = entries(result.stdout.str())["test_suite.py::test_many"]
+    # The counts line counts all 2,500; the call-site line holds the kept 1,000: the rest is said.
+    assert "random  2,500 draws in call" in report
+    assert "random.random ×1,000 (1,000 calls)" in report
+    assert "... and 1,500 more events past the test's first 1,000, counted above but not located" in report
+
+
 def test_rngtraces_own_modules_are_imported_without_pytests_assert_rewriting(pytester):
     # pytest rewrites a plugin package's modules, compiling each from source where no bytecode is
     # written: a tenth of a second on every traced run, for asserts that are not test assertions.

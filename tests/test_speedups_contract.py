@@ -88,13 +88,13 @@ def test_every_module_with_a_c_path_takes_the_accelerator_from_hotpath():
 
 
 def test_the_stack_table_walks_and_keys_frames_in_c():
-    from rngtrace import _stack
+    from rngtrace import _codes, _stack
 
     assert _stack._c_capture is SPEEDUPS.capture
     assert _stack._c_walk_memo is SPEEDUPS.walk_memo
     assert _stack._c_flat_key is SPEEDUPS.flat_key
     assert _stack._c_site_key is SPEEDUPS.site_key
-    assert _stack._c_lineno_at is SPEEDUPS.lineno_at
+    assert _codes._c_lineno_at is SPEEDUPS.lineno_at
     assert _stack.StackTable().accelerated is SPEEDUPS.capture
 
 

@@ -115,7 +115,7 @@ import threading  # noqa: E402
 
 import pytest  # noqa: E402
 
-from rngtrace import _stack  # noqa: E402
+from rngtrace import _codes, _stack  # noqa: E402
 
 needs_c = pytest.mark.skipif(_stack._c_capture is None, reason="the C accelerator is off (RNGTRACE_PURE) or not built")
 
@@ -242,7 +242,7 @@ def test_c_and_python_walks_agree_on_hidden_frames_and_a_program_entry(pin):
     exec(compile("def hidden(fn):\n    return fn()\n", _stack.__file__, "exec"), namespace)
     hidden = namespace["hidden"]
 
-    @_stack.program_entry
+    @_codes.program_entry
     def runner(fn):
         return fn()
 
@@ -488,14 +488,12 @@ def test_the_c_line_lookup_gives_the_line_co_lines_gives_at_every_instruction_of
     import random as random_module
     import traceback
 
-    from rngtrace import _stack
-
     codes = _code_objects(random_module, json.decoder, traceback, _stack)
     checked = 0
     for code in codes:
         size = len(code.co_code)
         for lasti in range(-2, size + 4, 2):
-            line = _stack._c_lineno_at(code, lasti)
+            line = _codes._c_lineno_at(code, lasti)
             if line is None:  # no line of its own, or outside the code: the reference decides
                 assert (
                     lasti < 0
@@ -503,7 +501,7 @@ def test_the_c_line_lookup_gives_the_line_co_lines_gives_at_every_instruction_of
                     or any(start <= lasti < end and lineno is None for start, end, lineno in code.co_lines())
                 ), f"{code.co_name} at {lasti}: C found no line where co_lines has one"
                 continue
-            assert line == _stack.lineno_from_table(code, lasti), f"{code.co_name} at {lasti}"
+            assert line == _codes.lineno_from_table(code, lasti), f"{code.co_name} at {lasti}"
             checked += 1
-        assert _stack.lineno_at(code, size + 2) == _stack.lineno_from_table(code, size + 2)
+        assert _codes.lineno_at(code, size + 2) == _codes.lineno_from_table(code, size + 2)
     assert len(codes) > 100 and checked > 5_000

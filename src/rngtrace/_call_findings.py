@@ -13,7 +13,8 @@ from collections.abc import Sequence
 
 from ._duplicates import in_which
 from ._fixes import ARGUMENT, TORCH_DATA, and_list, library_fix, line_of, seed_right_before
-from ._model import DRAW, RISK, Event, Finding, Frame, per_stack, walk
+from ._model import DRAW, RISK, Event, Finding, Frame
+from ._rows import alike, per_stack, walk
 from ._store import RawStore
 from ._words import stream_base
 from ._yours import call_of
@@ -36,9 +37,11 @@ def global_generator(trace: RawStore, events: Sequence[Event], named: set[tuple[
     """Calls that take a generator but drew from the global stream: once per user line."""
     groups: dict[tuple, list[Event]] = {}
     generator_call = per_stack(_generator_call)
+    if not any(_unnamed_call(generator_call(e), named) for e in alike(events, (DRAW,))):
+        return []  # no draw of any line was such a call: the rows are not walked one by one
     for i, e in walk(events, (DRAW,)):
         what = generator_call(e)
-        if what is not None and (what[1].filename, what[1].lineno) not in named:
+        if _unnamed_call(what, named):
             groups.setdefault(what, []).append(events[i])
     # One finding per call and stream, naming every line it was made at: 50 lines calling resample()
     # are one thing to change, said once.
@@ -48,6 +51,11 @@ def global_generator(trace: RawStore, events: Sequence[Event], named: set[tuple[
             continue  # no shuffle: only the workers' base seed was drawn (interleaved's business, if any)
         calls.setdefault((what, stream), {})[line] = group
     return [_generator_finding(trace, what, lines) for (what, _stream), lines in calls.items()]
+
+
+def _unnamed_call(what: tuple | None, named: set[tuple[str, int]]) -> bool:
+    """Whether ``what`` (``_generator_call``'s) is a call at a line no earlier finding named."""
+    return what is not None and (what[1].filename, what[1].lineno) not in named
 
 
 def _generator_call(event: Event) -> tuple | None:

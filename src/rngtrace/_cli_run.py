@@ -20,11 +20,11 @@ from typing import Any
 
 from . import _subprocess
 from ._cli_outputs import check_renderer, output_path, save, why, write_html
+from ._codes import program_entry
 from ._errors import GlobalRNGError
 from ._hub import HUB
 from ._paths import current_dir, is_hidden, is_own
 from ._say import PROG, UsageError, say, wants_color
-from ._stack import program_entry
 from .render import render
 from .trace import Trace
 from .tracer import RngTrace

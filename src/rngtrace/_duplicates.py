@@ -15,8 +15,9 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from ._model import DRAW, SEED, Event, Finding, Frame, Process, event_rows
+from ._model import DRAW, SEED, Event, Finding, Frame, Process
 from ._paths import short_path
+from ._rows import event_rows
 from ._store import RawStore
 from ._words import stream_base
 from ._yours import call_of

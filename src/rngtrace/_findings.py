@@ -29,7 +29,8 @@ from dataclasses import dataclass, replace
 from ._call_findings import global_generator, named_lines, settings
 from ._divergent import RankLog, divergent
 from ._duplicates import duplicates
-from ._model import CAUSE, LEVELS, RISK, Event, Finding, event_rows
+from ._model import CAUSE, LEVELS, RISK, Event, Finding
+from ._rows import event_rows
 from ._seed_findings import interleaved, reseeded
 from ._start_findings import at_import, entropy_generators, unseeded
 from ._store import RawStore

@@ -24,8 +24,8 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class
 from IPython.core.magic_arguments import MagicArgumentParser
 
+from ._codes import program_entry
 from ._paths import is_own, label_cells
-from ._stack import program_entry
 from .tracer import RngTrace
 
 _IPYTHON_DIR = os.path.dirname(os.path.abspath(IPython.__file__)) + os.sep

@@ -6,11 +6,9 @@ and makes these from them when someone reads.
 
 from __future__ import annotations
 
-import itertools
-import operator
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, overload
+from typing import Any
 
 FORMAT = "rngtrace"
 FORMAT_VERSION = 2  # 2: the processes a trace saw (1 still loads)
@@ -226,7 +224,7 @@ def build_events(
     ``pids``: thread key -> pid for the threads of merged child processes (the rest are ``pid``'s).
     """
     pids = pids or {}
-    windows = _windows(raws, stacks, pids)
+    windows = move_windows(raws, stacks, pids)
     events = []
     for i, (s, k, a, c, sid, t, d) in enumerate(raws):
         window = windows.get(i)
@@ -238,153 +236,7 @@ def build_events(
     return events
 
 
-_KIND_OF = operator.itemgetter(1)
-_THREAD_OF = operator.itemgetter(5)
-#: the most distinct rows ``EventRows`` keeps an Event for (each far smaller than the rows it stands for)
-_ALIKE = 1 << 18
-
-
-class EventRows(Sequence[Event]):
-    """A finished store's events, each made when it is read: a log of millions is never held as Events.
-
-    ``trace.events`` (``build_events``) holds every Event; the findings and the renderers read this
-    instead, where they walk every row (``rows``) or read a few by index.
-    """
-
-    def __init__(
-        self,
-        raws: list[RawEvent],
-        stacks: dict[int, tuple[Frame, ...]],
-        threads: dict[int, str],
-        pid: int,
-        pids: dict[int, int] | None = None,
-    ) -> None:
-        self.raws = raws
-        self.stacks = stacks
-        self.threads = threads
-        self.pid = pid
-        self.pids = pids or {}
-        self._windows: dict[int, Window] | None = None
-        #: row -> the Event that stands for it and every row alike, shared by every walk of ``rows``
-        self._alike: dict[RawEvent, Event] = {}
-
-    def __len__(self) -> int:
-        return len(self.raws)
-
-    @overload
-    def __getitem__(self, i: int) -> Event: ...
-    @overload
-    def __getitem__(self, i: slice) -> list[Event]: ...
-    def __getitem__(self, i: int | slice) -> Event | list[Event]:
-        if isinstance(i, slice):
-            return [self.event(j) for j in range(*i.indices(len(self.raws)))]
-        if i < 0:
-            i += len(self.raws)
-        if not 0 <= i < len(self.raws):
-            raise IndexError("event index out of range")
-        return self.event(i)
-
-    def __iter__(self) -> Iterator[Event]:
-        return map(self.event, range(len(self.raws)))
-
-    def event(self, i: int) -> Event:
-        """The Event of row ``i``, as ``build_events`` makes it."""
-        s, k, a, c, sid, t, d = self.raws[i]
-        p = self.pids.get(t, self.pid)
-        if k == UNATTRIBUTED:
-            if self._windows is None:
-                self._windows = _windows(self.raws, self.stacks, self.pids)
-            window = self._windows.get(i)
-            if window is not None:
-                return Event(i, s, k, a, c, (), self.threads.get(t, str(t)), p, str(window), window)
-        return Event(i, s, k, a, c, self.stacks.get(sid, ()), self.threads.get(t, str(t)), p, d)
-
-    def rows(self, kinds: Any = None) -> Iterator[tuple[int, Event]]:
-        """(index, an Event for the row) for every row, or every row of ``kinds``.
-
-        Rows alike (a loop's draws) share one Event, whose ``index`` is the first such row's:
-        read the index from the pair, and ``self[index]`` for an Event to keep.
-        """
-        alike = self._alike
-        for i, raw in enumerate(self.raws):
-            kind = raw[1]
-            if kinds is not None and kind not in kinds:
-                continue
-            try:
-                e = alike.get(raw) if kind != UNATTRIBUTED else None  # a move's window is its own
-                if e is None:
-                    e = self.event(i)
-                    if kind != UNATTRIBUTED and len(alike) < _ALIKE:
-                        alike[raw] = e
-            except TypeError:  # a row with a part that cannot be hashed (none a recorder writes): its own Event
-                e = self.event(i)
-            yield i, e
-
-
-def alike(events: Sequence[Event], kinds: Any = None) -> Iterator[Event]:
-    """One Event for each distinct row of ``events`` (of ``kinds``), in the order they first occur:
-    for what depends on a row's contents, never on its index or how often it occurs."""
-    if not isinstance(events, EventRows):
-        return (e for e in events if kinds is None or e.kind in kinds)
-    first: dict[Any, int] = {}
-    for i, raw in enumerate(events.raws):
-        if kinds is None or raw[1] in kinds:
-            try:
-                first.setdefault(raw, i)
-            except TypeError:  # a row with a part that cannot be hashed (none a recorder writes): its own
-                first[i] = i
-    return map(events.event, first.values())
-
-
-def kind_count(events: Sequence[Event], kind: str, start: int, stop: int) -> int:
-    """How many of ``events[start:stop]`` are of ``kind``, no Event made for them."""
-    if not isinstance(events, EventRows):
-        return sum(e.kind == kind for e in events[start:stop])
-    return sum(map(kind.__eq__, map(_KIND_OF, itertools.islice(events.raws, start, stop))))
-
-
-def event_pids(events: Sequence[Event]) -> set[int]:
-    """The pids that made ``events``."""
-    if not isinstance(events, EventRows):
-        return {e.pid for e in events}
-    return {events.pids.get(t, events.pid) for t in set(map(_THREAD_OF, events.raws))}
-
-
-def walk(events: Sequence[Event], kinds: Any = None) -> Iterator[tuple[int, Event]]:
-    """(index, event) for every event of ``events`` (of ``kinds``): ``EventRows.rows``, or the events of a list."""
-    if isinstance(events, EventRows):
-        return events.rows(kinds)
-    return ((e.index, e) for e in events if kinds is None or e.kind in kinds)
-
-
-def per_stack(work: Any) -> Any:
-    """``work(event)`` for a ``work`` that reads only an event's stack, api and stream: worked out once for
-    each, not once per row (a loop's draws share their stack)."""
-    memo: dict[
-        tuple, tuple[tuple, Any]
-    ] = {}  # (id(stack), api, stream) -> (the stack, kept so its id stays its own; value)
-
-    def once(event: Event) -> Any:
-        stack = event.stack
-        key = (id(stack), event.api, event.stream)
-        hit = memo.get(key)
-        if hit is not None and hit[0] is stack:
-            return hit[1]
-        value = work(event)
-        memo[key] = (stack, value)
-        return value
-
-    return once
-
-
-def event_rows(store: Any) -> Sequence[Event]:
-    """A store's events for reading row by row: an ``EventRows`` once finished, its ``events`` while it records."""
-    if not store.finished and store.live is not None:
-        return store.events
-    return EventRows(store.raw, store.resolved_stacks(), store.threads, store.pid, store.pids)
-
-
-def _windows(
+def move_windows(
     raws: list[RawEvent], stacks: dict[int, tuple[Frame, ...]], pids: dict[int, int] | None = None
 ) -> dict[int, Window]:
     """raw index -> Window, for every unattributed move in ``raws``.

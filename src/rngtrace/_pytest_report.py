@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from ._paths import is_user_file, short_path
+from ._pytest_record import MAX_RECORD_EVENTS
 from .sources import declared, problems, rank
 from .sources import stream as stream_info
 from .trace import FORMAT, FORMAT_VERSION, Trace
@@ -100,6 +101,13 @@ def sites(record: dict[str, Any], rootdir: str) -> list[str]:
     if len(ordered) > TOP_SITES:
         more = len(ordered) - TOP_SITES
         lines.append(f"... and {more} more call site{'' if more == 1 else 's'} (--rng-trace-json PATH keeps them all)")
+    if record["more"]:
+        # The counts line counts every event; these lines only the kept ones: say where the rest went.
+        n = record["more"]
+        lines.append(
+            f"... and {n:,} more event{'' if n == 1 else 's'} past the test's first {MAX_RECORD_EVENTS:,},"
+            " counted above but not located"
+        )
     return lines
 
 

@@ -9,19 +9,17 @@ stays exact. The hub decides what is active and publishes it here as a
 
 from __future__ import annotations
 
-import os
 import threading
-import warnings
 from _thread import get_ident
 from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
-from ._errors import GlobalRNGError, RNGDrawWarning
 from ._handed import HandedStates
 from ._hotpath import SPEEDUPS as _speedups
 from ._hotpath import Cache, FrameMode, HotPath, Snapshot
 from ._model import DRAW, NO_STACK, UNATTRIBUTED
+from ._ondraw import OnDraw
 from ._prebound import PreboundNotes
 from ._stack import StackTable
 from ._threads import Fingerprint, ThreadGuard, ThreadState
@@ -30,7 +28,6 @@ from ._threads import Fingerprint, ThreadGuard, ThreadState
 # and record() reads several per event.
 _WALK, _PINNED, _PROFILE = FrameMode.WALK, FrameMode.PINNED, FrameMode.PROFILE
 
-_STRENGTH = {"log": 0, "warn": 1, "raise": 2}
 #: interned stack nodes past which a table is replaced once no trace is active
 TABLE_LIMIT = 50_000
 
@@ -50,10 +47,10 @@ class Recording:
         #: stream -> its Fingerprint, made once and kept: wrappers hold it
         self.fingerprints: dict[str, Fingerprint] = {}
         self._locks: dict[str, Any] = {}
-        self._policy: dict[str, str] = {}
+        #: each stream's strongest on_draw= among the active traces
+        self.on_draw = OnDraw()
         self._depth = 0
         self._base: dict[str, str] = {}
-        self._warn_registry: dict[Any, Any] = {}
         #: the installed sources, by stream name (the hub keeps it current)
         self.sources: dict[str, Any] = {}
         #: a catch-all that can start pinning frames once a trace has drawn often enough
@@ -74,14 +71,7 @@ class Recording:
     # -- what the hub publishes ------------------------------------------------
     def publish(self, sessions: tuple) -> None:
         """Make ``sessions`` the active ones: one new Snapshot, read whole by every wrapper."""
-        policy: dict[str, str] = {}
-        strict = False
-        for s in sessions:
-            if s.on_draw != "log":  # only then is a policy read (check() and _warn())
-                strict = True
-                for name in s.streams:
-                    if _STRENGTH[s.on_draw] > _STRENGTH[policy.get(name, "log")]:
-                        policy[name] = s.on_draw
+        strict = self.on_draw.set(sessions)  # only then is a policy read (check() and record()'s warning)
         sink = None
         if len(sessions) == 1:
             only = sessions[0]
@@ -92,7 +82,6 @@ class Recording:
             self._depth = max(s.trace.depth for s in sessions)
         else:
             self._depth = 0
-        self._policy = policy
         now = self.hot.now
         self.hot.now = Snapshot(sessions, sink, strict, now.profile_hook, now.cache)
 
@@ -277,13 +266,8 @@ class Recording:
 
     def check(self, stream: str, api: str, frame: FrameType | None) -> None:
         """Raise GlobalRNGError before a draw when a trace asked for on_draw="raise"."""
-        if self._policy.get(self.base_of(stream)) == "raise":
-            table = self.hot.now.cache.table
-            site = table.resolve(table.capture(frame, 1), 1)
-            where = f" at {site[0]}" if site else ""
-            raise GlobalRNGError(
-                f"{api} draws from the global {stream} stream{where}; use an explicit generator ({self.hint(stream)})"
-            )
+        if self.on_draw.of(self.base_of(stream)) == "raise":
+            self.on_draw.raise_at(stream, api, frame, self.hot.now.cache.table, self.hint(stream))
 
     def hint(self, stream: str) -> str:
         source = self.sources.get(self.base_of(stream))
@@ -350,8 +334,8 @@ class Recording:
             counted = (stream, kind, api, count, self._site(frame, None, st, cache), st.key, detail)
         for trace, past in zip(traces, full):
             trace.add(counted if past else raw)
-        if now.strict and kind == DRAW and self._policy.get(base) == "warn":
-            self._warn(stream, api, sid, cache.table)
+        if now.strict and kind == DRAW and self.on_draw.of(base) == "warn":
+            self.on_draw.warn(stream, api, sid, cache.table, self.hint(stream))
 
     def _site(self, frame: FrameType | None, kind: str | None, st: ThreadState, cache: Cache) -> int:
         """The call-site form of the stack at ``frame``, walked as far as ``capture`` would walk it.
@@ -388,18 +372,6 @@ class Recording:
             st.epoch = cache  # type: ignore[assignment]  # the cache object stands for its epoch
         return frames
 
-    def _warn(self, stream: str, api: str, sid: int, table: StackTable) -> None:
-        site = table.resolve(sid, 1)
-        message = f"{api} drew from the global {stream} stream; use {self.hint(stream)}"
-        if not site:
-            warnings.warn(message, RNGDrawWarning, stacklevel=3)
-            return
-        f = site[0]
-        module = os.path.splitext(os.path.basename(f.filename))[0] or "<unknown>"
-        # One registry: the "default" filter then warns once per site, not per draw.
-        warnings.warn_explicit(message, RNGDrawWarning, f.filename, f.lineno, module, self._warn_registry)
-
     def new_warnings(self) -> None:
         """Each outermost trace warns afresh."""
-        if self._warn_registry:
-            self._warn_registry.clear()
+        self.on_draw.new_warnings()

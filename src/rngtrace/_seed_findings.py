@@ -19,8 +19,9 @@ from typing import Any
 
 from ._duplicates import in_which
 from ._fixes import and_list, interleaved_fix, isolate, line_of, model_built, place_of
-from ._model import DRAW, Event, Finding, Frame, per_stack, walk
+from ._model import DRAW, Event, Finding, Frame
 from ._paths import cell_label
+from ._rows import per_stack, walk
 from ._seeds import ENTROPY, RESEED, RESTORE, USER, SeedRole, seed_home, seed_roles
 from ._store import RawStore
 from ._words import stream_base
@@ -38,7 +39,8 @@ def interleaved(trace: RawStore, events: Sequence[Event]) -> list[Finding]:
     others: dict[tuple, list[Event]] = {}  # (pid, sub-stream) -> other code's draws since that seed
     mine_at = per_stack(_mine_at)
     home_of = per_stack(seed_home)
-    for i, e in walk(events):
+    # Nothing is collected before the user's first seed: the walk starts there (a log with none is not walked).
+    for i, e in walk(events, start=min((i for i, r in roles.items() if r.role == USER), default=len(events))):
         role = roles.get(i)
         if role is None and (not seeds or e.kind != DRAW):
             continue  # no seed of the user's in force: nothing to say about this draw (a loop's many)

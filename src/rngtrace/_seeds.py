@@ -25,7 +25,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ._model import RESTORE as _RESTORE_KIND
-from ._model import SEED, Event, walk
+from ._model import SEED, Event
+from ._rows import walk
 from ._words import stream_base
 from ._yours import call_of, import_of, is_yours, user_index
 

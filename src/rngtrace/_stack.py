@@ -22,45 +22,28 @@ with ``program_entry``, where every capture ends.
 
 from __future__ import annotations
 
-import functools
 import inspect
 import itertools
-import sys
 from collections.abc import Callable
 from types import CodeType, FrameType
-from typing import Any, TypeVar
+from typing import Any
 
-from ._caller import is_stand_in
+from ._codes import END, IMPORTING, KEEP, MODULE, USER, code_kind, lineno_at, qualname
 from ._hotpath import SPEEDUPS
 from ._model import Frame
-from ._paths import IMPORT_MACHINERY, is_hidden, is_user_file
+from ._paths import IMPORT_MACHINERY, is_user_file
 from ._threads import MAX_PINNED
 
 ROOT = -1  # the parent of an outermost (or depth-truncated) frame
 _SUSPENDABLE = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
 
-# What a capture does with a frame, by its code object (decided once per code and table).
-KEEP, HIDE, END = 0, 1, 2  # recorded; skipped (rngtrace's, runpy's); ends the stack (a program's runner)
-# What a call-site form reads of a kept frame's code, in the bits above its kind: the user's file, a
-# module's body, the import system's own code (what ``_yours.user_frame`` and ``import_of`` look at).
-USER, MODULE, IMPORTING = 4, 8, 16
-# id(code) -> code of every program_entry; holding the code keeps its id unique
-_ENTRIES: dict[int, CodeType] = {}
-_F = TypeVar("_F", bound=Callable)
 
 # The capture walk in C (_speedups.capture); this module's walk stays the reference.
 _c_capture = SPEEDUPS.capture if SPEEDUPS is not None else None
 _c_walk_memo = SPEEDUPS.walk_memo if SPEEDUPS is not None else None
 _c_flat_key = SPEEDUPS.flat_key if SPEEDUPS is not None else None
-_c_lineno_at = SPEEDUPS.lineno_at if SPEEDUPS is not None else None
 # Looked up, not assumed: an accelerator built before it existed (a checkout's stale build) walks in Python.
 _c_site_key = getattr(SPEEDUPS, "site_key", None)
-
-
-def program_entry(func: _F) -> _F:
-    """Mark ``func`` as the runner of a traced program: its frame and every frame outside it are never recorded."""
-    _ENTRIES[id(func.__code__)] = func.__code__
-    return func
 
 
 class StackTable:
@@ -93,7 +76,7 @@ class StackTable:
         # that walking frames already interned allocates nothing (it holds copies of entries
         # these dicts never drop or change; ``_codes`` keeps each code, and so its id, alive).
         memo = _c_walk_memo() if _c_capture is not None else None  # type: ignore[misc]
-        self.walk_state = (self.ids, self._nodes, self._codes, self._next, self._watched, _kind, MAX_PINNED, memo)
+        self.walk_state = (self.ids, self._nodes, self._codes, self._next, self._watched, code_kind, MAX_PINNED, memo)
         # Past max_events only a stack's call-site form is kept (``capture_site``): id(code) -> its
         # kind and USER/MODULE/IMPORTING bits, and each form's key -> its node.
         self._site_codes: dict[int, int] = {}
@@ -128,17 +111,10 @@ class StackTable:
 
     def _capture_known(self, frame: FrameType | None, depth: int, known: dict, pin: bool) -> int:
         """The reference walk with a ``known`` cache: ``_speedups.capture`` does exactly this."""
-        # The common case, a draw from a loop: the caller is new or moved, its caller
-        # is known. One tuple lookup, no walk.
         if frame is not None:
-            parent = frame.f_back
-            hit = known.get(id(parent)) if parent is not None else None
-            if hit is not None and hit[0] == parent.f_lasti and hit[1] >= 0:  # type: ignore[union-attr]
-                info = self._nodes[hit[1]]
-                if info[4] or info[3] + 1 >= depth:
-                    node = self.ids.get((hit[1], id(frame.f_code), frame.f_lasti))
-                    if node is not None:
-                        return node
+            node = self._next_to_known(frame, depth, known)
+            if node is not None:
+                return node
         codes = self._codes
         nodes = self._nodes
         walked: list[tuple[FrameType, int, int]] = []
@@ -155,13 +131,31 @@ class StackTable:
             code = f.f_code
             entry = codes.get(id(code))
             if entry is None:
-                entry = codes[id(code)] = (code, _kind(code))
+                entry = codes[id(code)] = (code, code_kind(code))
             if entry[1] == END:
                 break  # the launcher's frames: the stack ends as if at the outermost frame
             walked.append((f, id(code), lasti))
             if not entry[1]:
                 kept += 1
             f = f.f_back
+        return self._enter(walked, node, known, pin)
+
+    def _next_to_known(self, frame: FrameType, depth: int, known: dict) -> int | None:
+        """The common case, a draw from a loop: the caller is new or moved, its caller is known.
+
+        One tuple lookup, no walk; None where the walk is needed.
+        """
+        parent = frame.f_back
+        hit = known.get(id(parent)) if parent is not None else None
+        if hit is not None and hit[0] == parent.f_lasti and hit[1] >= 0:  # type: ignore[union-attr]
+            info = self._nodes[hit[1]]
+            if info[4] or info[3] + 1 >= depth:
+                return self.ids.get((hit[1], id(frame.f_code), frame.f_lasti))
+        return None
+
+    def _enter(self, walked: list[tuple[FrameType, int, int]], node: int, known: dict, pin: bool) -> int:
+        """Intern the ``walked`` frames onto ``node``, outermost first; one of them enters ``known``."""
+        codes = self._codes
         watch = self.watch_code
         innermost = walked[0][0] if walked else None
         if pin and len(known) > MAX_PINNED:
@@ -226,7 +220,7 @@ class StackTable:
             code = f.f_code
             entry = codes.get(id(code))
             if entry is None:
-                entry = codes[id(code)] = (code, _kind(code))
+                entry = codes[id(code)] = (code, code_kind(code))
             if entry[1] == END:
                 f = None  # nothing outside a program's entry is the program's
                 break
@@ -300,12 +294,12 @@ class StackTable:
     def _note_site_code(self, code: CodeType) -> int:
         entry = self._codes.get(id(code))
         if entry is None:  # held there: its id stays unique while the table lives
-            entry = self._codes.setdefault(id(code), (code, _kind(code)))
+            entry = self._codes.setdefault(id(code), (code, code_kind(code)))
         flags = entry[1]
         if flags == KEEP:
             name = code.co_filename
             flags |= USER if is_user_file(name) else 0
-            flags |= MODULE if _qualname(code) == "<module>" else 0
+            flags |= MODULE if qualname(code) == "<module>" else 0
             flags |= IMPORTING if name.startswith(IMPORT_MACHINERY) else 0
         self._site_codes[id(code)] = flags
         return flags
@@ -338,7 +332,7 @@ class StackTable:
         while node >= 0 and len(frames) < depth:
             parent, code_id, lasti, _length, _reached = self._nodes[node]
             code = self._codes[code_id][0]
-            frames.append((code.co_filename, self._lineno(code_id, code, lasti), _qualname(code)))
+            frames.append((code.co_filename, self._lineno(code_id, code, lasti), qualname(code)))
             node = parent
         return frames
 
@@ -350,61 +344,3 @@ class StackTable:
         if line is None:
             line = self._lines[key] = lineno_at(code, lasti)
         return line
-
-
-def _kind(code: CodeType) -> int:
-    if id(code) in _ENTRIES:
-        return END
-    # A stand-in carries its caller's file and line (see _caller): seen by name, it would be
-    # the caller's line twice in a stack drawn from below it (a finalizer inside a shuffle).
-    if _is_hidden_file(code.co_filename) or is_stand_in(code) or _is_disable_wrapper(code):
-        return HIDE
-    return KEEP
-
-
-#: torch's ``_disable_dynamo`` decorator (torch/_compile.py's ``inner``, then Dynamo's ``_fn``): the
-#: wrappers torch._dynamo puts around ``torch.manual_seed`` when it is imported, and libraries around
-#: their own functions. Skipped like rngtrace's own frames, so that a seed is shown at the line that
-#: called it (transformers' ``set_seed``), not inside the decorator. By qualified name: Dynamo's
-#: compiled-code wrapper is also an ``_fn`` of that file, and marks compiled calls (3.10, with no
-#: qualified names, skips only ``inner``).
-_DISABLE_WRAPPERS = {
-    ("torch/_compile.py", "_disable_dynamo.<locals>.inner"),
-    ("torch/_dynamo/eval_frame.py", "DisableContext.__call__.<locals>._fn"),
-}
-
-
-def _is_disable_wrapper(code: CodeType) -> bool:
-    if code.co_name not in ("inner", "_fn"):
-        return False
-    qualname = getattr(code, "co_qualname", "_disable_dynamo.<locals>.inner")
-    filename = code.co_filename.replace("\\", "/")
-    return any(filename.endswith(f) and qualname == q for f, q in _DISABLE_WRAPPERS)
-
-
-# Cached for the process: every outermost trace starts a new table.
-_is_hidden_file = functools.lru_cache(maxsize=4096)(is_hidden)
-
-
-def lineno_at(code: CodeType, lasti: int) -> int:
-    """The source line of the instruction at byte offset ``lasti``."""
-    if _c_lineno_at is not None:
-        line = _c_lineno_at(code, lasti)  # None: no line of its own there, found below
-        if line is not None:
-            return line
-    return lineno_from_table(code, lasti)
-
-
-def lineno_from_table(code: CodeType, lasti: int) -> int:
-    """``lineno_at`` from ``co_lines()``: the reference, and what an instruction with no line gets."""
-    line = code.co_firstlineno
-    for start, end, lineno in code.co_lines():
-        if start <= lasti < end:
-            return lineno if lineno is not None else line
-        if lineno is not None and start <= lasti:
-            line = lineno
-    return line
-
-
-def _qualname(code: CodeType) -> str:
-    return getattr(code, "co_qualname", code.co_name) if sys.version_info >= (3, 11) else code.co_name

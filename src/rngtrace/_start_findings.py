@@ -20,7 +20,8 @@ from collections.abc import Sequence
 
 from ._duplicates import in_which
 from ._fixes import library_fix, line_of, own_generator
-from ._model import DRAW, ENTROPY, SEED, Event, Finding, Frame, per_stack, walk
+from ._model import DRAW, ENTROPY, SEED, Event, Finding, Frame
+from ._rows import alike, per_stack, walk
 from ._seed_findings import library_import, seed_call
 from ._seeds import AT_IMPORT, RESTORE, USER, seed_roles
 from ._store import RawStore
@@ -44,7 +45,8 @@ def at_import(trace: RawStore, events: Sequence[Event]) -> list[Finding]:
     drawn_after: set[tuple] = set()  # the groups of draws that a later draw of their stream depended on
     pending: dict[tuple, list[tuple]] = {}  # (pid, library) -> draw groups since the last seed
     imported = per_stack(library_import)
-    for i, e in walk(events):
+    # Nothing is noted before the user's first seed: the walk starts there (a log with none is not walked).
+    for i, e in walk(events, start=min((i for i, r in roles.items() if r.role == USER), default=len(events))):
         role = roles.get(i)
         if role is None and (e.kind != DRAW or not (users or pending)):
             continue  # no seed of the user's, no import's draws waiting: nothing to note (a loop's many)
@@ -130,15 +132,7 @@ def unseeded(trace: RawStore, events: Sequence[Event]) -> list[Finding]:
     states: dict[str, set[int]] = {}  # state digest -> the processes that had it
     for pid, _stream, digest, _why, _at in trace.origins:
         states.setdefault(digest, set()).add(pid)
-    seeds: dict[tuple, int] = {}  # (pid, library) -> the index of its first seed
-    first: dict[tuple, Event] = {}  # (pid, library) -> its first draw before any seed
-    imported = per_stack(library_import)
-    for i, e in walk(events, (SEED, DRAW)):
-        library = (e.pid, stream_base(e.stream))
-        if e.kind == SEED:
-            seeds.setdefault(library, i)
-        elif library not in seeds and library not in first and imported(e) is None:
-            first[library] = events[i]
+    seeds, first = _firsts(events)
     groups: dict[tuple, list[Event]] = {}  # (library, line) -> the first unseeded draws there, one per process
     for (pid, base), e in first.items():
         info = stream_info(base)
@@ -159,6 +153,33 @@ def unseeded(trace: RawStore, events: Sequence[Event]) -> list[Finding]:
             continue
         groups.setdefault((base, e.frame), []).append(e)
     return [_unseeded_finding(trace, base, group) for (base, _line), group in groups.items()]
+
+
+def _firsts(events: Sequence[Event]) -> tuple[dict[tuple, int], dict[tuple, Event]]:
+    """(pid, library) -> the index of its first seed; (pid, library) -> its first draw before any seed.
+
+    The walk stops once every library has both answers it can have: a long log's
+    libraries are seeded in its first rows, and its millions of draws are not read.
+    """
+    seeds: dict[tuple, int] = {}
+    first: dict[tuple, Event] = {}
+    seeded = {(e.pid, stream_base(e.stream)) for e in alike(events, (SEED,))}
+    never_seeded = {(e.pid, stream_base(e.stream)) for e in alike(events, (DRAW,))} - seeded
+    waiting = len(seeded) + len(never_seeded)  # libraries whose answers may still come
+    imported = per_stack(library_import)
+    for i, e in walk(events, (SEED, DRAW)):
+        if not waiting:
+            break
+        library = (e.pid, stream_base(e.stream))
+        if e.kind == SEED:
+            if library not in seeds:
+                seeds[library] = i
+                waiting -= 1
+        elif library not in seeds and library not in first and imported(e) is None:
+            first[library] = events[i]
+            if library in never_seeded:
+                waiting -= 1
+    return seeds, first
 
 
 def _starts(trace: RawStore) -> dict[int, tuple[str, int, int]]:

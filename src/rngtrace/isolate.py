@@ -8,8 +8,6 @@ from collections.abc import Callable, Iterable
 from contextvars import ContextVar
 from typing import Any, TypeVar, cast
 
-import wrapt
-
 from ._blocks import Binding, ExitSlot, claim
 from ._hub import validate_streams
 from .sources import declared, load_source
@@ -72,6 +70,8 @@ class rng_isolate:
     __exit__ = ExitSlot(_exit_bound, _exit_unbound)
 
     def __call__(self, func: F) -> F:
+        import wrapt  # here: a block needs no wrapt (see tracer.RngTrace.__call__)
+
         @wrapt.decorator
         def isolated(wrapped: Callable, instance: Any, args: tuple, kwargs: dict) -> Any:
             with self:

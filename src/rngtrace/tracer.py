@@ -11,8 +11,6 @@ from collections.abc import AsyncGenerator, Callable, Coroutine, Generator
 from contextvars import ContextVar
 from typing import Any, TypeVar, cast, overload
 
-import wrapt
-
 from . import _logdir
 from ._blocks import Binding, ExitSlot, claim
 from ._hub import HUB, install_order
@@ -167,6 +165,10 @@ class RngTrace(Options):
             wrapper = self._call_generator
         else:
             wrapper = self._call
+        # Here, not at the top: a block (``with``, ``rngtrace run``) needs no wrapt, whose import
+        # (asyncio's with it) is a good part of a traced program's start.
+        import wrapt
+
         return cast(F, wrapt.FunctionWrapper(func, wrapper))
 
     # Each form makes its session, then starts and ends it inside one `try` whose `finally` ends

@@ -24,7 +24,7 @@
  *               which calls it records itself and which it hands to the Python wrapper
  *   record.c    sources/_recorder.py's record_call, _wrapping.py's checked_call, _record.py's
  *               Recording.record(): one call recorded under its stream's lock
- *   stack.c     _stack.py: StackTable.capture's walk, capture_flat's key, lineno_at
+ *   stack.c     _stack.py: StackTable.capture's walk, capture_flat's key, and _codes.py's lineno_at
  *   locks.c     _record.py's stream locks (StreamLock), _hub.py's call_locked, call_if_free
  *   inplace.c   sources/_inplace.py: InPlace, a stream's state read where it lives
  *   patches.c   _patches.py: swap, and the builtins recorded in place (hook_builtins)
@@ -45,7 +45,7 @@ static PyMethodDef module_methods[] = {
      "on_sigterm(fd): SIGTERM writes a byte to fd instead of killing at once (fd -1: the default back)."},
     {"die_of_sigterm", die_of_sigterm, METH_NOARGS, "die_of_sigterm(): the default SIGTERM back, and the process killed by it."},
     {"lineno_at", (PyCFunction)(void (*)(void))lineno_at, METH_FASTCALL,
-     "lineno_at(code, lasti): the line of the instruction at byte offset lasti, or None (see _stack.lineno_at)."},
+     "lineno_at(code, lasti): the line of the instruction at byte offset lasti, or None (see _codes.lineno_at)."},
     {"configure", configure, METH_VARARGS,
      "configure(HotPath, Snapshot, Cache, ThreadState, Fingerprint): the types whose slots are read."},
     {"call_locked", call_locked, METH_VARARGS, "call_locked(lock, fn, *args): fn(*args) under the lock, taken and released in C."},

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from .._model import alike, event_pids, event_rows
 from .._paths import package_of, short_path
+from .._rows import alike, event_pids, event_rows
 from .._streams import Stream
 
 # The words a finding's message shares with the logs, handed on to the renderers from here.

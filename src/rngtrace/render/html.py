@@ -25,8 +25,8 @@ from collections.abc import Sequence
 from html import escape as _escape
 from typing import Any
 
-from .._model import event_rows, walk
 from .._paths import current_dir
+from .._rows import event_rows, walk
 from .._version import __version__
 from ..trace import CAUSE, DRAW, ENTROPY, KINDS, RISK, SEED, UNATTRIBUTED, Event, Trace
 from . import _html_page

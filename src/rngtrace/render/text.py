@@ -17,8 +17,8 @@ from __future__ import annotations
 import textwrap
 from collections.abc import Sequence
 
-from .._model import event_rows, kind_count
 from .._paths import current_dir
+from .._rows import event_rows, kind_count
 from .._yours import is_yours
 from ..trace import CAUSE, DRAW, RESTORE, RISK, SEED, UNATTRIBUTED, Event, Finding, Trace
 from .base import (
