@@ -6,6 +6,7 @@ import atexit
 import os
 import random
 import sys
+import textwrap
 import threading
 
 import pytest
@@ -125,3 +126,19 @@ def here(tmp_path, monkeypatch):
     """Work in a fresh directory; returns a function making a user file path inside it."""
     monkeypatch.chdir(tmp_path)
     return lambda *parts: str(tmp_path.joinpath(*parts))
+
+
+@pytest.fixture
+def package(tmp_path, monkeypatch):
+    """Write ``name.py`` with ``source`` into a site-packages folder on sys.path; return the module."""
+    folder = tmp_path / "site-packages"
+    folder.mkdir()
+    monkeypatch.syspath_prepend(str(folder))
+
+    def make(name: str, source: str):
+        (folder / f"{name}.py").write_text(textwrap.dedent(source))
+        __import__(name)
+        monkeypatch.setitem(sys.modules, name, sys.modules[name])
+        return sys.modules[name]
+
+    return make

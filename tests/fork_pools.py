@@ -1,4 +1,5 @@
-"""A pool of two workers that each draw once, shared by the process tests and the process rendering tests."""
+"""Processes that draw, shared by the process tests, the process rendering tests and the saved-log tests:
+a pool of two workers that each draw once, and a parent with one forked child."""
 
 from __future__ import annotations
 
@@ -38,3 +39,17 @@ def draw_after_barrier(path: str) -> float:
     value = float(np.random.rand())
     time.sleep(0.1)  # written before Pool.terminate() can kill the worker (a pause is written at a look, every 10 ms)
     return value
+
+
+def parent_and_forked_child_draw() -> Trace:
+    """A parent and its forked child, both drawing: a log of two processes."""
+    with rng_trace(print=False) as trace:
+        pid = os.fork()
+        if pid == 0:
+            try:
+                np.random.rand(2)
+            finally:
+                os._exit(0)
+        np.random.rand(2)
+        os.waitpid(pid, 0)
+    return trace

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 
 import pytest
+from fork_pools import parent_and_forked_child_draw
 from literal_traces import build, draw, moved, seed
 
 from rngtrace import Trace
@@ -136,27 +137,9 @@ def test_the_text_log_of_a_long_log_makes_an_event_only_for_the_rows_it_shows(tm
     assert count_events[0] < 200
 
 
-def _forked() -> Trace:
-    """A parent and its forked child, both drawing: a log of two processes."""
-    import numpy as np
-
-    from rngtrace import rng_trace
-
-    with rng_trace(print=False) as trace:
-        pid = os.fork()
-        if pid == 0:
-            try:
-                np.random.rand(2)
-            finally:
-                os._exit(0)
-        np.random.rand(2)
-        os.waitpid(pid, 0)
-    return trace
-
-
 SHOWN = {**TRACES, "long": lambda: _long_trace(200)}
 if hasattr(os, "fork"):
-    SHOWN["processes"] = _forked
+    SHOWN["processes"] = parent_and_forked_child_draw
 
 
 def _long_trace(loops: int) -> Trace:

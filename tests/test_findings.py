@@ -12,7 +12,6 @@ import pathlib
 import re
 import subprocess
 import sys
-import textwrap
 
 import numpy as np
 import pytest
@@ -30,22 +29,6 @@ ME = short_path(HERE)  # how findings name this file
 
 def kinds(trace) -> list[str]:
     return [f.kind for f in trace.findings]
-
-
-@pytest.fixture
-def package(tmp_path, monkeypatch):
-    """Write ``name.py`` with ``source`` into a site-packages folder on sys.path; return the module."""
-    folder = tmp_path / "site-packages"
-    folder.mkdir()
-    monkeypatch.syspath_prepend(str(folder))
-
-    def make(name: str, source: str):
-        (folder / f"{name}.py").write_text(textwrap.dedent(source))
-        __import__(name)
-        monkeypatch.setitem(sys.modules, name, sys.modules[name])
-        return sys.modules[name]
-
-    return make
 
 
 def _own_helper() -> float:

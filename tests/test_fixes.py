@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import textwrap
 
 import numpy as np
 import pytest
@@ -28,22 +27,6 @@ ME = short_path(HERE)
 def line_here(event) -> int:
     """The line of this file an event's stack passes through."""
     return next(f.lineno for f in event.stack if f.filename == HERE)
-
-
-@pytest.fixture
-def package(tmp_path, monkeypatch):
-    """Write ``name.py`` with ``source`` into a site-packages folder on sys.path; return the module."""
-    folder = tmp_path / "site-packages"
-    folder.mkdir()
-    monkeypatch.syspath_prepend(str(folder))
-
-    def make(name: str, source: str):
-        (folder / f"{name}.py").write_text(textwrap.dedent(source))
-        __import__(name)
-        monkeypatch.setitem(sys.modules, name, sys.modules[name])
-        return sys.modules[name]
-
-    return make
 
 
 def rngtrace_run(cwd: str, script: str) -> subprocess.CompletedProcess:

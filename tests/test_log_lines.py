@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from fork_pools import parent_and_forked_child_draw
 from literal_traces import build, draw, ev, moved, seed
 
 from rngtrace import LogError, Trace, _logfile, cli, rng_trace
@@ -47,23 +48,9 @@ def _literal() -> Trace:
     )
 
 
-def _processes() -> Trace:
-    """A parent and its forked child, both drawing: a log of two processes."""
-    with rng_trace(print=False) as trace:
-        pid = os.fork()
-        if pid == 0:
-            try:
-                np.random.rand(2)
-            finally:
-                os._exit(0)
-        np.random.rand(2)
-        os.waitpid(pid, 0)
-    return trace
-
-
 LOGS = {"real": _real, "literal": _literal}
 if hasattr(os, "fork"):
-    LOGS["processes"] = _processes
+    LOGS["processes"] = parent_and_forked_child_draw
 
 
 @pytest.fixture(params=list(LOGS))

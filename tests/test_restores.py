@@ -15,7 +15,6 @@ import json
 import random
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -57,22 +56,6 @@ def put_back(states):
 def put_other():
     np.random.set_state(np.random.RandomState(7).get_state())  # a state no getter of the stream handed out
 """
-
-
-@pytest.fixture
-def package(tmp_path, monkeypatch):
-    """Write ``name.py`` with ``source`` into a site-packages folder on sys.path; return the module."""
-    folder = tmp_path / "site-packages"
-    folder.mkdir()
-    monkeypatch.syspath_prepend(str(folder))
-
-    def make(name: str, source: str):
-        (folder / f"{name}.py").write_text(textwrap.dedent(source))
-        __import__(name)
-        monkeypatch.setitem(sys.modules, name, sys.modules[name])
-        return sys.modules[name]
-
-    return make
 
 
 def kinds(trace) -> list[str]:
