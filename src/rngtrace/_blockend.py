@@ -97,6 +97,8 @@ def _all_in(states: dict, streams: set) -> bool:
 
 def read_settings(trace: RawStore) -> None:
     """Each traced library's flags at the trace's end (torch's determinism), where it has an event."""
+    if not trace.raw and not trace.overflow:
+        return  # no event: no library to read (most decorated calls)
     for name in trace.streams:
         info = stream_info(name)
         if info is not None and sys.modules.get(info.module) is not None and trace.touched(name):
