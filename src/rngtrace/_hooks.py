@@ -62,6 +62,18 @@ class ImportWatch:
         self.hooks[name] = (module, hook)
         _postimport.register(hook, module)
 
+    def importing(self, name: str) -> bool:
+        """Whether stream ``name`` waits for its library's import, which has begun and not ended.
+
+        Another watched library imported from inside that import (NumPy's ``random``, through
+        ``secrets``) must not install it half made: its own hook installs it when it ends.
+        """
+        entry = self.hooks.get(name)
+        if entry is None:
+            return False
+        spec = getattr(sys.modules.get(entry[0]), "__spec__", None)
+        return getattr(spec, "_initializing", False) is True  # what importlib marks an import under way with
+
     def unwatch(self, name: str) -> None:
         entry = self.hooks.get(name)
         if entry is None:

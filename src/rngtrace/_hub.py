@@ -38,7 +38,7 @@ from ._record import Recording
 from ._roles import untraced_children
 from ._session import ON_DRAW, Session, install_order, validate_on_draw, validate_streams
 from ._store import RawStore
-from .sources import declared, load_source
+from .sources import load_source, module_of
 
 
 def _start_spawned(target: Any) -> None:
@@ -305,10 +305,10 @@ class Hub(HubStreams, HubChildren):
             for name in order:
                 if name in installed:
                     continue
-                if sys.modules.get(declared()[name].module) is not None:
+                if sys.modules.get(module_of(name)) is None:
+                    self.watch_import(name, module_of(name))
+                elif not self.imports.importing(name):  # else its hook installs it once it is made
                     arriving.append(name)
-                else:
-                    self.watch_import(name, declared()[name].module)
             if arriving:
                 applied = patches.apply_many(arriving)
                 if applied is None:  # one at a time: each set installed is at once known as installed
