@@ -25,7 +25,7 @@ _nprandom = importlib.import_module("numpy.random")
 _mtrand = importlib.import_module("numpy.random.mtrand")
 _bit_generator = importlib.import_module("numpy.random.bit_generator")
 
-from .._model import DRAW, SEED  # noqa: E402 (after numpy.random, see above)
+from .._kinds import DRAW, SEED  # noqa: E402 (after numpy.random, see above)
 from ._base import (  # noqa: E402 (after numpy.random, see above)
     INTERNAL,
     Hit,

@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from types import FrameType
 from typing import Any
 
-from .._model import DRAW, SEED
+from .._kinds import DRAW, SEED
 from ._base import (
     INTERNAL,
     Hit,
