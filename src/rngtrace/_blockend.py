@@ -96,6 +96,8 @@ def _all_in(states: dict, streams: set) -> bool:
 
 def read_settings(trace: RawStore) -> None:
     """Each traced library's flags at the trace's end (torch's determinism), where it has an event."""
+    if not trace.raw and not trace.overflow:
+        return  # no event: no library to read (most decorated calls)
     for name in trace.streams:
         # module_of: a stream never imported needs no declaration read (a traced child's end).
         if sys.modules.get(module_of(name)) is not None and trace.touched(name):

@@ -116,7 +116,9 @@ class Hub(HubStreams, HubChildren):
 
     def start(self, session: Session) -> None:
         """Begin recording into the session's trace; install what it needs."""
-        self._locked(self._start, session)
+        call_locked(self._lock, self._start, session)
+        if self._pending_imports or self._orphans:  # (``_locked``, with no call where nothing waits)
+            self._after_unlock()
 
     def _start(self, session: Session) -> None:
         self._open(session)
@@ -160,7 +162,9 @@ class Hub(HubStreams, HubChildren):
 
     def stop(self, session: Session, frame: FrameType | None) -> RawStore:
         """End recording into the session's trace; restore what no other trace needs."""
-        self._locked(self._stop, session, frame)
+        call_locked(self._lock, self._stop, session, frame)
+        if self._pending_imports or self._orphans:
+            self._after_unlock()
         return session.trace
 
     def abandon(self, session: Session) -> None:
@@ -238,7 +242,8 @@ class Hub(HubStreams, HubChildren):
 
     def _release(self, session: Session) -> None:
         self._unsettled = True
-        sessions = tuple(s for s in self.active if s is not session)
+        active = self.active
+        sessions = () if active == (session,) else tuple(s for s in active if s is not session)
         if not sessions:
             try:
                 if _lone.uninstall_alone(self):
