@@ -14,10 +14,9 @@ from types import FrameType
 from typing import Any
 
 from ._hublock import call_if_free
-from ._model import SEED
+from ._kinds import SEED
 from ._store import RawStore
-from .sources import source_class
-from .sources import stream as stream_info
+from .sources import module_of, source_class
 from .sources._base import same_state, unmoved
 
 
@@ -97,7 +96,9 @@ def _all_in(states: dict, streams: set) -> bool:
 
 def read_settings(trace: RawStore) -> None:
     """Each traced library's flags at the trace's end (torch's determinism), where it has an event."""
+    if not trace.raw and not trace.overflow:
+        return  # no event: no library to read (most decorated calls)
     for name in trace.streams:
-        info = stream_info(name)
-        if info is not None and sys.modules.get(info.module) is not None and trace.touched(name):
+        # module_of: a stream never imported needs no declaration read (a traced child's end).
+        if sys.modules.get(module_of(name)) is not None and trace.touched(name):
             trace.settings.update(source_class(name).settings())

@@ -51,6 +51,8 @@ class MonitoringCatchAll(CatchAll):
         self._callback = self._make_on_call()
         self._on_exit = self._make_on_exit()
         self._exit_codes: list[CodeType] = []
+        #: (main thread's ident, shielded CALL callback, shielded exit callback): made once per process
+        self._shielded: tuple[int | None, Callable, Callable] | None = None
 
     def attach(self, tool: int) -> None:
         """Register the callbacks under ``tool`` (claimed by the caller); the events stay off until ``begin``."""
@@ -60,10 +62,13 @@ class MonitoringCatchAll(CatchAll):
         mon = sys.monitoring  # type: ignore[attr-defined]
         ev = mon.events
         main = threading.main_thread().ident
-        mon.register_callback(tool, ev.CALL, shielded(self._callback, main))
-        shielded_exit = shielded(self._on_exit, main)
+        made = self._shielded
+        if made is None or made[0] != main:  # a forked child's main thread has an ident of its own
+            made = self._shielded = (main, shielded(self._callback, main), shielded(self._on_exit, main))
+        _main, on_call, on_exit = made
+        mon.register_callback(tool, ev.CALL, on_call)
         for event in (ev.PY_RETURN, ev.PY_YIELD, ev.PY_UNWIND):
-            mon.register_callback(tool, event, shielded_exit)
+            mon.register_callback(tool, event, on_exit)
         hub.rec.stacks.watch_code = self._watch_exits
         hub.rec.set_mode(FrameMode.MONITORING)
 

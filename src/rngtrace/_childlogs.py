@@ -10,10 +10,7 @@ running then finds it gone, stops recording and takes its hooks off.
 
 from __future__ import annotations
 
-import linecache
 import os
-import shutil
-import tempfile
 import time
 from typing import Any, cast
 
@@ -35,6 +32,8 @@ def read_wrapper_sources() -> None:
     until CUDA is initialised (which it never is in a forked worker), and a DataLoader
     worker seeds torch as it starts. Read here once, every child inherits them.
     """
+    import linecache  # here, as shutil and tempfile below: a traced child's start imports none of them
+
     from . import _caller
     from .sources import _recorder, _wrapping
 
@@ -64,6 +63,8 @@ class Spool:
     def ensure(self) -> str:
         """The folder, made now if need be (by the process that will collect from it and remove it)."""
         if self.path is None:
+            import tempfile
+
             read_wrapper_sources()
             self.path = tempfile.mkdtemp(prefix=f"rngtrace-spool-{os.getpid()}-")
             self.owner = os.getpid()
@@ -130,6 +131,8 @@ class Spool:
         # The digests stay: each is reused only while its stream's snapshot says it has not
         # moved, so a DataLoader's next epoch (a block of its own) need not read them afresh.
         if path is not None:
+            import shutil
+
             shutil.rmtree(path, ignore_errors=True)
 
 

@@ -62,17 +62,24 @@ class ImportWatch:
         self.hooks[name] = (module, hook)
         _postimport.register(hook, module)
 
+    def importing(self, name: str) -> bool:
+        """Whether stream ``name`` waits for its library's import, which has begun and not ended.
+
+        Another watched library imported from inside that import (NumPy's ``random``, through
+        ``secrets``) must not install it half made: its own hook installs it when it ends.
+        """
+        entry = self.hooks.get(name)
+        if entry is None:
+            return False
+        spec = getattr(sys.modules.get(entry[0]), "__spec__", None)
+        return getattr(spec, "_initializing", False) is True  # what importlib marks an import under way with
+
     def unwatch(self, name: str) -> None:
         entry = self.hooks.get(name)
         if entry is None:
             return
-        unregister_post_import_hook(*entry)
+        _postimport.unregister(entry[1], entry[0])
         del self.hooks[name]  # only now: an undo cut short before this line is done again
-
-
-def unregister_post_import_hook(module: str, hook: Callable) -> None:
-    """Take ``hook`` out of the post-import hooks for ``module`` (where it still is)."""
-    _postimport.unregister(hook, module)
 
 
 def _named_as(wrapper: Callable, original: Any) -> Callable:
@@ -157,7 +164,7 @@ class ProcessHooks:
     def _start_off(self) -> None:
         hook = self._import_hook
         if hook is not None:
-            unregister_post_import_hook(PROCESS_MODULE, hook)
+            _postimport.unregister(hook, PROCESS_MODULE)
             self._import_hook = None  # only now: an unwatch cut short by a Ctrl-C is finished by the retry
         self.patches.unhook(START)
 
@@ -175,8 +182,7 @@ class ProcessHooks:
         hook = self._import_hook
         if hook is None:
             hook = self._import_hook = self._when_imported()  # first: an undo finds what to take out
-        if not _postimport.waiting(hook, PROCESS_MODULE):  # never twice: a registration cut short is made again
-            _postimport.register(hook, PROCESS_MODULE)
+        _postimport.register(hook, PROCESS_MODULE)  # never twice (``register`` asks): one cut short is made again
 
     def _when_imported(self) -> Callable[[Any], None]:
         def imported(module: Any) -> None:

@@ -38,7 +38,7 @@ from ._record import Recording
 from ._roles import untraced_children
 from ._session import ON_DRAW, Session, install_order, validate_on_draw, validate_streams
 from ._store import RawStore
-from .sources import declared, load_source
+from .sources import load_source, module_of
 
 
 def _start_spawned(target: Any) -> None:
@@ -116,7 +116,9 @@ class Hub(HubStreams, HubChildren):
 
     def start(self, session: Session) -> None:
         """Begin recording into the session's trace; install what it needs."""
-        self._locked(self._start, session)
+        call_locked(self._lock, self._start, session)
+        if self._pending_imports or self._orphans:  # (``_locked``, with no call where nothing waits)
+            self._after_unlock()
 
     def _start(self, session: Session) -> None:
         self._open(session)
@@ -160,7 +162,9 @@ class Hub(HubStreams, HubChildren):
 
     def stop(self, session: Session, frame: FrameType | None) -> RawStore:
         """End recording into the session's trace; restore what no other trace needs."""
-        self._locked(self._stop, session, frame)
+        call_locked(self._lock, self._stop, session, frame)
+        if self._pending_imports or self._orphans:
+            self._after_unlock()
         return session.trace
 
     def abandon(self, session: Session) -> None:
@@ -238,7 +242,8 @@ class Hub(HubStreams, HubChildren):
 
     def _release(self, session: Session) -> None:
         self._unsettled = True
-        sessions = tuple(s for s in self.active if s is not session)
+        active = self.active
+        sessions = () if active == (session,) else tuple(s for s in active if s is not session)
         if not sessions:
             try:
                 if _lone.uninstall_alone(self):
@@ -300,10 +305,10 @@ class Hub(HubStreams, HubChildren):
             for name in order:
                 if name in installed:
                     continue
-                if sys.modules.get(declared()[name].module) is not None:
+                if sys.modules.get(module_of(name)) is None:
+                    self.watch_import(name, module_of(name))
+                elif not self.imports.importing(name):  # else its hook installs it once it is made
                     arriving.append(name)
-                else:
-                    self.watch_import(name, declared()[name].module)
             if arriving:
                 applied = patches.apply_many(arriving)
                 if applied is None:  # one at a time: each set installed is at once known as installed

@@ -6,24 +6,24 @@ and makes these from them when someone reads.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
+
+# The raw event's vocabulary lives in _kinds (what the writers import); these are its names here too.
+from ._kinds import DRAW as DRAW
+from ._kinds import ENTROPY as ENTROPY
+from ._kinds import KINDS as KINDS
+from ._kinds import NO_STACK as NO_STACK
+from ._kinds import RESTORE as RESTORE
+from ._kinds import SEED as SEED
+from ._kinds import UNATTRIBUTED as UNATTRIBUTED
+from ._kinds import RawEvent as RawEvent
+from ._kinds import moved_parts as moved_parts
+from ._kinds import used_stacks as used_stacks
 
 FORMAT = "rngtrace"
 FORMAT_VERSION = 2  # 2: the processes a trace saw (1 still loads)
 
-DRAW = "draw"
-SEED = "seed"
-UNATTRIBUTED = "unattributed"
-#: a generator of one's own made from OS entropy (``np.random.default_rng()``): no draw of the global stream
-ENTROPY = "entropy"
-#: a stream put back to a state a getter handed out earlier in the trace (``setstate``, ``fork_rng``): no reseed
-RESTORE = "restore"
-KINDS = (DRAW, SEED, UNATTRIBUTED, ENTROPY, RESTORE)
-
-#: the stack id of an event with no stack (an unattributed move: no recorded call made it)
-NO_STACK = -1
 #: how the end-of-block check's notes end: the window then closes at the block's end, not at a call
 #: the seeding functions that draw their seed from OS entropy when given none
 ENTROPY_SEEDERS = frozenset({"seed", "seed_all"})
@@ -184,32 +184,6 @@ class Finding:
     fix: str = ""
     #: ``CAUSE`` (the numbers depend on something the seeds do not govern) or ``RISK`` (reproducible as run)
     level: str = CAUSE
-
-
-# Raw event: (stream, kind, api, count, stack_id, thread_ident, detail). An unattributed
-# move's stack_id is NO_STACK and its detail (note, stack id of the call that noticed it);
-# the window's other end, the stream's previous event, is found in the order when read.
-RawEvent = tuple
-
-
-def moved_parts(raw: RawEvent) -> tuple[str | None, int]:
-    """(note, noticing stack id) of an unattributed raw event.
-
-    A detail that is not a pair comes from code that still records the move the old
-    way, with the noticing call's stack as the event's own: it is read the same way.
-    """
-    detail = raw[6]
-    if detail.__class__ is tuple:
-        return detail
-    return detail, raw[4]
-
-
-def used_stacks(raws: Iterable[RawEvent]) -> set[int]:
-    """Every stack id the raw events refer to, the calls that noticed a move included."""
-    used = {raw[4] for raw in raws}
-    used.update(moved_parts(raw)[1] for raw in raws if raw[1] == UNATTRIBUTED)
-    used.discard(NO_STACK)
-    return used
 
 
 def build_events(

@@ -30,7 +30,6 @@ each is wanted, and holds the hooks that are no attribute (post-import hooks, ``
 
 from __future__ import annotations
 
-import ctypes
 import gc
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -54,6 +53,8 @@ def namespace_of(parent: Any) -> tuple[dict, type | None]:
 
 
 def _type_modified(types: Iterable[type]) -> None:
+    import ctypes  # here: a traced child that patches no type's namespace never imports it
+
     for t in types:
         # Drop the method caches that remember the old entry, as setattr would.
         ctypes.pythonapi.PyType_Modified(ctypes.py_object(t))

@@ -11,6 +11,7 @@ takes a hook out, and the finder with the last one.
 
 from __future__ import annotations
 
+import functools
 import sys
 import threading
 from collections.abc import Callable
@@ -83,17 +84,18 @@ def _spec_behind(me: _Finder, name: str, path: Any, target: Any) -> Any:
     return None
 
 
-def _locked(fn: Callable[..., Any], *args: Any) -> Any:
-    """``fn(*args)`` holding LOCK, taken and released in C where the accelerator is built.
-
-    Not a ``with`` statement there: a line or profile hook (a Ctrl-C, the interrupt tests' line
-    tracer, the 3.12+ catch-all's callback) runs before a ``with``'s ``__exit__`` call, and an
-    interrupt raised there kept the lock for good; the hub's next start then waited for it forever.
-    """
-    if _CALL_LOCKED is not None:
-        return _CALL_LOCKED(LOCK, fn, *args)
+def _with_lock(fn: Callable[..., Any], *args: Any) -> Any:
+    """``fn(*args)`` holding LOCK, without the accelerator."""
     with LOCK:
         return fn(*args)
+
+
+#: ``fn(*args)`` holding LOCK, taken and released in C where the accelerator is built. Not a
+#: ``with`` statement there: a line or profile hook (a Ctrl-C, the interrupt tests' line tracer,
+#: the 3.12+ catch-all's callback) runs before a ``with``'s ``__exit__`` call, and an interrupt
+#: raised there kept the lock for good; the hub's next start then waited for it forever. A
+#: partial, not a function of ours: every trace's start and end register and unregister hooks.
+_locked: Callable[..., Any] = functools.partial(_CALL_LOCKED, LOCK) if _CALL_LOCKED is not None else _with_lock
 
 
 def _imported(name: str, module: Any) -> None:
@@ -109,7 +111,10 @@ def _take(name: str) -> list[Callable[[Any], None]]:
 
 def settle() -> None:
     """Put the finder on ``sys.meta_path`` exactly while some hook waits (a pass cut short is finished here)."""
-    _locked(_settle)
+    # Asked first without the lock (every trace's start and end call this): a register or
+    # unregister under way in another thread settles the finder itself when it is done.
+    if bool(_hooks) != (FINDER in sys.meta_path):
+        _locked(_settle)
 
 
 def _settle() -> None:
@@ -134,7 +139,8 @@ def _register(hook: Callable[[Any], None], name: str) -> Any:
         waiting = _hooks.setdefault(name, [])
         if hook not in waiting:  # never twice: a registration cut short is made again
             waiting.append(hook)
-        _settle()
+        if FINDER not in sys.meta_path:  # (``_settle`` where a hook now waits)
+            sys.meta_path.insert(0, FINDER)
     return module
 
 
@@ -150,11 +156,6 @@ def _unregister(hook: Callable[[Any], None], name: str) -> None:
     if not waiting:
         _hooks.pop(name, None)
     _settle()
-
-
-def waiting(hook: Callable[[Any], None], name: str) -> bool:
-    """Whether ``hook`` waits for the import of ``name``."""
-    return bool(_locked(lambda: hook in _hooks.get(name, ())))
 
 
 def describe() -> dict[str, list[Callable[[Any], None]]]:

@@ -34,7 +34,7 @@ import time
 from typing import Any
 
 from ._hotpath import SPEEDUPS as _speedups
-from ._model import UNATTRIBUTED
+from ._kinds import UNATTRIBUTED
 from ._roles import role
 from ._spool import BUSY_FLUSH_INTERVAL, FLUSH_INTERVAL, record
 

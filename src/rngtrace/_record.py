@@ -18,7 +18,7 @@ from typing import Any
 from ._handed import HandedStates
 from ._hotpath import SPEEDUPS as _speedups
 from ._hotpath import Cache, FrameMode, HotPath, Snapshot
-from ._model import DRAW, NO_STACK, UNATTRIBUTED
+from ._kinds import DRAW, NO_STACK, UNATTRIBUTED
 from ._ondraw import OnDraw
 from ._prebound import PreboundNotes
 from ._stack import StackTable

@@ -12,10 +12,13 @@ import itertools
 import operator
 import os
 from collections.abc import Iterable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ._model import DRAW, NO_STACK, UNATTRIBUTED, Event, Frame, Process, RawEvent, build_events, used_stacks
+from ._kinds import DRAW, NO_STACK, UNATTRIBUTED, RawEvent, used_stacks
 from ._spool import FLUSH_MS
+
+if TYPE_CHECKING:
+    from ._model import Event, Frame, Process
 
 _THREAD_OF = operator.itemgetter(5)  # a raw event's thread
 _THREAD_KEYS = itertools.count(1)
@@ -143,6 +146,8 @@ class RawStore:
         if not self.finished and self.live is not None:
             return self._snapshot()
         if self._events is None:
+            from ._model import build_events  # the value classes: made when read, never at a child's start
+
             self._events = build_events(self.raw, self.resolved_stacks(), self.threads, self.pid, self.pids)
         return self._events
 
@@ -168,6 +173,8 @@ class RawStore:
 
     def _snapshot(self) -> list[Event]:
         """Events so far, resolved now: the block is still recording."""
+        from ._model import build_events
+
         names = self.live[1]  # type: ignore[index]
         raws = list(self.raw)
         stacks = self.stack_map()
@@ -194,6 +201,8 @@ class RawStore:
     @property
     def processes(self) -> list[Process]:
         """Every process seen: the one that traced first, then each child merged in."""
+        from ._model import Process
+
         mine = len(self) - sum(child.events for child in self.children)
         here = Process(self.pid, self.ppid, "traced", None, None, mine)
         return [here, *self.children]
@@ -242,6 +251,8 @@ class RawStore:
         ``NO_STACK`` (so they never meet the stack table's) and thread keys of their
         own that map to the child's pid.
         """
+        from ._model import Frame, Process
+
         # The child's stack ids and thread keys, mapped once each to ids of this store's own.
         stacks = {local: NO_STACK - 1 - len(self._child_stacks) - i for i, local in enumerate(log.stacks)}
         for local, sid in stacks.items():

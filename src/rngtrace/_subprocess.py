@@ -43,9 +43,10 @@ def _rngtrace_child():
         pass  # a child rngtrace cannot follow runs untraced
     # Then the sitecustomize this child would have run without rngtrace, if there is one: it
     # takes this module's place in sys.modules (the import in progress returns what is there).
-    import importlib.machinery, importlib.util
+    import importlib.machinery
     spec = importlib.machinery.PathFinder.find_spec("sitecustomize", sys.path)
     if spec is not None and spec.loader is not None:
+        import importlib.util  # only then (importlib.util costs a child's start more than the rest of this)
         module = importlib.util.module_from_spec(spec)
         sys.modules["sitecustomize"] = module
         spec.loader.exec_module(module)

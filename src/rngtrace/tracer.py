@@ -16,7 +16,7 @@ from ._blocks import Binding, ExitSlot, claim
 from ._hub import HUB, install_order
 from ._options import OPTION_NAMES, Options, signature
 from ._say import wants_color
-from .sources import problems
+from .sources import PROBLEMS, problems
 from .trace import Trace
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -176,7 +176,10 @@ class RngTrace(Options):
     def _call(self, wrapped: Callable, instance: Any, args: tuple, kwargs: dict) -> Any:
         session = self._session()
         try:
-            self._start(session)
+            if self.log_dir is None:  # (``_start``'s usual case, with one call less per call)
+                HUB.start(session)
+            else:
+                self._start(session)
             try:
                 result = wrapped(*args, **kwargs)
             except BaseException:
@@ -304,7 +307,8 @@ class RngTrace(Options):
     def _end(self, session: Any, frame: Any, raising: bool) -> None:
         trace = cast(Trace, HUB.stop(session, frame))  # the hub made it of the class it was given
         self._last[0] = trace
-        _note_problems(trace)
+        if PROBLEMS:  # read by the time a trace ends (the streams' declarations were loaded for its start)
+            _note_problems(trace)
         if trace.pid != os.getpid():
             return  # a block entered before a fork: the parent saves and prints the whole of it
         if self.log_dir is not None:

@@ -19,8 +19,10 @@ import threading
 from .._streams import ENTRY_POINT_GROUP, Stream
 from ._base import Source, draw_wrapper, restore_wrapper, seed_wrapper
 
-# This package's own streams, in the order a log lists them.
-_BUILTIN = ("random", "numpy", "torch")
+# This package's own streams, in the order a log lists them, each with the module whose import makes it exist
+# (its declaration's ``module``, said here too: a trace installs or watches a stream from this alone, and a
+# declaration is imported when its stream is, so a traced child's start imports none of NumPy's or torch's).
+_BUILTIN = {"random": "random", "numpy": "numpy.random", "torch": "torch"}
 _lock = threading.Lock()
 _declared: dict[str, Stream] | None = None
 #: what a third-party entry point could not give, one line each naming the entry point, its package and
@@ -35,7 +37,7 @@ def _load() -> dict[str, Stream]:
     declared: dict[str, Stream] = {}
     owners: dict[str, str] = {}
     for name in _BUILTIN:
-        stream = importlib.import_module(f"{__name__}.{name}_stream").STREAM
+        stream = _own(name)
         declared[stream.name] = stream
         owners[stream.name] = "rngtrace's own"
     for stream, point in sorted(_entry_point_streams(), key=lambda found: found[0].name):
@@ -48,6 +50,25 @@ def _load() -> dict[str, Stream]:
         declared[stream.name] = stream
         owners[stream.name] = point
     return declared
+
+
+def _own(name: str) -> Stream:
+    """The declaration of ``name``, one of this package's own streams (its module alone is imported)."""
+    module = f"{__name__}.{name}_stream"
+    found: Stream = (sys.modules.get(module) or importlib.import_module(module)).STREAM
+    return found
+
+
+def _declaration(name: str) -> Stream | None:
+    """Stream ``name``'s declaration, or None: one of this package's own without reading the others'."""
+    # Never another's: an entry point that reuses one of these names is skipped (``_load``).
+    return _own(name) if name in _BUILTIN else declared().get(name)
+
+
+def module_of(name: str) -> str:
+    """The module whose import makes stream ``name`` exist, without importing any declaration of this package's."""
+    module = _BUILTIN.get(name)
+    return module if module is not None else declared()[name].module
 
 
 def _entry_point_streams() -> list[tuple[Stream, str]]:
@@ -118,7 +139,7 @@ def problems() -> list[str]:
 
 def stream(name: str) -> Stream | None:
     """The declaration of stream ``name``, or of the stream a sub-stream (``torch.cuda:0``) belongs to."""
-    return declared().get(name.split(".", 1)[0]) or declared().get(name)
+    return _declaration(name.split(".", 1)[0]) or _declaration(name)
 
 
 def rank(name: str) -> int:
@@ -130,7 +151,10 @@ def rank(name: str) -> int:
 
 def source_class(name: str) -> type[Source]:
     """The recording Source class of stream ``name`` (importing its library)."""
-    module_name, _, attribute = declared()[name].source.partition(":")
+    found = _declaration(name)
+    if found is None:
+        raise KeyError(name)
+    module_name, _, attribute = found.source.partition(":")
     # sys.modules first: 3.10's import_module takes the module's import lock every time, and a
     # Ctrl-C landing in that lock's Python weakref callback is printed and lost.
     module = sys.modules.get(module_name) or importlib.import_module(module_name)
@@ -152,6 +176,7 @@ __all__ = [
     "entry_points_found",
     "hand_in",
     "load_source",
+    "module_of",
     "problems",
     "rank",
     "restore_wrapper",

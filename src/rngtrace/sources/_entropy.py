@@ -18,7 +18,7 @@ from types import FrameType
 from typing import Any
 
 from .._caller import is_stand_in
-from .._model import ENTROPY
+from .._kinds import ENTROPY
 from .._paths import PACKAGE_DIR, is_user_file, package_of
 from ._wrapping import named
 

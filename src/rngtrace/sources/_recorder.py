@@ -15,7 +15,7 @@ from types import BuiltinFunctionType, FrameType, MethodType
 from typing import Any
 
 from .._hotpath import SPEEDUPS as _speedups
-from .._model import DRAW, RESTORE, SEED
+from .._kinds import DRAW, RESTORE, SEED
 from .._paths import PACKAGE_DIR
 from ._source import library_of
 from ._wrapping import (

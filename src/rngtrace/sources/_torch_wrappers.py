@@ -13,7 +13,7 @@ import torch
 import torch.nn.utils.rnn as _rnn_utils
 
 from .._errors import GlobalRNGError
-from .._model import DRAW, SEED
+from .._kinds import DRAW, SEED
 from ._base import Condition, getter_wrapper, recorder, restore_wrapper
 from ._entropy import entropy_wrapper
 from ._torch_ops import dropout_draws

@@ -12,7 +12,6 @@ from __future__ import annotations
 import functools
 import importlib
 import operator
-import pickle
 import sys
 from _thread import get_ident
 from collections.abc import Callable, Iterable
@@ -20,7 +19,7 @@ from types import FrameType, FunctionType, MethodType
 from typing import Any, ClassVar
 
 from .._caller import call_as, is_stand_in
-from .._model import DRAW, SEED
+from .._kinds import DRAW, SEED
 from .._paths import PACKAGE_DIR
 
 
@@ -79,7 +78,11 @@ def reduce_as_original(wrapper: Any, protocol: Any) -> Any:
     reduced = original.__qualname__ if isinstance(original, FunctionType) else original.__reduce_ex__(protocol)
     if not isinstance(reduced, str):
         return reduced
-    module = getattr(original, "__module__", None) or pickle.whichmodule(original, reduced)  # type: ignore[attr-defined]
+    module = getattr(original, "__module__", None)
+    if not module:
+        import pickle  # only here: a traced child's start does not import it
+
+        module = pickle.whichmodule(original, reduced)  # type: ignore[attr-defined]
     try:
         found: Any = sys.modules[module]
         for part in reduced.split("."):

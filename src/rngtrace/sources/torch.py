@@ -20,7 +20,7 @@ from typing import Any
 import torch
 import torch.utils._device as _device
 
-from .._model import DRAW, SEED
+from .._kinds import DRAW, SEED
 from . import _torch_state
 from ._base import INTERNAL, Hit, Patch, Source
 from ._inplace import in_place as read_in_place
