@@ -22,12 +22,12 @@ from ._duplicates import in_which
 from ._fixes import library_fix, line_of, own_generator
 from ._model import DRAW, ENTROPY, SEED, Event, Finding, Frame
 from ._rows import alike, per_stack, walk
-from ._seed_findings import library_import, seed_call
+from ._seed_findings import seed_call
 from ._seeds import AT_IMPORT, RESTORE, USER, seed_roles
 from ._store import RawStore
 from ._streams import Stream
 from ._words import plural, stream_base
-from ._yours import call_of, import_of, user_index
+from ._yours import call_of, import_of, library_import, user_index
 from .sources import stream as stream_info
 
 #: how each kind of child starts its streams: afresh from OS entropy, or as copies of its parent's
