@@ -16,12 +16,18 @@ $(VENV)/.installed: pyproject.toml setup.py Makefile $(wildcard src/rngtrace/_sp
 	$(PIP) install --quiet -e '.[numpy,torch,test]'
 	touch $@
 
+# The tests add Lightning, transformers and accelerate (the frameworks extra, about a minute on a fresh
+# venv, CPU torch kept): tests/test_restores.py runs them. The demo does without them.
+$(VENV)/.frameworks: $(VENV)/.installed
+	$(PIP) install --quiet -e '.[numpy,torch,test,frameworks]'
+	touch $@
+
 demo: $(VENV)/.installed
 	cd examples && ../$(PY) story.py
 
 # The code's habits (ruff's lint and format, mypy), then the suite with the C accelerator (which
 # must have been built), then once more on the pure-Python wrappers it stands in front of.
-test: $(VENV)/.installed lint
+test: $(VENV)/.frameworks lint
 	@$(PY) -c "import rngtrace._speedups" 2>/dev/null || { echo "rngtrace's C accelerator was not built: install gcc and the Python headers, then rm -r $(VENV) and run make test again"; exit 1; }
 	$(PY) -m pytest -q
 	RNGTRACE_PURE=1 $(PY) -m pytest -q -p no:cacheprovider

@@ -112,6 +112,49 @@ def test_a_library_reseeding_from_entropy_is_named_inside_the_library_and_at_the
     assert "Cause: library-entropy" in report
 
 
+IDLIB = "import random\n\n_ids = random.getrandbits(24)  # rich/style.py's id counter, drawn as it is imported\n"
+
+
+def test_a_library_drawing_an_unseeded_stream_as_it_is_imported_is_no_cause_in_check_nor_diff(tmp_path):
+    # scikit-learn imports rich where it is installed, and rich draws from random, which nothing seeds.
+    lib = tmp_path / "site-packages" / "idlib"
+    lib.mkdir(parents=True)
+    (lib / "__init__.py").write_text(IDLIB)
+    source = """
+        import sys
+        sys.path.insert(0, "site-packages")
+        import numpy as np
+        import idlib
+        np.random.seed(0)
+        print(np.random.rand())
+    """
+    status, _out, report = check(tmp_path, source, "--json", "logs")
+    assert status == 0, report
+    assert report.startswith("rngtrace check: reproducible — 2 runs made the same 2 draws from random, numpy")
+    logs = [str(tmp_path / "logs" / f"run-{n}.json") for n in (1, 2)]
+    compared = subprocess.run([sys.executable, "-m", "rngtrace", "diff", *logs], capture_output=True, text=True)
+    assert compared.returncode == 0, compared.stdout
+
+
+def test_a_draw_after_a_library_drew_the_unseeded_stream_at_import_is_still_the_cause(tmp_path):
+    lib = tmp_path / "site-packages" / "idlib"
+    lib.mkdir(parents=True)
+    (lib / "__init__.py").write_text(IDLIB)
+    source = """
+        import sys
+        sys.path.insert(0, "site-packages")
+        import random
+        import idlib
+        print(random.random())
+    """
+    status, _out, report = check(tmp_path, source)
+    assert status == 1
+    assert report.splitlines()[0] == (
+        "rngtrace check: not reproducible — random is never seeded, so each run draws other numbers from it, "
+        "first at prog.py:6"
+    )
+
+
 def test_another_number_of_draws_names_the_first_extra_draw(tmp_path):
     # Each run reads and bumps a counter: run 2 draws once more than run 1, at a line of its own.
     status, _out, report = check(

@@ -8,11 +8,14 @@ makes and removes the folder, the value classes with whoever reads the events.
 
 from __future__ import annotations
 
+import pickle
 import subprocess
 import sys
 import textwrap
 
-from rngtrace.sources import declared, module_of
+import pytest
+
+from rngtrace.sources import Stream, declared, module_of
 from rngtrace.trace import Trace
 
 #: modules a traced child's start must not import (each was imported by it once, or is heavy to import)
@@ -33,6 +36,10 @@ HEAVY = {
     "rngtrace.sources.torch",
     "rngtrace.tracer",
     "rngtrace.trace",
+    "dataclasses",  # Stream is written out: the dataclass machinery imports inspect, ast, dis, tokenize
+    "inspect",
+    "ast",  # the entropy wrappers parse a caller's line only when one makes a generator
+    "tokenize",
 }
 
 # Writes the modules it has once its first draw is recorded; ``sys.argv[1]`` names the file.
@@ -118,3 +125,14 @@ def test_a_child_whose_first_import_is_numpy_records_its_draws_from_numpys_whole
     _modules, trace = _child_modules(tmp_path, child, traced=True)
     assert trace is not None
     assert _child_events(trace) == ["numpy.random.seed", "numpy.random.rand"]
+
+
+def test_a_stream_is_frozen_equal_by_its_fields_and_pickles_as_a_frozen_dataclass_did():
+    toy = Stream("toy", "toylib", "toylib.rngtrace_source:ToySource", seed_call="toylib.seed(0)")
+    assert toy == Stream("toy", "toylib", "toylib.rngtrace_source:ToySource", seed_call="toylib.seed(0)")
+    assert toy != Stream("toy", "toylib", "toylib.rngtrace_source:ToySource")
+    assert pickle.loads(pickle.dumps(toy)) == toy
+    assert toy.renames == {} and toy.renames is not Stream("a", "b", "c").renames  # a fresh mapping each
+    assert repr(toy).startswith("Stream(name='toy', module='toylib', source=")
+    with pytest.raises(AttributeError):
+        toy.name = "other"

@@ -53,8 +53,8 @@ def duplicates(trace: RawStore) -> list[Finding]:
     its first draw from that stream before its next origin; two processes whose
     first draws came from one state digest drew the same numbers.
     """
-    if not trace.origins:
-        return []
+    if len({origin[0] for origin in trace.origins}) < 2:
+        return []  # one process's starts (or none): no two processes to have shared one
     pids = trace.pids
     draws: dict[tuple[int, str], list[int]] = {}
     for i, raw in enumerate(trace.raw):

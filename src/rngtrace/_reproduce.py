@@ -30,7 +30,8 @@ from typing import Any
 from ._findings import findings
 from ._fixes import line_of, own_generator
 from ._model import DRAW, ENTROPY, SEED, Event, Finding
-from ._yours import line_to_name
+from ._rows import per_stack
+from ._yours import library_import, line_to_name
 from .diff import ONLY_A, ONLY_B, VALUES, Divergence, StateDifference, TraceDiff, compare
 from .sources import rank
 from .sources import stream as stream_info
@@ -318,10 +319,17 @@ def _ends(trace: Any) -> dict[str, str]:
     """stream -> the digest of the state it ended in, in the traced process, for the streams it used.
 
     A stream no event touched is left out: ``random`` starts from OS entropy in every
-    process, so its end differs between any two runs that never use it, and nothing came of it.
+    process, so its end differs between any two runs that never use it, and nothing came of it;
+    a stream only libraries drew from as they were imported is left out for the same reason.
     """
-    # A generator made from OS entropy is no use of the global stream.
-    used = {e.stream.split(".", 1)[0] for e in trace.events if e.pid == trace.pid and e.kind != ENTROPY}
+    # A generator made from OS entropy is no use of the global stream, nor a library's draw as it is imported
+    # (rich's id counter, imported by scikit-learn): no number of the program's came of either.
+    imported = per_stack(library_import)
+    used = {
+        e.stream.split(".", 1)[0]
+        for e in trace.events
+        if e.pid == trace.pid and e.kind != ENTROPY and not (e.kind == DRAW and imported(e) is not None)
+    }
     return {
         stream: digest
         for pid, stream, digest, why, _at in trace.origins

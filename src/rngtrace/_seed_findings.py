@@ -25,7 +25,7 @@ from ._rows import per_stack, walk
 from ._seeds import ENTROPY, RESEED, RESTORE, USER, SeedRole, seed_home, seed_roles
 from ._store import RawStore
 from ._words import stream_base
-from ._yours import Import, call_of, import_of, is_yours, line_to_name
+from ._yours import call_of, is_yours, library_import, line_to_name
 from .sources import stream as stream_info
 
 # -- interleaved ---------------------------------------------------------------------------
@@ -99,12 +99,6 @@ def _mine(e: Event, home: str) -> Any:
 def _same_file(filename: str, home: str) -> bool:
     """Whether ``filename`` is the seed's file; a notebook's cells are all one file."""
     return filename == home or (cell_label(filename) is not None and cell_label(home) is not None)
-
-
-def library_import(event: Event) -> Import | None:
-    """The library module being imported when ``event`` was made, or None (not at import, or the user's module)."""
-    imported = import_of(event.stack)
-    return imported if imported is not None and not imported.yours else None
 
 
 def _interleaved_finding(trace: RawStore, seed: Event, others: list[Event], draw: Event) -> Finding:

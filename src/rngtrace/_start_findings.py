@@ -22,12 +22,12 @@ from ._duplicates import in_which
 from ._fixes import library_fix, line_of, own_generator
 from ._model import DRAW, ENTROPY, SEED, Event, Finding, Frame
 from ._rows import alike, per_stack, walk
-from ._seed_findings import library_import, seed_call
+from ._seed_findings import seed_call
 from ._seeds import AT_IMPORT, RESTORE, USER, seed_roles
 from ._store import RawStore
 from ._streams import Stream
 from ._words import plural, stream_base
-from ._yours import call_of, import_of, user_index
+from ._yours import call_of, import_of, library_import, user_index
 from .sources import stream as stream_info
 
 #: how each kind of child starts its streams: afresh from OS entropy, or as copies of its parent's
@@ -186,8 +186,15 @@ def _starts(trace: RawStore) -> dict[int, tuple[str, int, int]]:
     """pid -> (how it started, its parent, the index of its first event), for the processes seen from their start."""
     firsts: dict[int, int] = {}
     pids = trace.pids
-    for i, raw in enumerate(trace.raw):
-        firsts.setdefault(pids.get(raw[5], trace.pid), i)
+    if not pids:  # no child merged: every row is the traced process's
+        if trace.raw:
+            firsts[trace.pid] = 0
+    else:
+        every = len(set(pids.values()) | {trace.pid})
+        for i, raw in enumerate(trace.raw):
+            firsts.setdefault(pids.get(raw[5], trace.pid), i)
+            if len(firsts) == every:
+                break  # each process's first row is found: the rest of a long log need not be read
     starts = {p.pid: (p.start, p.ppid, firsts.get(p.pid, 0)) for p in trace.children}
     if trace.from_start:
         starts[trace.pid] = ("traced", 0, 0)

@@ -64,6 +64,12 @@ def import_of(stack: Sequence[Frame], outermost: bool = False) -> Import | None:
     return found
 
 
+def library_import(event: Event) -> Import | None:
+    """The library module being imported when ``event`` was made, or None (not at import, or the user's module)."""
+    imported = import_of(event.stack)
+    return imported if imported is not None and not imported.yours else None
+
+
 def module_name(filename: str) -> str:
     """``reseedlib.legacy`` for ``.../site-packages/reseedlib/legacy.py``: a module's dotted name, from its file."""
     path = short_path(filename)

@@ -28,8 +28,9 @@ from typing import Any
 
 from ._model import DRAW, ENTROPY, KINDS, SEED, Event, Frame
 from ._paths import package_tail
+from ._rows import per_stack
 from ._store import RawStore
-from ._yours import is_yours
+from ._yours import is_yours, library_import
 
 #: origins made by a seed: the state a seed gave; every other origin is a state the stream came with
 _SEEDED = "seed"
@@ -262,8 +263,15 @@ def _starts(trace: RawStore) -> dict[str, list[tuple[str, Event | None, Event]]]
     for _pid, stream, digest, why, at in origins:
         by_stream.setdefault(stream, []).append((at, digest, why))
     out: dict[str, list[tuple[str, Event | None, Event]]] = {}
+    # A library's draw as it is imported is no number of the program's (sklearn imports rich, whose import
+    # draws from an unseeded ``random``): the same rule as the findings'; a later draw from that state counts.
+    imported = per_stack(library_import)
     for stream, starts in by_stream.items():
-        draws = [e.index for e in events if e.stream == stream and e.kind == DRAW and e.pid == trace.pid]
+        draws = [
+            e.index
+            for e in events
+            if e.stream == stream and e.kind == DRAW and e.pid == trace.pid and imported(e) is None
+        ]
         for j, (at, digest, why) in enumerate(starts):
             end = starts[j + 1][0] if j + 1 < len(starts) else len(events)
             k = bisect.bisect_left(draws, at)

@@ -91,6 +91,15 @@ class Source(ABC):
         """
         return None
 
+    def digest_input(self) -> tuple[Any, dict[str, bytes]] | None:
+        """What a digest of ``state()`` hashes, read faster (in place), with what it was read through.
+
+        (layout, sub-stream -> bytes): the bytes must be those ``_digests`` feeds its hash
+        for ``state()``; it checks so once per layout (an object the source keeps while the
+        layout holds) before it trusts them. None: no faster read, ``state()`` is digested.
+        """
+        return None
+
     def fingerprint(self) -> Any | None:
         """A ctypes view of the stream's state whose ``.value`` changes with every draw, or None.
 

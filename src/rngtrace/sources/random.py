@@ -6,6 +6,7 @@ import _random as _c_random
 import ctypes
 import random as _random
 import struct
+import sys
 from collections.abc import Iterable
 from types import FrameType
 from typing import Any
@@ -35,6 +36,8 @@ _FILE = _random.__file__
 #: the C base's state methods, taken before any patch goes on (a wrapper while tracing)
 _C_GETSTATE = _c_random.Random.getstate
 _C_SETSTATE = _c_random.Random.setstate
+#: the bytes of the whole twister read in place: index, then 624 words (``_whole_view``)
+_WHOLE = 4 + 624 * 4
 #: ``random.Random.__init__``'s code: a seed it makes is the constructor's
 _INIT = _random.Random.__init__.__code__
 
@@ -234,6 +237,25 @@ class RandomSource(Source):
             return self.state()
         return {"random": (view.value, getattr(inst, "gauss_next", None))}
 
+    def digest_input(self) -> tuple[Any, dict[str, bytes]] | None:
+        # getstate()'s (VERSION, 624 words and index, gauss_next) as _digests feeds it, from the
+        # twister read in place: no 625-int tuple, whose allocation in a DataLoader worker just
+        # forked faults in pages at its fork digest and at its seed's.
+        self.full()
+        view, inst = self._full_view, self._inst
+        version = getattr(inst, "VERSION", None)
+        if view is None or type(version) is not int or sys.byteorder != "little":
+            return None
+        raw = view.value  # index (int32), then the 624 words
+        if len(raw) != _WHOLE:
+            return None
+        words = bytearray(625 * 8)  # array("Q", words + (index,)): each word widened to 8 bytes
+        for k in range(4):
+            words[k : 624 * 8 : 8] = raw[4 + k :: 4]
+        words[624 * 8 : 624 * 8 + 4] = raw[:4]  # the index, never negative
+        gauss = repr(getattr(inst, "gauss_next", None)).encode()
+        return view, {"random": b"(" + repr(version).encode() + b"[" + bytes(words) + gauss + b")"}
+
     def fingerprint(self) -> Any | None:
         # Proved once against getstate() (tens of µs), then valid while the instance keeps its
         # class: a Python subclass's __class__ can be reassigned, so the type is part of the key.
@@ -270,7 +292,7 @@ def _whole_view(inst: Any) -> Any | None:
     if not isinstance(inst, _c_random.Random):
         return None
     address = id(inst) + 2 * ctypes.sizeof(ctypes.c_void_p)
-    size = 4 + 624 * 4
+    size = _WHOLE
     if not inside(inst, address, size):
         return None
     read = read_with_state([(address, size)], lambda: _c_random.Random.getstate(inst))

@@ -1,0 +1,76 @@
+"""A stream's state digest read in place is the digest of its ``state()``, and is what gets used."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from rngtrace import _hotpath, rng_trace
+from rngtrace._digests import state_digests
+from rngtrace._hub import HUB
+
+
+def _moves() -> list:
+    """Ways to leave random's and NumPy's states: seeded, drawn from, a normal cached, a state put back."""
+    saved_random, saved_numpy = random.getstate(), np.random.get_state()
+    return [
+        lambda: None,
+        lambda: (random.seed(7), np.random.seed(7)),
+        lambda: (random.random(), np.random.rand(700)),  # past a twister block
+        lambda: (random.gauss(0, 1), np.random.standard_normal()),  # a normal cached on both
+        lambda: (random.gauss(0, 1), np.random.standard_normal()),  # and taken
+        lambda: (random.setstate(saved_random), np.random.set_state(saved_numpy)),
+    ]
+
+
+@pytest.mark.parametrize("stream", ["random", "numpy"])
+def test_a_digest_read_in_place_equals_the_digest_of_the_whole_state(stream):
+    with rng_trace(print=False):
+        random.random(), np.random.rand()
+        source = HUB.rec.sources[stream]
+        for move in _moves():
+            move()
+            state = source.state()
+            whole = state_digests(_StateOnly(source, state))
+            assert state_digests(source) == whole
+            if _hotpath.SPEEDUPS is not None:  # the pure-Python mode reads no state in place
+                assert source.digest_input() is not None  # the in-place read was there to compare
+
+
+@pytest.mark.skipif(_hotpath.SPEEDUPS is None, reason="the pure-Python mode reads no state in place")
+@pytest.mark.parametrize("stream", ["random", "numpy"])
+def test_a_proved_digest_is_read_in_place_without_building_the_state(stream, monkeypatch):
+    """A DataLoader worker digests its streams at its fork and at each seed: getstate()'s tuple cost it page faults."""
+    with rng_trace(print=False):
+        random.random(), np.random.rand()
+        source = HUB.rec.sources[stream]
+        first = state_digests(source)  # proves the in-place layout against state()
+
+        def no_state() -> None:
+            raise AssertionError("state() read for a digest the in-place read gives")
+
+        monkeypatch.setattr(source, "state", no_state)
+        assert state_digests(source) == first
+        random.seed(3), np.random.seed(3)
+        moved = state_digests(source)
+        assert moved != first
+        monkeypatch.undo()
+        assert moved == state_digests(_StateOnly(source, source.state()))
+
+
+class _StateOnly:
+    """A source with no in-place read: its digest is that of ``state`` as ``state()`` returns it."""
+
+    def __init__(self, source, state):
+        self._source, self._state = source, state
+
+    def state(self):
+        return self._state
+
+    def state_bytes(self, state):
+        return self._source.state_bytes(state)
+
+    def digest_input(self):
+        return None
