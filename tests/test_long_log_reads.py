@@ -33,6 +33,13 @@ def test_one_process_shared_no_state_with_another_without_its_rows_being_read():
     assert duplicates(trace) == []
 
 
+def test_two_processes_that_started_from_different_states_are_told_apart_without_reading_rows():
+    trace = build(*[draw("random.random", 1, HERE)] * 50, origins=(("random", "d1", "fork", 0),))
+    trace.origins.append((2, "random", "d2", "fork", 0))  # a child forked: its random reseeded
+    trace.raw = _RowsReadUpTo(trace.raw, 0)
+    assert duplicates(trace) == []
+
+
 def test_where_each_process_started_is_read_from_its_first_rows_only():
     trace = build(*[draw("random.random", 1, HERE)] * 50, from_start=True)
     events = trace.events
