@@ -83,7 +83,8 @@ class RngTrace(Options):
             else:
                 binding.payload = session
                 binding.on_lost(functools.partial(HUB.orphaned, session))
-            self._start(session)
+            # ``_start``'s usual case (no log_dir) with one call less per block:
+            (HUB.start if self.log_dir is None else self._start)(session)
         except BaseException:
             HUB.abandon(session)
             if binding is None:
@@ -177,10 +178,8 @@ class RngTrace(Options):
     def _call(self, wrapped: Callable, instance: Any, args: tuple, kwargs: dict) -> Any:
         session = self._session()
         try:
-            if self.log_dir is None:  # (``_start``'s usual case, with one call less per call)
-                HUB.start(session)
-            else:
-                self._start(session)
+            # ``_start``'s usual case (no log_dir) with one call less per call:
+            (HUB.start if self.log_dir is None else self._start)(session)
             try:
                 result = wrapped(*args, **kwargs)
             except BaseException:
@@ -359,17 +358,6 @@ _CHECKED: dict[tuple, dict[str, Any]] = {}
 _CHECKED_LIMIT = 64
 
 
-def _key(options: dict[str, Any]) -> tuple | None:
-    """``options`` as a key of ``_CHECKED`` (in the order given), or None where a value is unhashable."""
-    # Types too: depth=True equals depth=1, and only one of them is valid.
-    key = tuple([(name, type(value), value) for name, value in options.items()])
-    try:
-        hash(key)
-    except TypeError:  # an unhashable value (streams as a list): checked each time
-        return None
-    return key
-
-
 def _new_tracer(options: dict[str, Any], key: tuple | None) -> RngTrace:
     """A tracer checked afresh, kept in ``_CHECKED`` under ``key`` where it may be."""
     tracer = RngTrace(**options)
@@ -401,10 +389,13 @@ def rng_trace(func: Callable | None = None, /, **options: Any) -> Any:
     block's trace in DIR as ``rank-0.json`` (or ``pid-1234.json``, then
     ``rank-0.2.json`` for a process's second block), for ``rngtrace ranks DIR``.
     """
-    key = _key(options)
-    # Only options checked already are kept (never a log_dir or file): a hit needs no check.
-    values = _CHECKED.get(key) if key is not None else None
-    if values is not None:
+    # Types too: depth=True equals depth=1, and only one of them is valid.
+    key: tuple | None = tuple([(name, type(value), value) for name, value in options.items()])
+    try:
+        values = _CHECKED.get(key)  # type: ignore[arg-type]  # only options checked already (no log_dir, file)
+    except TypeError:  # an unhashable value (streams as a list): checked each time
+        key = values = None
+    if values is not None:  # a hit needs no check
         tracer = RngTrace._checked(values)
     else:
         unknown = [name for name in options if name not in OPTION_NAMES]
