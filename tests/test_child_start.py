@@ -38,6 +38,8 @@ HEAVY = {
     "rngtrace.trace",
     "dataclasses",  # Stream is written out: the dataclass machinery imports inspect, ast, dis, tokenize
     "inspect",
+    "ast",  # the entropy wrappers parse a caller's line only when one makes a generator
+    "tokenize",
 }
 
 # Writes the modules it has once its first draw is recorded; ``sys.argv[1]`` names the file.

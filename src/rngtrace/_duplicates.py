@@ -11,6 +11,7 @@ Also here: how every finding names a process other than the traced one (``in_whi
 from __future__ import annotations
 
 import bisect
+import operator
 import os
 from collections.abc import Sequence
 from typing import Any
@@ -22,6 +23,8 @@ from ._store import RawStore
 from ._words import stream_base
 from ._yours import call_of
 from .sources import stream as stream_info
+
+_STREAM_OF = operator.itemgetter(0)  # a raw event's stream
 
 #: a DataLoader worker's own seed, which PyTorch makes differ per worker: what a worker seeds from
 _WORKER_SEED = "torch.initial_seed() % 2**32"
@@ -53,11 +56,17 @@ def duplicates(trace: RawStore) -> list[Finding]:
     its first draw from that stream before its next origin; two processes whose
     first draws came from one state digest drew the same numbers.
     """
-    if not trace.origins:
-        return []
-    pids = trace.pids
+    holders: dict[tuple[str, str], set[int]] = {}  # (stream, digest) -> the processes that started there
+    for pid, stream, digest, _why, _at in trace.origins:
+        holders.setdefault((stream, digest), set()).add(pid)
+    shared = {state for state, held in holders.items() if len(held) > 1}
+    if not shared:
+        return []  # no state two processes started from: the rows need not be read
+    pids, rows = trace.pids, trace.raw
     draws: dict[tuple[int, str], list[int]] = {}
-    for i, raw in enumerate(trace.raw):
+    needed = {stream for stream, _digest in shared}  # the rows of other streams are passed over in a comprehension
+    for i in [i for i, stream in enumerate(map(_STREAM_OF, rows)) if stream in needed]:
+        raw = rows[i]
         if raw[1] == DRAW:
             draws.setdefault((pids.get(raw[5], trace.pid), raw[0]), []).append(i)
     origins: dict[tuple[int, str], list[tuple[int, str]]] = {}
@@ -68,6 +77,8 @@ def duplicates(trace: RawStore) -> list[Finding]:
         starts.sort(key=lambda o: o[0])
         made = draws.get((pid, stream), [])
         for j, (at, digest) in enumerate(starts):
+            if (stream, digest) not in shared:
+                continue  # its group would hold this process alone
             end = starts[j + 1][0] if j + 1 < len(starts) else len(trace.raw)
             k = bisect.bisect_left(made, at)
             if k < len(made) and made[k] < end:

@@ -9,18 +9,19 @@ imported, is no event.
 
 from __future__ import annotations
 
-import ast
-import linecache
 import sys
 from _thread import get_ident
 from collections.abc import Callable
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._caller import is_stand_in
 from .._kinds import ENTROPY
 from .._paths import PACKAGE_DIR, is_user_file, package_of
 from ._wrapping import named
+
+if TYPE_CHECKING:
+    import ast
 
 #: decides, from the call's arguments and the frame that called it, the (api, frame) of an event, or None: no event
 Judge = Callable[[tuple, dict, FrameType], "tuple[str, FrameType] | None"]
@@ -97,6 +98,8 @@ def enclosing_calls(frame: FrameType) -> list[ast.Call]:
     Python 3.11 and later say where the running instruction is (its positions); 3.10
     only its line, where every call on the line counts. Empty where the source is gone.
     """
+    import ast  # in the functions that parse: a traced child's start imports neither ast nor linecache
+
     code = frame.f_code
     key = (id(code), frame.f_lasti, frame.f_lineno)
     cached = _CALLS.get(key)
@@ -141,6 +144,9 @@ _CALLS: dict[tuple[int, int, int], tuple[Any, list[ast.Call]]] = {}
 
 def _tree(filename: str, module_globals: dict) -> ast.AST | None:
     """The parsed source of ``filename`` (cached while its lines stay the same), or None."""
+    import ast
+    import linecache
+
     lines = linecache.getlines(filename, module_globals)
     if not lines:
         return None
@@ -169,6 +175,8 @@ def callee(node: ast.Call, frame: FrameType) -> Any:
 
 def _value(node: ast.expr, frame: FrameType) -> Any:
     """A name's or an attribute chain's value in ``frame`` (no call is made), else ``_UNKNOWN``."""
+    import ast
+
     if isinstance(node, ast.Name):
         for space in (frame.f_locals, frame.f_globals, frame.f_builtins):
             if node.id in space:
@@ -182,6 +190,8 @@ def _value(node: ast.expr, frame: FrameType) -> Any:
 
 def seed_given(node: ast.Call, frame: FrameType, keyword: str) -> bool:
     """Whether the call passes a seed: a first argument or ``keyword=`` that is not None."""
+    import ast
+
     given = node.args[0] if node.args else next((k.value for k in node.keywords if k.arg == keyword), None)
     if given is None:
         return False

@@ -1,0 +1,57 @@
+"""A long log's findings read no more of its rows than their answers need (``rngtrace run`` over a test suite)."""
+
+from __future__ import annotations
+
+from literal_traces import build, draw, seed
+
+from rngtrace._duplicates import duplicates
+from rngtrace._start_findings import unseeded
+
+HERE = ("train.py", 3, "main")
+
+
+class _RowsReadUpTo(list):
+    """A log's rows that fail the test when read past the first ``limit``."""
+
+    def __init__(self, rows: list, limit: int) -> None:
+        super().__init__(rows)
+        self.limit = limit
+
+    def __iter__(self):
+        for i, row in enumerate(super().__iter__()):
+            assert i < self.limit, f"row {i} read, past the {self.limit} the answer needs"
+            yield row
+
+
+def test_one_process_shared_no_state_with_another_without_its_rows_being_read():
+    trace = build(
+        seed("random.seed", "0", HERE),
+        *[draw("random.random", 1, HERE)] * 50,
+        origins=(("random", "d1", "seed", 1), ("random", "d2", "seed", 1)),
+    )
+    trace.raw = _RowsReadUpTo(trace.raw, 0)
+    assert duplicates(trace) == []
+
+
+def test_two_processes_that_started_from_different_states_are_told_apart_without_reading_rows():
+    trace = build(*[draw("random.random", 1, HERE)] * 50, origins=(("random", "d1", "fork", 0),))
+    trace.origins.append((2, "random", "d2", "fork", 0))  # a child forked: its random reseeded
+    trace.raw = _RowsReadUpTo(trace.raw, 0)
+    assert duplicates(trace) == []
+
+
+def test_where_each_process_started_is_read_from_its_first_rows_only():
+    trace = build(*[draw("random.random", 1, HERE)] * 50, from_start=True)
+    events = trace.events
+    trace.raw = _RowsReadUpTo(trace.raw, 1)  # the traced process starts at its first row
+    found = unseeded(trace, events)
+    assert [f.kind for f in found] == ["unseeded"]
+
+
+def test_counts_and_statistics_of_rows_repeated_many_times_count_each_row():
+    loop = draw("numpy.random.rand", 3, HERE)
+    other = draw("random.random", None, ("train.py", 4, "main"))
+    trace = build(seed("random.seed", "0", HERE), *[loop] * 40, other, *[loop] * 10, other)
+    assert trace.counts() == {("random", "seed"): 1, ("numpy", "draw"): 50, ("random", "draw"): 2}
+    stats = trace.statistics()
+    assert [(s.api, s.calls, s.values) for s in stats] == [("numpy.random.rand", 50, 150), ("random.random", 2, 0)]
