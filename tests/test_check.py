@@ -155,6 +155,32 @@ def test_a_draw_after_a_library_drew_the_unseeded_stream_at_import_is_still_the_
     )
 
 
+def test_another_number_of_draws_that_a_restore_undid_is_no_cause(tmp_path):
+    status, out, report = check(
+        tmp_path,
+        """
+        import pathlib, random
+        random.seed(0)
+        runs = pathlib.Path("runs.txt")
+        n = int(runs.read_text()) + 1 if runs.exists() else 1
+        runs.write_text(str(n))
+
+        def sanity_check():  # as Lightning's: save the state, draw, put it back
+            state = random.getstate()
+            for _ in range(n):  # one more draw each run
+                random.random()
+            random.setstate(state)
+
+        sanity_check()
+        print(random.random())
+        """,
+        "--runs",
+        "3",
+    )
+    assert status == 0, report
+    assert report.startswith("rngtrace check: reproducible — ")
+
+
 def test_another_number_of_draws_names_the_first_extra_draw(tmp_path):
     # Each run reads and bumps a counter: run 2 draws once more than run 1, at a line of its own.
     status, _out, report = check(

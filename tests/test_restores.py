@@ -184,12 +184,14 @@ def test_a_numpy_getter_bound_before_the_trace_hands_out_states_unseen_as_docs_l
         np.random.rand()
         lib.put_back(state)
         np.random.rand()
+    # The bound set_state: seen by the catch-all's sys.monitoring tool on 3.12+ (a seed), unattributed before.
+    bound = ("seed", "numpy.random.set_state") if sys.version_info >= (3, 12) else ("unattributed", "numpy state")
     assert [(e.kind, e.api) for e in trace.events] == [
         ("seed", "numpy.random.seed"),
         ("draw", "numpy.random.rand"),
         ("seed", "numpy.random.set_state"),
         ("draw", "numpy.random.rand"),
-        ("unattributed", "numpy state"),
+        bound,
         ("draw", "numpy.random.rand"),
     ]
     assert "reseeded" in kinds(trace)

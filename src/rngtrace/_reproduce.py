@@ -31,8 +31,9 @@ from ._findings import findings
 from ._fixes import line_of, own_generator
 from ._model import DRAW, ENTROPY, SEED, Event, Finding
 from ._rows import per_stack
+from ._seeds import undone_by_restores
 from ._yours import library_import, line_to_name
-from .diff import ONLY_A, ONLY_B, VALUES, Divergence, StateDifference, TraceDiff, compare
+from .diff import ONLY_A, ONLY_B, VALUES, Divergence, SiteDifference, StateDifference, TraceDiff, compare, file_key
 from .sources import rank
 from .sources import stream as stream_info
 
@@ -157,10 +158,14 @@ def _cause(a: Run, b: Run, diff: TraceDiff) -> Cause | None:
             return cause
     if diff.entropy:
         return _entropy_cause(a, diff.entropy[0])
-    if diff.first is not None:
-        return _divergence_cause(a, b, diff.first)
-    if diff.sites:
-        site = diff.sites[0]
+    # Draws a restore undid (a sanity check's, however many) changed nothing after it: no cause.
+    undone = (undone_by_restores(a.trace.events), undone_by_restores(b.trace.events))
+    first = next((d for d in diff.divergences if not _all_undone(d, undone)), None)
+    if first is not None:
+        return _divergence_cause(a, b, first)
+    sites = [s for s in diff.sites if not _site_undone(s, (a, b), undone)]
+    if sites:
+        site = sites[0]
         where = line_of(site.frame) if site.frame is not None else "a line no stack names"
         return Cause(
             "draw-count",
@@ -183,6 +188,26 @@ def _cause(a: Run, b: Run, diff: TraceDiff) -> Cause | None:
             "other output",
         )
     return None
+
+
+def _all_undone(d: Divergence, undone: tuple[dict[int, int], dict[int, int]]) -> bool:
+    """Whether every event of a divergence is a draw a restore undid, in its run."""
+    return all(e.index in undone[0] for e in d.a) and all(e.index in undone[1] for e in d.b)
+
+
+def _site_undone(site: SiteDifference, runs: tuple[Run, Run], undone: tuple[dict[int, int], dict[int, int]]) -> bool:
+    """Whether every draw at a call site whose counts differ was undone by a restore, in both runs."""
+    if site.frame is None:
+        return False
+    where = (file_key(site.frame.filename), site.frame.lineno)
+    for run, gone in zip(runs, undone):
+        for e in run.trace.events:
+            frame = e.frame
+            if e.kind != site.kind or e.api != site.api or e.stream != site.stream or frame is None:
+                continue
+            if (file_key(frame.filename), frame.lineno) == where and e.index not in gone:
+                return False
+    return True
 
 
 def _state_cause(a: Run, b: Run, state: StateDifference) -> Cause | None:
