@@ -187,6 +187,9 @@ class MonitoringCatchAll(CatchAll):
         try:
             self._on = False
             mon.set_events(self.tool, 0)
+            # First: the next trace asks again for the exits of each code it caches a frame of, or a
+            # frame of a code watched before leaves unseen and a new one at its address is taken for it.
+            hub.rec.stacks.forget_watched()
             for code in list(self._exit_codes):
                 mon.set_local_events(self.tool, code, 0)
             self._exit_codes.clear()
