@@ -11,6 +11,7 @@ import random
 import subprocess
 import sys
 import textwrap
+import threading
 
 import pytest
 
@@ -98,3 +99,61 @@ def test_a_stream_imported_inside_a_trace_has_its_catch_all_watching_at_once():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     assert out.stdout.strip() == "[('draw', 'numpy.random.random_sample')]", out.stderr
+
+
+# Which functions a draw passed through, read from the frames themselves (the truth a trace's stack must match).
+_truth: list[list[str]] = []
+
+
+def _leaf() -> None:
+    f, names = sys._getframe(), []
+    while f is not None and f.f_code is not _traces.__code__:
+        names.append(f.f_code.co_name)
+        f = f.f_back
+    _truth.append(names)
+    random.random()
+
+
+def _x() -> None:
+    _leaf()
+
+
+def _g1() -> None:
+    _x()
+
+
+def _g2() -> None:
+    _x()
+
+
+def _h1() -> None:
+    _g1()
+    _g2()
+
+
+def _h2() -> None:
+    _g2()
+    _g1()
+
+
+def _traces(mismatches: list) -> None:
+    callers = random.Random(1)
+    for _ in range(6):
+        _truth.clear()
+        with rng_trace(print=False) as trace:
+            for _ in range(10):
+                callers.choice([_h1, _h2, _g1, _g2, _x])()
+        got = [[f.function for f in e.stack][: len(want)] for e, want in zip(trace.draws, _truth)]
+        mismatches.extend((g, want) for g, want in zip(got, _truth) if g != want)
+
+
+def test_later_traces_stacks_are_exact_where_an_earlier_trace_cached_the_same_code():
+    # The stack cache asks for a code's exit events once; the catch-all takes them off at each trace's
+    # end. A later trace caching a frame of that code again must ask again, or the frame leaves unseen
+    # and a new frame at its address is taken for it: a draw under ``_g2`` was blamed on ``_g1``.
+    # In a thread of its own: a short stack, so the cache reaches the frames of ``_x`` and its callers.
+    mismatches: list = []
+    thread = threading.Thread(target=_traces, args=(mismatches,))
+    thread.start()
+    thread.join()
+    assert mismatches == []

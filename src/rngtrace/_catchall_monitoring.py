@@ -16,6 +16,7 @@ between traces it holds no tool id.
 from __future__ import annotations
 
 import functools
+import os
 import sys
 import threading
 import weakref
@@ -51,8 +52,9 @@ class MonitoringCatchAll(CatchAll):
         self._callback = self._make_on_call()
         self._on_exit = self._make_on_exit()
         self._exit_codes: list[CodeType] = []
-        #: (main thread's ident, shielded CALL callback, shielded exit callback): made once per process
-        self._shielded: tuple[int | None, Callable, Callable] | None = None
+        #: (pid, shielded CALL callback, shielded exit callback): made once per process, whose main
+        #: thread they know
+        self._shielded: tuple[int, Callable, Callable] | None = None
 
     def attach(self, tool: int) -> None:
         """Register the callbacks under ``tool`` (claimed by the caller); the events stay off until ``begin``."""
@@ -61,11 +63,12 @@ class MonitoringCatchAll(CatchAll):
         hub.catchall = self  # before any callback goes in (see ProfileCatchAll)
         mon = sys.monitoring  # type: ignore[attr-defined]
         ev = mon.events
-        main = threading.main_thread().ident
         made = self._shielded
-        if made is None or made[0] != main:  # a forked child's main thread has an ident of its own
-            made = self._shielded = (main, shielded(self._callback, main), shielded(self._on_exit, main))
-        _main, on_call, on_exit = made
+        pid = os.getpid()
+        if made is None or made[0] != pid:  # a forked child's main thread has an ident of its own
+            main = threading.main_thread().ident
+            made = self._shielded = (pid, shielded(self._callback, main), shielded(self._on_exit, main))
+        _pid, on_call, on_exit = made
         mon.register_callback(tool, ev.CALL, on_call)
         for event in (ev.PY_RETURN, ev.PY_YIELD, ev.PY_UNWIND):
             mon.register_callback(tool, event, on_exit)
@@ -184,6 +187,9 @@ class MonitoringCatchAll(CatchAll):
         try:
             self._on = False
             mon.set_events(self.tool, 0)
+            # First: the next trace asks again for the exits of each code it caches a frame of, or a
+            # frame of a code watched before leaves unseen and a new one at its address is taken for it.
+            hub.rec.stacks.forget_watched()
             for code in list(self._exit_codes):
                 mon.set_local_events(self.tool, code, 0)
             self._exit_codes.clear()

@@ -53,25 +53,38 @@ def duplicates(trace: RawStore) -> list[Finding]:
     its first draw from that stream before its next origin; two processes whose
     first draws came from one state digest drew the same numbers.
     """
-    if len({origin[0] for origin in trace.origins}) < 2:
-        return []  # one process's starts (or none): no two processes to have shared one
+    holders: dict[tuple[str, str], set[int]] = {}  # (stream, digest) -> the processes that started there
+    for pid, stream, digest, _why, _at in trace.origins:
+        holders.setdefault((stream, digest), set()).add(pid)
+    shared = {state for state, held in holders.items() if len(held) > 1}
+    if not shared:
+        return []  # no state two processes started from: the rows need not be read
     pids = trace.pids
-    draws: dict[tuple[int, str], list[int]] = {}
-    for i, raw in enumerate(trace.raw):
-        if raw[1] == DRAW:
-            draws.setdefault((pids.get(raw[5], trace.pid), raw[0]), []).append(i)
+    needed = {stream for stream, _digest in shared}
+    # (pid, stream) -> the first and last index of each run of its draws (a loop's draws are one run)
+    draws: dict[tuple[int, str], tuple[list[int], list[int]]] = {}
+    i = 0
+    for raw, n in trace.runs():
+        if raw[1] == DRAW and raw[0] in needed:
+            firsts, lasts = draws.setdefault((pids.get(raw[5], trace.pid), raw[0]), ([], []))
+            firsts.append(i)
+            lasts.append(i + n - 1)
+        i += n
     origins: dict[tuple[int, str], list[tuple[int, str]]] = {}
     for pid, stream, digest, _why, at in trace.origins:
         origins.setdefault((pid, stream), []).append((at, digest))
     groups: dict[tuple[str, str], dict[int, int]] = {}
     for (pid, stream), starts in origins.items():
         starts.sort(key=lambda o: o[0])
-        made = draws.get((pid, stream), [])
+        firsts, lasts = draws.get((pid, stream), ([], []))
         for j, (at, digest) in enumerate(starts):
+            if (stream, digest) not in shared:
+                continue  # its group would hold this process alone
             end = starts[j + 1][0] if j + 1 < len(starts) else len(trace.raw)
-            k = bisect.bisect_left(made, at)
-            if k < len(made) and made[k] < end:
-                groups.setdefault((stream, digest), {}).setdefault(pid, made[k])
+            k = bisect.bisect_left(lasts, at)  # the first run that reaches ``at``
+            first = max(firsts[k], at) if k < len(firsts) else end
+            if first < end:
+                groups.setdefault((stream, digest), {}).setdefault(pid, first)
     return _findings(trace, groups)
 
 

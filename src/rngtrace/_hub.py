@@ -132,7 +132,7 @@ class Hub(HubStreams, HubChildren):
         rec, trace = self.rec, session.trace
         self.hooks.watch_forks(self._before_fork, self._after_fork_in_child)
         try:
-            sessions = self.active + (session,)
+            sessions = self.rec.hot.now.active + (session,)
             if len(sessions) == 1:
                 rec.new_warnings()  # each outermost trace warns afresh
                 # (an inner trace leaves this to the outer one, whose children follow it)
@@ -174,7 +174,7 @@ class Hub(HubStreams, HubChildren):
         where no ``try`` of the hub's covers it yet (the first instruction of a call), and
         leave a session running or hooks that no session wants; this finishes the job.
         """
-        if session in self.active or self._unsettled:
+        if session in self.rec.hot.now.active or self._unsettled:
             self._locked(self._finish_cut_short, session)
 
     def _finish_cut_short(self, session: Session) -> None:
@@ -200,7 +200,7 @@ class Hub(HubStreams, HubChildren):
         hook raises at its yield (a Ctrl-C landing in the hook): its session is ended here,
         by the next start or end of any trace.
         """
-        for s in self.active:
+        for s in self.rec.hot.now.active:
             if s.gone is not None and s.gone():
                 self._stop(s, None)
 
@@ -209,7 +209,7 @@ class Hub(HubStreams, HubChildren):
             self._stop(session, None)
 
     def _stop(self, session: Session, frame: FrameType | None) -> None:
-        if self.catchall is not None and self.active == (session,):
+        if self.catchall is not None and self.rec.hot.now.active == (session,):
             self.catchall.pause()  # first, from a small frame (see _start): the last trace's end runs unseen
         self._close(session, frame)
 
@@ -217,7 +217,7 @@ class Hub(HubStreams, HubChildren):
         session.gone = None
         self._end_gone()
         try:
-            if session in self.active:
+            if session in self.rec.hot.now.active:
                 check_moved(self.rec, session, frame)
         finally:
             try:
@@ -230,7 +230,7 @@ class Hub(HubStreams, HubChildren):
                     trace.origins.extend((trace.pid, *origin) for origin in session.origins)
                 if self.spool.path is not None:
                     self._merge_children(session)
-                if not self.active:
+                if not self.rec.hot.now.active:
                     self.rec.new_table()  # after the trace took its thread names
                     self.rec.handed.forget()
                     # Nothing records now. Without the accelerator a Ctrl-C at the first line of a
@@ -242,7 +242,7 @@ class Hub(HubStreams, HubChildren):
 
     def _release(self, session: Session) -> None:
         self._unsettled = True
-        active = self.active
+        active = self.rec.hot.now.active
         sessions = () if active == (session,) else tuple(s for s in active if s is not session)
         if not sessions:
             try:

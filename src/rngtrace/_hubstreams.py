@@ -68,10 +68,12 @@ class HubStreams:
 
     def forget_streams(self, names: list[str]) -> None:
         """Streams whose patches came off: no longer installed, their fingerprints unknown."""
-        installed, fingerprint = self.rec.sources, self.rec.fingerprint
+        installed, fingerprints = self.rec.sources, self.rec.fingerprints
         for name in names:
             installed.pop(name).forget()
-            fingerprint(name).clear()
+            fingerprint = fingerprints.get(name)
+            if fingerprint is not None:  # (none made yet: nothing to clear)
+                fingerprint.clear()
 
     def wrappers(self) -> list[object]:
         """Every replacement currently patched in."""

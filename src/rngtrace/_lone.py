@@ -121,8 +121,11 @@ def uninstall_alone(hub: Any) -> bool:
     if plan is None or plan.version != patches.version or len(installed) != len(plan.sources):
         return False
     watching = hub.imports.hooks
-    if len(watching) != len(plan.watches) or any(name not in watching for name, _module in plan.watches):
+    if len(watching) != len(plan.watches):
         return False
+    for name, _module in plan.watches:
+        if name not in watching:
+            return False
     for name, source in plan.sources:
         if installed.get(name) is not source:
             return False

@@ -155,7 +155,9 @@ def _unregister(hook: Callable[[Any], None], name: str) -> None:
         waiting.remove(hook)
     if not waiting:
         _hooks.pop(name, None)
-    _settle()
+        if not _hooks:  # (``_settle`` where no hook waits any more)
+            while FINDER in sys.meta_path:
+                sys.meta_path.remove(FINDER)
 
 
 def describe() -> dict[str, list[Callable[[Any], None]]]:

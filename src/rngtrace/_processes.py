@@ -26,6 +26,7 @@ in a forked child, lets go of the frames the stack cache pinned).
 from __future__ import annotations
 
 import _thread
+import operator
 import os
 import select
 import signal
@@ -40,6 +41,10 @@ from ._spool import BUSY_FLUSH_INTERVAL, FLUSH_INTERVAL, record
 
 #: the record a child writes as it waits for its parent with nothing unwritten (``ChildWriter.before_wait``)
 _WAITING = record(("waiting",))
+#: a raw event's kind, stack id and thread key
+_KIND_OF, _SID_OF, _THREAD_OF = operator.itemgetter(1), operator.itemgetter(4), operator.itemgetter(5)
+#: ``role()`` of a DataLoader worker, which stays what it is for the worker's life
+_WORKER_ROLE = "DataLoader worker "
 
 
 # -- the child's side ----------------------------------------------------------------
@@ -123,7 +128,10 @@ class ChildWriter:
         if self._done or self._finishing:
             return
         session = self.session
-        if len(session.trace.raw) + len(session.origins) != self._written + self._origins or role() != self._role:
+        if (
+            len(session.trace.raw) + len(session.origins) != self._written + self._origins
+            or self._role_now() != self._role
+        ):
             try:
                 self.flush()
             except Exception:  # noqa: BLE001 (a spool that cannot be written never breaks the child)
@@ -232,19 +240,20 @@ class ChildWriter:
         self._written += len(events)
         origins = self.session.origins[self._origins :]
         self._origins += len(origins)
-        now = role()
+        now = self._role_now()
         changed = now is not None and now != self._role
         if changed:
             self._role = now
         end = None
-        sids = {raw[4] for raw in events}
+        # A DataLoader worker writes before every batch it sends: the sets are made in C.
+        sids = set(map(_SID_OF, events))
         if final is not None:
             overflow = tuple((*key, calls, values) for key, (calls, values) in list(trace.overflow.items()))
             sids.update(row[3] for row in overflow)
             end = (overflow, trace.dropped, final)
         elif not events and not origins and not changed:
             return None
-        if UNATTRIBUTED in {raw[1] for raw in events}:  # the stack that noticed a move is in its detail
+        if UNATTRIBUTED in set(map(_KIND_OF, events)):  # the stack that noticed a move is in its detail
             sids.update(raw[6][1] for raw in events if raw[1] == UNATTRIBUTED and raw[6].__class__ is tuple)
         stacks = {}
         lines, depth = self.hub.rec.stacks.lines, trace.depth
@@ -254,7 +263,7 @@ class ChildWriter:
         self._stacks.update(stacks)
         threads = {}
         names = self.hub.rec.thread_names
-        for key in {raw[5] for raw in events} - self._threads:
+        for key in set(map(_THREAD_OF, events)) - self._threads:
             threads[key] = names.get(key, f"thread-{key}")
         self._threads.update(threads)
         payload = ("flush", stacks, threads, events, tuple(origins), self._role if changed else None, end)
@@ -262,6 +271,12 @@ class ChildWriter:
             return record(payload)
         except ValueError:  # a detail marshal cannot write (an object some source passed): its text
             return record(("flush", stacks, threads, [_plain(raw) for raw in events], tuple(origins), payload[5], end))
+
+    def _role_now(self) -> str | None:
+        """What this process is now (``role()``); a DataLoader worker is one for its life, and is not asked again."""
+        if self._role is not None and self._role.startswith(_WORKER_ROLE):
+            return self._role  # torch sets a worker's info once, as it starts, and never again
+        return role()
 
     def _write(self, data: bytes) -> None:
         while data:

@@ -90,6 +90,10 @@ class StackTable:
         #: the C walk, or None for this module's (tests compare the two)
         self.accelerated = _c_capture
 
+    def forget_watched(self) -> None:
+        """The exit events ``watch_code`` asked for are taken off: ask again for each code that enters a cache."""
+        self._watched.clear()  # in place: the C walk holds this set (``walk_state``)
+
     def capture(self, frame: FrameType | None, depth: int, known: dict | None = None, pin: bool = False) -> int:
         """Intern the stack from ``frame`` (innermost) outward; hidden frames left out, ended at a program's entry.
 

@@ -16,6 +16,7 @@ Listed, in their rank, in ``_findings.KINDS``; whose seed each seed was is ``_se
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
 
 from ._duplicates import in_which
@@ -32,6 +33,8 @@ from .sources import stream as stream_info
 
 #: how each kind of child starts its streams: afresh from OS entropy, or as copies of its parent's
 _FRESH = frozenset({"subprocess", "spawn", "forkserver"})
+#: a raw event's thread key
+_THREAD_OF = operator.itemgetter(5)
 
 
 # -- at-import -----------------------------------------------------------------------------
@@ -186,15 +189,20 @@ def _starts(trace: RawStore) -> dict[int, tuple[str, int, int]]:
     """pid -> (how it started, its parent, the index of its first event), for the processes seen from their start."""
     firsts: dict[int, int] = {}
     pids = trace.pids
-    if not pids:  # no child merged: every row is the traced process's
-        if trace.raw:
-            firsts[trace.pid] = 0
-    else:
-        every = len(set(pids.values()) | {trace.pid})
-        for i, raw in enumerate(trace.raw):
-            firsts.setdefault(pids.get(raw[5], trace.pid), i)
-            if len(firsts) == every:
-                break  # each process's first row is found: the rest of a long log need not be read
+    for i, raw in enumerate(trace.raw):  # the traced process's own first row: nearly always row 0
+        if raw[5] not in pids:
+            firsts[trace.pid] = i
+            break
+    if pids:
+        # A merged child's rows come after the parent's: each of its threads' first row found in C.
+        threads = list(map(_THREAD_OF, trace.raw))
+        for key, pid in pids.items():
+            try:
+                i = threads.index(key)
+            except ValueError:
+                continue
+            if i < firsts.get(pid, i + 1):
+                firsts[pid] = i
     starts = {p.pid: (p.start, p.ppid, firsts.get(p.pid, 0)) for p in trace.children}
     if trace.from_start:
         starts[trace.pid] = ("traced", 0, 0)

@@ -45,14 +45,14 @@ class RngTrace(Options):
         """A tracer from option values an earlier one checked and normalised (``rng_trace``'s cache)."""
         tracer = cls.__new__(cls)
         tracer.__dict__.update(values)  # what the frozen dataclass's __init__ would have set
-        tracer._own_state()
+        tracer._own_state(values["_sorted_streams"])
         return tracer
 
-    def _own_state(self) -> None:
+    def _own_state(self, order: tuple[str, ...] | None = None) -> None:
         # Options freezes its own fields only, so a subclass may still keep state of its own;
         # written to __dict__ directly: the frozen base's __setattr__ is Python code.
         state = self.__dict__
-        state["_sorted_streams"] = install_order(self.streams)  # type: ignore[arg-type]
+        state["_sorted_streams"] = install_order(self.streams) if order is None else order  # type: ignore[arg-type]
         # A list, not an attribute: this changes every call.
         state["_last"] = [None]
         # A with statement's exit knows its own block (_blocks); an exit called by hand
@@ -83,7 +83,8 @@ class RngTrace(Options):
             else:
                 binding.payload = session
                 binding.on_lost(functools.partial(HUB.orphaned, session))
-            self._start(session)
+            # ``_start``'s usual case (no log_dir) with one call less per block:
+            (HUB.start if self.log_dir is None else self._start)(session)
         except BaseException:
             HUB.abandon(session)
             if binding is None:
@@ -91,7 +92,8 @@ class RngTrace(Options):
             else:
                 binding.done()
             raise
-        return cast(Trace, session.trace)
+        # A Trace (made by _session); no typing.cast() call per block.
+        return session.trace
 
     def _exit_bound(self, binding: Binding, exc_type: Any, exc: Any, tb: Any) -> None:
         """A with statement's exit: end the session its ``__enter__`` put in ``binding``."""
@@ -176,10 +178,8 @@ class RngTrace(Options):
     def _call(self, wrapped: Callable, instance: Any, args: tuple, kwargs: dict) -> Any:
         session = self._session()
         try:
-            if self.log_dir is None:  # (``_start``'s usual case, with one call less per call)
-                HUB.start(session)
-            else:
-                self._start(session)
+            # ``_start``'s usual case (no log_dir) with one call less per call:
+            (HUB.start if self.log_dir is None else self._start)(session)
             try:
                 result = wrapped(*args, **kwargs)
             except BaseException:
@@ -305,7 +305,8 @@ class RngTrace(Options):
             _logdir.current_rank()
 
     def _end(self, session: Any, frame: Any, raising: bool) -> None:
-        trace = cast(Trace, HUB.stop(session, frame))  # the hub made it of the class it was given
+        # The hub made it of the class it was given; no typing.cast() call per block.
+        trace: Trace = HUB.stop(session, frame)  # type: ignore[assignment]
         self._last[0] = trace
         if PROBLEMS:  # read by the time a trace ends (the streams' declarations were loaded for its start)
             _note_problems(trace)
@@ -357,21 +358,16 @@ _CHECKED: dict[tuple, dict[str, Any]] = {}
 _CHECKED_LIMIT = 64
 
 
-def _new_tracer(options: dict[str, Any]) -> RngTrace:
-    if options.get("log_dir") is not None or options.get("file") is not None:
-        return RngTrace(**options)
-    try:
-        # Types too: depth=True equals depth=1, and only one of them is valid.
-        key = tuple(sorted((name, type(value), value) for name, value in options.items()))
-        values = _CHECKED.get(key)
-    except TypeError:  # an unhashable value (streams as a list): checked each time
-        return RngTrace(**options)
-    if values is not None:
-        return RngTrace._checked(values)
+def _new_tracer(options: dict[str, Any], key: tuple | None) -> RngTrace:
+    """A tracer checked afresh, kept in ``_CHECKED`` under ``key`` where it may be."""
     tracer = RngTrace(**options)
+    if key is None or options.get("log_dir") is not None or options.get("file") is not None:
+        return tracer
     if len(_CHECKED) >= _CHECKED_LIMIT:
         _CHECKED.clear()
-    _CHECKED[key] = {name: getattr(tracer, name) for name in OPTION_NAMES}
+    values = {name: getattr(tracer, name) for name in OPTION_NAMES}
+    values["_sorted_streams"] = tracer._sorted_streams
+    _CHECKED[key] = values
     return tracer
 
 
@@ -393,10 +389,19 @@ def rng_trace(func: Callable | None = None, /, **options: Any) -> Any:
     block's trace in DIR as ``rank-0.json`` (or ``pid-1234.json``, then
     ``rank-0.2.json`` for a process's second block), for ``rngtrace ranks DIR``.
     """
-    unknown = [name for name in options if name not in OPTION_NAMES]
-    if unknown:
-        raise TypeError(f"rng_trace got an unknown option {unknown[0]!r}; choose from {', '.join(OPTION_NAMES)}")
-    tracer = _new_tracer(options)
+    # Types too: depth=True equals depth=1, and only one of them is valid.
+    key: tuple | None = tuple([(name, type(value), value) for name, value in options.items()])
+    try:
+        values = _CHECKED.get(key)  # type: ignore[arg-type]  # only options checked already (no log_dir, file)
+    except TypeError:  # an unhashable value (streams as a list): checked each time
+        key = values = None
+    if values is not None:  # a hit needs no check
+        tracer = RngTrace._checked(values)
+    else:
+        unknown = [name for name in options if name not in OPTION_NAMES]
+        if unknown:
+            raise TypeError(f"rng_trace got an unknown option {unknown[0]!r}; choose from {', '.join(OPTION_NAMES)}")
+        tracer = _new_tracer(options, key)
     return tracer if func is None else tracer(func)
 
 
