@@ -518,7 +518,8 @@ LAZY_IMPORT_RACE = textwrap.dedent(
             np.random.rand()
         drawer.join()
     def drawers(trace):
-        return sorted({"main" if e.thread == "MainThread" else "other" for e in trace.events if e.api == "numpy.random.rand"})
+        draws = [e for e in trace.events if e.api == "numpy.random.rand"]
+        return sorted({"main" if e.thread == "MainThread" else "other" for e in draws})
     # Both threads drew inside outer; inner holds at least its own thread's draw (the other thread's
     # draw, made as the import ends, may fall before or after inner's end).
     print("outer", *drawers(outer), "inner-has-its-own:", "main" in drawers(inner))
