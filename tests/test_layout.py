@@ -87,6 +87,7 @@ LAYERS = (
             "sources._source",
             "sources._wrapping",
             "sources._recorder",
+            "sources._restoring",
             "sources._base",
             "sources._entropy",
             "sources._inplace",

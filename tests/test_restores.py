@@ -58,6 +58,11 @@ def put_other():
 """
 
 
+def marked(tag: str) -> int:
+    """The line of this file that ends with ``# tag``."""
+    return next(i for i, line in enumerate(Path(__file__).read_text().splitlines(), 1) if line.endswith(f"# {tag}"))
+
+
 def kinds(trace) -> list[str]:
     return [f.kind for f in trace.findings]
 
@@ -77,7 +82,7 @@ def test_a_state_a_getter_handed_out_put_back_is_a_restore_on_every_stream_and_v
     expected = draw_all()
     random.setstate(saved[0]), np.random.set_state(saved[1]), torch.set_rng_state(saved[2])
     with rng_trace(print=False) as trace:
-        states = random.getstate(), np.random.get_state(legacy=False), torch.default_generator.get_state()
+        states = random.getstate(), np.random.get_state(legacy=False), torch.default_generator.get_state()  # GETTERS
         first = draw_all()
         random.setstate(states[0]), np.random.set_state(states[1]), torch.set_rng_state(states[2])
         again = draw_all()
@@ -87,7 +92,9 @@ def test_a_state_a_getter_handed_out_put_back_is_a_restore_on_every_stream_and_v
         ("numpy", "restore", "numpy.random.set_state"),
         ("torch", "restore", "torch.set_rng_state"),
     ]
-    assert all(e.detail is None for e in trace.events if e.kind == "restore")
+    # Each restore names the line that saved its state, and undid one draw of its stream.
+    saved = [e.saved_at for e in trace.events if e.kind == "restore"]
+    assert [(back, frame.filename, frame.lineno) for back, frame in saved] == [(1, __file__, marked("GETTERS"))] * 3  # type: ignore[misc]
 
 
 def test_putting_back_the_state_numpy_holds_is_no_event_and_its_cached_normal_counts():
@@ -145,7 +152,59 @@ def test_a_getter_and_setter_bound_before_the_trace_still_make_a_restore_and_a_n
         random.random()
     assert [e.kind for e in trace.events] == ["seed", "draw", "restore", "draw", "seed", "draw"]
     assert kinds(trace) == ["reseeded"]
-    assert "restored a state saved earlier in the trace: no reseed" in render(trace, color=False)
+    assert "restored the state saved at prebound_saver.py:6, undoing 1 event: no reseed" in render(trace, color=False)
+
+
+NUMPY_PREBOUND = """\
+import numpy as np
+
+get_state = np.random.get_state  # the singleton's bound method, bound before the trace
+set_state = np.random.set_state
+
+def save():
+    return get_state()
+
+def put_back_through_the_module(state):
+    np.random.set_state(state)
+
+def put_back(state):
+    set_state(state)
+"""
+
+
+def test_a_numpy_getter_bound_before_the_trace_hands_out_states_unseen_as_docs_limits_says(package):
+    # docs/limits.md: NumPy's singleton methods bound before rng_trace() are the originals; a state they
+    # hand out and put back is a seed, and put back through a bound set_state too, a move nobody recorded.
+    lib = package("numpy_prebound", NUMPY_PREBOUND)
+    with rng_trace(print=False) as trace:
+        np.random.seed(0)
+        state = lib.save()
+        np.random.rand()
+        lib.put_back_through_the_module(state)
+        np.random.rand()
+        lib.put_back(state)
+        np.random.rand()
+    assert [(e.kind, e.api) for e in trace.events] == [
+        ("seed", "numpy.random.seed"),
+        ("draw", "numpy.random.rand"),
+        ("seed", "numpy.random.set_state"),
+        ("draw", "numpy.random.rand"),
+        ("unattributed", "numpy state"),
+        ("draw", "numpy.random.rand"),
+    ]
+    assert "reseeded" in kinds(trace)
+
+
+@needs_torch
+def test_torchs_getter_and_setter_bound_before_the_trace_still_make_a_restore(package):
+    lib = package("torch_prebound", "from torch import get_rng_state, set_rng_state\n")
+    with rng_trace(print=False) as trace:
+        torch.manual_seed(0)
+        state = lib.get_rng_state()  # torch/random.py's function: the generator's get_state it calls is watched
+        torch.rand(2)
+        lib.set_rng_state(state)
+    assert [e.kind for e in trace.events] == ["seed", "draw", "restore"]
+    assert trace.findings == []
 
 
 @needs_torch
@@ -170,6 +229,49 @@ def test_a_library_putting_back_a_saved_state_after_the_users_seed_is_no_reseed_
     assert "unseeded" not in kinds(trace)
 
 
+PEEK = """\
+import random
+
+def peek():
+    state = random.getstate()
+    random.random()  # a look ahead, undone below
+    random.setstate(state)
+
+def work():
+    random.random()
+"""
+
+
+def test_a_draw_a_restore_undid_is_no_culprit_of_interleaved_and_a_draw_it_did_not_undo_still_is(package):
+    lib = package("peeklib", PEEK)
+    with rng_trace(print=False) as trace:
+        random.seed(0)
+        lib.peek()
+        random.random()
+    assert [e.kind for e in trace.events] == ["seed", "draw", "restore", "draw"]
+    assert trace.events[2].saved_at[0] == 1  # type: ignore[index]
+    assert trace.findings == []
+    with rng_trace(print=False) as trace:
+        random.seed(0)
+        lib.work()
+        lib.peek()
+        random.random()
+    (finding,) = trace.findings
+    assert finding.kind == "interleaved" and finding.events == (0, 1, 4)  # the seed, work()'s draw, yours
+    assert finding.message.startswith("1 random draw inside ")
+
+
+@needs_torch
+def test_a_librarys_draws_inside_fork_rng_between_your_seed_and_your_draw_are_no_finding(package):
+    lib = package("forklib", "import torch\n\ndef look():\n    with torch.random.fork_rng():\n        torch.rand(3)\n")
+    with rng_trace(print=False) as trace:
+        torch.manual_seed(0)
+        lib.look()
+        torch.rand(2)
+    assert [e.kind for e in trace.events] == ["seed", "draw", "restore", "draw"]
+    assert trace.findings == []
+
+
 @needs_torch
 def test_fork_rng_puts_the_state_back_as_a_restore_and_no_finding():
     with rng_trace(print=False) as trace:
@@ -190,7 +292,7 @@ def test_fork_rng_puts_the_state_back_as_a_restore_and_no_finding():
 def test_a_saved_log_round_trips_restores_and_the_text_log_and_html_show_them(tmp_path):
     with rng_trace(print=False) as trace:
         torch.manual_seed(0)
-        with torch.random.fork_rng():
+        with torch.random.fork_rng():  # FORK
             torch.rand(3)
     path = tmp_path / "log.json"
     trace.save(path)
@@ -201,13 +303,26 @@ def test_a_saved_log_round_trips_restores_and_the_text_log_and_html_show_them(tm
     assert "torch: 1 seed, 1 restore, 1 draw" in text
     (row,) = [line for line in text.splitlines() if " restore " in line]
     assert "torch.set_rng_state" in row and "fork_rng" in row
-    assert "restored a state saved earlier in the trace: no reseed" in text
-    assert '"restore"' in render_html(loaded)
+    # Where the state was saved: the ``with`` line, past torch's and contextlib's frames; and what it undid.
+    said = f"restored the state saved at tests/test_restores.py:{marked('FORK')}, undoing 1 event: no reseed"
+    assert said in text
+    assert '"restore"' in render_html(loaded) and said in render_html(loaded)
     shown = subprocess.run(
         [sys.executable, "-m", "rngtrace", "show", str(path)], capture_output=True, text=True, timeout=60
     )
     assert shown.returncode == 0, shown.stderr
-    assert "restored a state saved earlier" in shown.stdout + shown.stderr
+    assert said in shown.stdout + shown.stderr
+
+
+def test_a_restore_from_a_log_that_names_no_saving_line_says_so_plainly():
+    from rngtrace._model import Event, Frame
+    from rngtrace.render.base import restore_note
+
+    at = (Frame("lib.py", 3, "put_back"),)
+    for detail in (None, "saved:x:1:f:a.py", "anything else"):
+        event = Event(0, "random", "restore", "random.setstate", None, at, "MainThread", 1, detail)
+        assert event.saved_at is None
+        assert restore_note(event, "/") == "restored a state saved earlier in the trace: no reseed"
 
 
 ISOLATE = """\
@@ -296,7 +411,10 @@ def test_lightning_seed_everything_then_fit_restores_every_stream_and_finds_no_r
     assert weights and weights == [line for line in traced.stderr.splitlines() if line.startswith("weights")]
     restores = [e for e in trace.events if e.kind == "restore"]
     assert restores and all("lightning/fabric/utilities/seed.py" in str(e.frame) for e in restores)
-    assert not {"reseeded", "unseeded", "at-import"} & set(kinds(trace))
+    # Saved in Lightning's _collect_rng_states, and the sanity check's draws it undid blame nobody.
+    assert all(e.saved_at is not None and e.saved_at[1].function == "_collect_rng_states" for e in restores)
+    assert "restored the state saved at lightning/fabric/utilities/seed.py:" in render(trace, color=False)
+    assert not {"reseeded", "unseeded", "at-import", "interleaved"} & set(kinds(trace))
 
 
 @needs_torch

@@ -102,6 +102,37 @@ def test_a_model_compiled_inside_a_trace_computes_what_it_computes_compiled_untr
     assert sum(ev.compiled for ev in trace.events) == 3
 
 
+class Jitter(nn.Module):
+    """A model whose forward draws from Python's random: Dynamo draws an example value as it compiles."""
+
+    def __init__(self):
+        super().__init__()
+        self.layer = nn.Linear(8, 2)
+
+    def forward(self, x):
+        return self.layer(x), random.uniform(0.5, 1.5)
+
+
+def test_dynamos_restore_of_random_after_a_compile_that_drew_is_a_restore_and_no_finding():
+    def run() -> tuple:
+        torch.manual_seed(0), random.seed(0)
+        compiled = torch.compile(Jitter())
+        out = [compiled(X) for _ in range(2)]
+        return [(y.tolist(), jitter) for y, jitter in out], random.random()
+
+    torch._dynamo.reset()
+    with rng_trace(print=False) as trace:  # first: a compile of Jitter before it would leave nothing to draw
+        traced = run()
+    torch._dynamo.reset()
+    assert traced == run()
+    # Compiling drew an example value of random.uniform, which Dynamo's preserve_global_state undid.
+    (restore,) = [ev for ev in trace.events if ev.kind == "restore"]
+    assert restore.api == "random.setstate" and restore.saved_at is not None and restore.saved_at[0] == 1
+    assert [ev.api for ev in trace.events if ev.kind == "seed"] == ["torch.manual_seed", "random.seed"]
+    # No reseed, and neither the undone draw nor the compiled function's own draws are another's.
+    assert trace.findings == []
+
+
 def test_a_compiled_function_and_reduce_overhead_mode_compute_the_same_traced_with_no_recompile():
     def step(x):
         return torch.sin(x) + torch.rand_like(x) * F.dropout(x, 0.5)

@@ -38,6 +38,25 @@ def moved_parts(raw: RawEvent) -> tuple[str | None, int]:
     return detail, raw[4]
 
 
+#: how a restore's detail begins: ``saved:BACK:LINENO:FUNCTION:FILENAME`` (``restore_detail``)
+_SAVED = "saved:"
+
+
+def restore_detail(back: int, filename: str, lineno: int, function: str) -> str:
+    """A restore's detail: the stream's ``back`` events since its state was saved, and where it was saved."""
+    return f"{_SAVED}{back}:{lineno}:{function}:{filename}"
+
+
+def restore_parts(detail: str | None) -> tuple[int, str, int, str] | None:
+    """(events back, filename, lineno, function) of a restore's detail, or None (none, or not one of ours)."""
+    if detail is None or not detail.startswith(_SAVED):
+        return None
+    parts = detail[len(_SAVED) :].split(":", 3)
+    if len(parts) != 4 or not parts[0].isdigit() or not parts[1].isdigit():
+        return None  # a saved log's detail someone else wrote: a restore with no place saved
+    return int(parts[0]), parts[3], int(parts[1]), parts[2]
+
+
 def used_stacks(raws: Iterable[RawEvent]) -> set[int]:
     """Every stack id the raw events refer to, the calls that noticed a move included."""
     used = {raw[4] for raw in raws}

@@ -19,6 +19,7 @@ from ._kinds import SEED as SEED
 from ._kinds import UNATTRIBUTED as UNATTRIBUTED
 from ._kinds import RawEvent as RawEvent
 from ._kinds import moved_parts as moved_parts
+from ._kinds import restore_parts
 from ._kinds import used_stacks as used_stacks
 
 FORMAT = "rngtrace"
@@ -121,6 +122,15 @@ class Event:
             and f.filename.replace("\\", "/").endswith("torch/_dynamo/eval_frame.py")
             for f in self.stack
         )
+
+    @property
+    def saved_at(self) -> tuple[int, Frame] | None:
+        """For a restore: (how many of its stream's events came since the state was saved, the line that saved it)."""
+        parts = restore_parts(self.detail) if self.kind == RESTORE else None
+        if parts is None:
+            return None
+        back, filename, lineno, function = parts
+        return back, Frame(filename, lineno, function)
 
     @property
     def from_entropy(self) -> bool:

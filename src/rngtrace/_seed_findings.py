@@ -6,7 +6,8 @@ words of each fix ``_fixes``'. Listed, in their rank, in ``_findings.KINDS``.
 
 - ``interleaved``: after the user's seed, a draw inside other code (a package, or
   another file than the seed's) comes before the user's next draw of that stream;
-  a library's draw as it is imported is ``at-import``'s (``_start_findings``);
+  a library's draw as it is imported is ``at-import``'s (``_start_findings``), and a
+  draw a restore undid (``fork_rng``'s body, Lightning's sanity check) is nobody's;
 - ``reseeded``: other code seeds a stream again, with another value, after the
   user's seed; a seed from OS entropy, anywhere, is ``unseeded`` (found on the
   same pass). A restore, or a seed given the user's own value, is neither.
@@ -22,7 +23,7 @@ from ._fixes import and_list, interleaved_fix, isolate, line_of, model_built, pl
 from ._model import DRAW, Event, Finding, Frame
 from ._paths import cell_label
 from ._rows import per_stack, walk
-from ._seeds import ENTROPY, RESEED, RESTORE, USER, SeedRole, seed_home, seed_roles
+from ._seeds import ENTROPY, RESEED, RESTORE, USER, SeedRole, seed_home, seed_roles, undone_by_restores
 from ._store import RawStore
 from ._words import stream_base
 from ._yours import call_of, is_yours, library_import, line_to_name
@@ -39,6 +40,7 @@ def interleaved(trace: RawStore, events: Sequence[Event]) -> list[Finding]:
     others: dict[tuple, list[Event]] = {}  # (pid, sub-stream) -> other code's draws since that seed
     mine_at = per_stack(_mine_at)
     home_of = per_stack(seed_home)
+    undone = undone_by_restores(events)  # a draw a restore undid changed none of the user's numbers
     # Nothing is collected before the user's first seed: the walk starts there (a log with none is not walked).
     for i, e in walk(events, start=min((i for i, r in roles.items() if r.role == USER), default=len(events))):
         role = roles.get(i)
@@ -68,7 +70,8 @@ def interleaved(trace: RawStore, events: Sequence[Event]) -> list[Finding]:
             continue  # a library drawing as it is imported: at-import's
         key = (e.pid, e.stream)
         if not mine:
-            others.setdefault(key, []).append(events[i])
+            if i not in undone:
+                others.setdefault(key, []).append(events[i])
         elif others.get(key):
             found.append(_interleaved_finding(trace, seed, others.pop(key), events[i]))
             seeds.pop(library)  # one finding per seed: the rest of the run depends on it the same way
@@ -90,10 +93,25 @@ def _mine(e: Event, home: str) -> Any:
     if library_import(e) is not None:
         return _IMPORT
     built = model_built(e)
+    frame = _drawn_at(e.stack)
     return bool(
-        (is_yours(e.frame) and _same_file(e.frame.filename, home))  # type: ignore[union-attr]
+        (frame is not None and is_yours(frame) and _same_file(frame.filename, home))
         or (built is not None and _same_file(built.filename, home))
     )
+
+
+#: where torch.compile'd code makes the ``random`` calls Dynamo took out of the user's function, in its order
+_DYNAMO_REPLAY = ("torch/_dynamo/output_graph.py", "_gen_rand_values")
+
+
+def _drawn_at(stack: Sequence[Frame]) -> Frame | None:
+    """The frame that made a draw: past Dynamo's replay of a compiled function's own ``random.random()``."""
+    k = 0
+    while k < len(stack) and _DYNAMO_REPLAY[1] in stack[k].function:
+        if not stack[k].filename.replace("\\", "/").endswith(_DYNAMO_REPLAY[0]):
+            break
+        k += 1
+    return stack[k] if k < len(stack) else None
 
 
 def _same_file(filename: str, home: str) -> bool:

@@ -24,8 +24,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ._model import DRAW, SEED, Event
 from ._model import RESTORE as _RESTORE_KIND
-from ._model import SEED, Event
 from ._rows import walk
 from ._words import stream_base
 from ._yours import call_of, import_of, is_yours, user_index
@@ -49,6 +49,28 @@ def is_restore(event: Event) -> bool:
     the user's seed already governed. Read here only, so the recording side decides it.
     """
     return event.kind == _RESTORE_KIND
+
+
+def undone_by_restores(events: Sequence[Event]) -> dict[int, int]:
+    """draw index -> the restore that undid it: a draw between a state's save and the restore that put it back.
+
+    Its numbers changed nothing after the restore (``fork_rng``'s body, Lightning's sanity
+    check), so no finding blames it. A restore's detail says how many of its stream's
+    events came since the save (``Event.saved_at``): those are walked back over.
+    """
+    undone: dict[int, int] = {}
+    for i, _alike in walk(events, (_RESTORE_KIND,)):
+        restore = events[i]
+        saved = restore.saved_at
+        back, j = (saved[0] if saved is not None else 0), i - 1
+        while back > 0 and j >= 0:
+            e = events[j]
+            if e.stream == restore.stream:
+                back -= 1
+                if e.kind == DRAW and e.pid == restore.pid:
+                    undone.setdefault(j, i)  # the innermost restore that undid it
+            j -= 1
+    return undone
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from .._paths import package_of, short_path
 from .._yours import is_yours
 from ..sources import declared
 from ..trace import DRAW, ENTROPY, RESTORE, SEED, UNATTRIBUTED, Event, Frame, Trace
-from .base import EMPTY, called_at, printable, role_of, stream_key, where_moved, your_code
+from .base import EMPTY, called_at, printable, restore_note, role_of, stream_key, where_moved, your_code
 
 YOUR_CODE = "your code"
 _KIND_CODES = {DRAW: 0, SEED: 1, UNATTRIBUTED: 2, ENTROPY: 3, RESTORE: 4}
@@ -143,6 +143,8 @@ def timeline(
         ev_thread.append(threads.setdefault(e.thread, len(threads)))
         if e.window is not None:
             details[str(e.index)] = where_moved(e.window, stacks.cwd)
+        elif e.kind == RESTORE:
+            details[str(e.index)] = restore_note(e, stacks.cwd)
         elif e.detail is not None:
             details[str(e.index)] = printable(e.detail)
         origin = site_cols[site][4]

@@ -98,6 +98,17 @@ def called_at(stack: tuple[Frame, ...], cwd: str) -> str:
     return describe(frame, cwd) + printable(f", at import of {imported.module}")
 
 
+def restore_note(event: Event, cwd: str) -> str:
+    """``restored the state saved at seed.py:153, undoing 4 events: no reseed``, or without the place where the
+    log has none."""
+    saved = event.saved_at
+    if saved is None:
+        return RESTORED
+    back, frame = saved
+    undoing = f", undoing {plural(back, 'event')}" if back else ""
+    return printable(f"restored the state saved at {_line(frame, cwd)}{undoing}: no reseed")
+
+
 def verdict(findings: list[Finding]) -> str:
     """What the findings come to, for a log's first line: ``1 cause found``, or ``no cause found in this run``."""
     causes = sum(f.level == CAUSE for f in findings)

@@ -24,7 +24,6 @@ from ..trace import CAUSE, DRAW, RESTORE, RISK, SEED, UNATTRIBUTED, Event, Findi
 from .base import (
     EMPTY,
     ENTROPY,
-    RESTORED,
     Paint,
     Row,
     Table,
@@ -39,6 +38,7 @@ from .base import (
     plural,
     printable,
     processes_per_site,
+    restore_note,
     role_of,
     several_processes,
     site_key,
@@ -145,7 +145,7 @@ def _event_table(events: Sequence[Event], cwd: str, several: bool = False) -> Ta
             if e.from_entropy:
                 note = ENTROPY
             elif e.kind == RESTORE:
-                note = RESTORED
+                note = restore_note(e, cwd)
             table.rows.append(Row(cells, note, "dim"))
     return table
 

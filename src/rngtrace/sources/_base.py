@@ -2,21 +2,14 @@
 
 The parts live apart (``_source``: the ``Source`` protocol; ``_wrapping``: the Python
 wrapper's entry, checked call and pickling; ``_recorder``: the one recording wrapper
-and the draw, seed, restore and state-getter wrappers made with it); a source imports them from here.
+and the draw and seed wrappers made with it; ``_restoring``: the restore and state-getter wrappers); a
+source imports them from here.
 """
 
 from __future__ import annotations
 
-from ._recorder import (
-    draw_wrapper,
-    getter_wrapper,
-    inplace_count,
-    recorder,
-    restore_wrapper,
-    seed_recorder,
-    seed_wrapper,
-    twin_of,
-)
+from ._recorder import draw_wrapper, inplace_count, recorder, seed_recorder, seed_wrapper, twin_of
+from ._restoring import getter_wrapper, restore_wrapper
 from ._source import IN_PLACE, INTERNAL, Hit, Patch, Source, library_of, same_state, source_classes, unmoved
 from ._wrapping import (
     Condition,

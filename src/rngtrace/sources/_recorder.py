@@ -50,7 +50,7 @@ def recorder(
     draws_if: Callable[[tuple, dict], bool] | None = None,
     method: bool = False,
     through: Through | None = None,
-    restored: Callable[[tuple, dict], bool] | None = None,
+    restored: Callable[[tuple, dict], str | None] | None = None,
 ) -> Callable:
     """The one recording wrapper: each outermost call of ``original`` becomes an event.
 
@@ -62,8 +62,9 @@ def recorder(
     (the singleton) are recorded; ``method`` says ``original`` is a method whose
     first argument is the instance (kept out of a seed's detail); ``through``
     records the library's own methods calling this one outside a recorded call
-    as that outer call (see ``Through``); ``restored(args, kwargs)`` says a seed
-    put back a state handed out earlier (recorded as a restore). Nested calls (``random.randint`` calling
+    as that outer call (see ``Through``); ``restored(args, kwargs)`` gives the detail
+    of a seed that put back a state handed out earlier (recorded as a restore; None:
+    a seed). Nested calls (``random.randint`` calling
     ``getrandbits``) are part of the outer call. Where the C accelerator is built a
     wrapper gets its ``Recorder`` in front, the same protocol one-to-one; this
     Python wrapper stays the reference and the path of every unusual call.
@@ -164,19 +165,21 @@ def seed_recorder(
     api: str,
     seeded: Callable[[tuple, dict], str] | None,
     skip_self: bool,
-    restored: Callable[[tuple, dict], bool] | None = None,
+    restored: Callable[[tuple, dict], str | None] | None = None,
 ) -> Callable[[Any, FrameType | None, tuple, dict], None]:
     """What records a seed once it returned (``skip_self``: the first argument is the instance).
 
-    ``restored(args, kwargs)``: the seed put back a state handed out earlier, a restore.
+    ``restored(args, kwargs)``: the detail of a seed that put back a state handed out
+    earlier, a restore ("": where it was saved is unknown); None: a seed.
     """
     record, seed_recorded = rec.record, rec.seed_recorded
 
     def after_seed(st: Any, frame: FrameType | None, args: tuple, kwargs: dict) -> None:
         """A seed returned: record it, and start the stream's fingerprint (and its digest) anew."""
         where = seeded(args, kwargs) if seeded is not None else stream
-        if restored is not None and restored(args, kwargs):
-            record(where, RESTORE, api, None, frame, None, st)
+        saved = restored(args, kwargs) if restored is not None else None
+        if saved is not None:
+            record(where, RESTORE, api, None, frame, saved or None, st)
         else:
             detail = seed_detail(args[1:] if skip_self else args, kwargs)
             record(where, SEED, api, None, frame, detail, st)
@@ -293,87 +296,6 @@ def draw_wrapper(rec: Any, stream: str, api: str, original: Callable, count_of: 
 def seed_wrapper(rec: Any, stream: str, api: str, original: Callable) -> Callable:
     """Wrap a reseeding function; the seed argument is kept as the event's detail."""
     return recorder(rec, stream, SEED, api, original)
-
-
-def restore_wrapper(
-    rec: Any,
-    stream: str,
-    api: str,
-    original: Callable,
-    current: Callable[[Any], bool],
-    owner: object | None = None,
-    digest: Callable[[Any], Any] | None = None,
-) -> Callable:
-    """Wrap a restore (``setstate``, ``set_rng_state``): recorded only where it changes the state.
-
-    Frameworks save and restore a stream around work of their own (torch.compile's
-    Dynamo restores ``random`` and torch at every compile): a restore of the state the
-    stream already holds moves nothing, and is no seed of anybody's. ``current(state)``
-    says whether ``state`` is the stream's state now; where it cannot tell (raises),
-    the call is recorded. A state whose ``digest(state)`` a getter handed out during
-    the trace (``getter_wrapper``) is put back: a restore event, not a seed.
-    """
-    skip = 1 if owner is not None else 0  # a method of the owner's: the state follows self
-    fingerprint = rec.fingerprint(stream)
-    lock = rec.stream_lock(stream)
-
-    def restore(*args: Any, **kwargs: Any) -> Any:
-        # The same state put back may still rewrite what the fingerprint reads (torch's
-        # set_state rewrites its head): once the call returns, take the state as explained --
-        # only where it was before, so a move nobody recorded is still reported.
-        with lock:
-            view, last = fingerprint.view, fingerprint.last
-            clean = view is not None and last is not None and view.value == last
-            result = original(*args, **kwargs)
-            if clean:
-                fingerprint.take()
-        return result
-
-    named(restore, original)
-
-    def state_of(args: tuple, kwargs: dict) -> Any:
-        return args[skip] if len(args) > skip else next(iter(kwargs.values()), None)
-
-    def changes(args: tuple, kwargs: dict) -> bool:
-        try:
-            return not current(state_of(args, kwargs))
-        except Exception:  # noqa: BLE001 (a state it cannot compare: the call says what it is)
-            return True
-
-    def restored(args: tuple, kwargs: dict) -> bool:
-        try:
-            return digest is not None and rec.handed.was_handed(stream, digest(state_of(args, kwargs)))
-        except Exception:  # noqa: BLE001 (a state it cannot digest is recorded as the seed it may be)
-            return False
-
-    wrapper = recorder(rec, stream, SEED, api, restore, takes=changes, owner=owner, restored=restored)
-    wrapper.__dict__["__wrapped__"] = original  # named, signed and pickled as the original, not ``restore``
-    return wrapper
-
-
-def getter_wrapper(
-    rec: Any, original: Callable, stream_of: Callable[[tuple], str | None], digest: Callable[[Any], Any]
-) -> Callable:
-    """Wrap a state getter (``getstate``, ``get_rng_state``): remember the digest of each state it hands out.
-
-    A state handed out and put back later is a restore, not a reseed (``restore_wrapper``).
-    A digest, not a copy, and only while a trace records; ``stream_of(args)`` names the
-    stream (None: not a global stream's getter, as another instance's ``getstate``).
-    """
-    hot, hand_out = rec.hot, rec.handed.hand_out
-
-    def get_state(*args: Any, **kwargs: Any) -> Any:
-        state = original(*args, **kwargs)
-        if hot.now.active:
-            try:
-                stream = stream_of(args)
-                if stream is not None:
-                    hand_out(stream, digest(state))
-            except Exception:  # noqa: BLE001 (never failing the getter: an unknown state is then no restore)
-                pass
-        return state
-
-    return Wrapper.make(get_state, original)
 
 
 def twin_of(fn: Any) -> Callable | None:

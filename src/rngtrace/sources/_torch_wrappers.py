@@ -256,7 +256,7 @@ def generator_method_wrapper(rec: Any, name: str, original: Callable) -> Callabl
         def device_stream(args: tuple, kwargs: dict) -> str:
             return cuda_stream(initialised_cuda_generators().index(args[0]))
 
-        def put_back(args: tuple, kwargs: dict) -> bool:
+        def put_back(args: tuple, kwargs: dict) -> str | None:
             """A CUDA default generator's state handed out earlier (fork_rng's), put back: a restore."""
             return handed(rec, device_stream, args, kwargs, 1)
 
@@ -316,7 +316,7 @@ def cuda_seed_wrapper(rec: Any, api: str, original: Callable, device_at: int | N
     ``set_rng_state`` (``set_rng_state_all``) of states handed out earlier is a restore.
     """
     where = lambda args, kwargs: _cuda_seed_stream(args, kwargs, device_at)  # noqa: E731
-    restored: Callable[[tuple, dict], bool] | None = None
+    restored: Callable[[tuple, dict], str | None] | None = None
     if api.endswith(".set_rng_state"):
         restored = lambda args, kwargs: handed(rec, where, args, kwargs, 0)  # noqa: E731
     elif api.endswith(".set_rng_state_all"):
@@ -324,24 +324,25 @@ def cuda_seed_wrapper(rec: Any, api: str, original: Callable, device_at: int | N
     return recorder(rec, "torch.cuda", SEED, api, original, seeded=where, restored=restored)
 
 
-def handed(rec: Any, where: Callable[[tuple, dict], str], args: tuple, kwargs: dict, at: int) -> bool:
-    """Whether the state argument (``args[at]``, else the first keyword's) was handed out on its stream."""
+def handed(rec: Any, where: Callable[[tuple, dict], str], args: tuple, kwargs: dict, at: int) -> str | None:
+    """The restore's detail where the state argument (``args[at]``, else the first keyword's) was handed out
+    on its stream; None where it was not."""
     try:
         state = args[at] if len(args) > at else next(iter(kwargs.values()))
-        return bool(rec.handed.was_handed(where(args, kwargs), state_digest(state)))
+        return rec.handed.restore_detail(where(args, kwargs), state_digest(state))
     except Exception:  # noqa: BLE001 (a state it cannot digest is recorded as the seed it may be)
-        return False
+        return None
 
 
-def _all_handed(rec: Any, args: tuple, kwargs: dict) -> bool:
-    """``set_rng_state_all(states)``: whether each device's state was handed out on that device's stream."""
+def _all_handed(rec: Any, args: tuple, kwargs: dict) -> str | None:
+    """``set_rng_state_all(states)``: the first device's restore detail where each device's state was handed
+    out on that device's stream; None where one was not."""
     try:
         states = list(args[0] if args else next(iter(kwargs.values())))
-        return bool(states) and all(
-            rec.handed.was_handed(cuda_stream(i), state_digest(s)) for i, s in enumerate(states)
-        )
+        details = [rec.handed.restore_detail(cuda_stream(i), state_digest(s)) for i, s in enumerate(states)]
+        return details[0] if details and all(d is not None for d in details) else None
     except Exception:  # noqa: BLE001
-        return False
+        return None
 
 
 def cpu_generator() -> Any:
