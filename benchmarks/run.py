@@ -660,7 +660,7 @@ def subprocess_children(n: int) -> tuple[Callable[[], float], Callable[[], float
 def report_subprocesses(quick: bool, row: Row) -> None:
     untraced_run, traced_run = subprocess_children(3 if quick else 5)
     untraced_run(), traced_run()  # bytecode written
-    a, b = alternate(untraced_run, traced_run, 3 if quick else 7)
+    a, b = alternate(untraced_run, traced_run, 3 if quick else 15)
     row(
         "start of a Python child (subprocess, imports numpy, draws) under rngtrace run",
         f"{a * 1e3:.0f} ms",

@@ -101,6 +101,27 @@ def test_a_stream_imported_inside_a_trace_has_its_catch_all_watching_at_once():
     assert out.stdout.strip() == "[('draw', 'numpy.random.random_sample')]", out.stderr
 
 
+def test_a_with_statements_exit_site_is_not_enabled_again_after_each_block(monkeypatch):
+    # The exit call is the catch-all's to disable (it ends a block, never draws); enabling the site
+    # again at each block's end re-instrumented the user's function twice per block.
+    enabled_again = []
+    set_local_events = sys.monitoring.set_local_events
+
+    def spy(tool, code, events):
+        enabled_again.append(code.co_name)
+        return set_local_events(tool, code, events)
+
+    monkeypatch.setattr(sys.monitoring, "set_local_events", spy)
+
+    def a_block():
+        with rng_trace(print=False):
+            pass
+
+    for _ in range(3):
+        a_block()
+    assert "a_block" not in enabled_again
+
+
 # Which functions a draw passed through, read from the frames themselves (the truth a trace's stack must match).
 _truth: list[list[str]] = []
 

@@ -55,3 +55,22 @@ def test_counts_and_statistics_of_rows_repeated_many_times_count_each_row():
     assert trace.counts() == {("random", "seed"): 1, ("numpy", "draw"): 50, ("random", "draw"): 2}
     stats = trace.statistics()
     assert [(s.api, s.calls, s.values) for s in stats] == [("numpy.random.rand", 50, 150), ("random.random", 2, 0)]
+
+
+class _CountedReads(list):
+    """A log's rows that count how many times they are walked."""
+
+    walks = 0
+
+    def __iter__(self):
+        self.walks += 1
+        return super().__iter__()
+
+
+def test_a_finished_log_is_walked_once_for_its_counts_statistics_and_duplicates():
+    loop = draw("numpy.random.rand", 3, HERE)
+    trace = build(*[loop] * 30, origins=(("numpy", "d1", "fork", 0),))
+    trace.origins.append((2, "numpy", "d1", "fork", 0))  # a child started where the parent stood
+    trace.raw = rows = _CountedReads(trace.raw)
+    trace.counts(), trace.counts(), trace.statistics(), duplicates(trace)
+    assert rows.walks == 1

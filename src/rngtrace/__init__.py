@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -35,6 +34,8 @@ def __getattr__(name: str) -> Any:
     module = _PUBLIC.get(name)
     if module is None:
         raise AttributeError(f"module 'rngtrace' has no attribute {name!r}")
+    import importlib  # here: a traced child's start imports only the modules it names
+
     value = getattr(importlib.import_module(module, __name__), name)
     globals()[name] = value  # once: later lookups are plain attribute reads
     return value

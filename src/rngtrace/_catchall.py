@@ -16,7 +16,6 @@ import threading
 from types import FrameType
 from typing import Any
 
-from . import _catchall_monitoring
 from ._caller import is_stand_in
 from ._catchall_common import OURS, CatchAll, own_failure
 from ._catchall_profile import ProfileCatchAll, chained
@@ -209,6 +208,8 @@ def install(hub: Any, hook: bool = False) -> CatchAll:
     (an earlier trace saw moves only it can attribute).
     """
     if sys.version_info >= (3, 12):
+        from . import _catchall_monitoring  # here: 3.10/3.11 (a traced child's start there) never import it
+
         made = _catchall_monitoring.install(hub)
         if made is not None:
             return made

@@ -22,6 +22,7 @@ import threading
 import weakref
 from _thread import get_ident
 from collections.abc import Callable
+from functools import partial
 from types import CodeType
 from typing import Any
 
@@ -32,6 +33,12 @@ from ._paths import PACKAGE_DIR as _PACKAGE_DIR
 from .sources._base import INTERNAL
 
 TOOL_NAME = "rngtrace"
+
+
+def _ours(func: Any) -> bool:
+    """Whether ``func`` is a Python function of rngtrace's own."""
+    code = getattr(func, "__code__", None)
+    return isinstance(code, CodeType) and code.co_filename.startswith(_PACKAGE_DIR)
 
 
 class MonitoringCatchAll(CatchAll):
@@ -104,6 +111,11 @@ class MonitoringCatchAll(CatchAll):
                     # The one-line stand-in a Python wrapper calls the original through (it carries
                     # the caller's file name): a call recorded already. Not kept in ``own``: it can
                     # be freed, and its id reused by the user's code.
+                    return disable
+                if type(callee) is partial and _ours(callee.func):
+                    # A with statement's exit of ours (``_blocks.ExitSlot`` binds it as a partial): the
+                    # site ends a block, never draws. Not remembered: enabling it again at uninstall
+                    # would re-instrument the user's function, twice, after every block.
                     return disable
                 source = lookup(callee, arg0)
                 if (

@@ -11,7 +11,6 @@ Also here: how every finding names a process other than the traced one (``in_whi
 from __future__ import annotations
 
 import bisect
-import operator
 import os
 from collections.abc import Sequence
 from typing import Any
@@ -23,8 +22,6 @@ from ._store import RawStore
 from ._words import stream_base
 from ._yours import call_of
 from .sources import stream as stream_info
-
-_STREAM_OF = operator.itemgetter(0)  # a raw event's stream
 
 #: a DataLoader worker's own seed, which PyTorch makes differ per worker: what a worker seeds from
 _WORKER_SEED = "torch.initial_seed() % 2**32"
@@ -62,27 +59,32 @@ def duplicates(trace: RawStore) -> list[Finding]:
     shared = {state for state, held in holders.items() if len(held) > 1}
     if not shared:
         return []  # no state two processes started from: the rows need not be read
-    pids, rows = trace.pids, trace.raw
-    draws: dict[tuple[int, str], list[int]] = {}
-    needed = {stream for stream, _digest in shared}  # the rows of other streams are passed over in a comprehension
-    for i in [i for i, stream in enumerate(map(_STREAM_OF, rows)) if stream in needed]:
-        raw = rows[i]
-        if raw[1] == DRAW:
-            draws.setdefault((pids.get(raw[5], trace.pid), raw[0]), []).append(i)
+    pids = trace.pids
+    needed = {stream for stream, _digest in shared}
+    # (pid, stream) -> the first and last index of each run of its draws (a loop's draws are one run)
+    draws: dict[tuple[int, str], tuple[list[int], list[int]]] = {}
+    i = 0
+    for raw, n in trace.runs():
+        if raw[1] == DRAW and raw[0] in needed:
+            firsts, lasts = draws.setdefault((pids.get(raw[5], trace.pid), raw[0]), ([], []))
+            firsts.append(i)
+            lasts.append(i + n - 1)
+        i += n
     origins: dict[tuple[int, str], list[tuple[int, str]]] = {}
     for pid, stream, digest, _why, at in trace.origins:
         origins.setdefault((pid, stream), []).append((at, digest))
     groups: dict[tuple[str, str], dict[int, int]] = {}
     for (pid, stream), starts in origins.items():
         starts.sort(key=lambda o: o[0])
-        made = draws.get((pid, stream), [])
+        firsts, lasts = draws.get((pid, stream), ([], []))
         for j, (at, digest) in enumerate(starts):
             if (stream, digest) not in shared:
                 continue  # its group would hold this process alone
             end = starts[j + 1][0] if j + 1 < len(starts) else len(trace.raw)
-            k = bisect.bisect_left(made, at)
-            if k < len(made) and made[k] < end:
-                groups.setdefault((stream, digest), {}).setdefault(pid, made[k])
+            k = bisect.bisect_left(lasts, at)  # the first run that reaches ``at``
+            first = max(firsts[k], at) if k < len(firsts) else end
+            if first < end:
+                groups.setdefault((stream, digest), {}).setdefault(pid, first)
     return _findings(trace, groups)
 
 

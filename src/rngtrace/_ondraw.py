@@ -11,7 +11,6 @@ import warnings
 from types import FrameType
 from typing import Any
 
-from ._errors import GlobalRNGError, RNGDrawWarning
 from ._stack import StackTable
 
 _STRENGTH = {"log": 0, "warn": 1, "raise": 2}
@@ -45,12 +44,16 @@ class OnDraw:
         """Raise GlobalRNGError for a draw about to be made from ``frame``."""
         site = table.resolve(table.capture(frame, 1), 1)
         where = f" at {site[0]}" if site else ""
+        from ._errors import GlobalRNGError  # here, as RNGDrawWarning below: a child's trace only logs
+
         raise GlobalRNGError(f"{api} draws from the global {stream} stream{where}; use an explicit generator ({hint})")
 
     def warn(self, stream: str, api: str, sid: int, table: StackTable, hint: str) -> None:
         """Warn of a draw at stack ``sid``: once per line (one registry, the "default" filter)."""
         site = table.resolve(sid, 1)
         message = f"{api} drew from the global {stream} stream; use {hint}"
+        from ._errors import RNGDrawWarning
+
         if not site:
             warnings.warn(message, RNGDrawWarning, stacklevel=3)  # as record() called it
             return

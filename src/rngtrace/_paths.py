@@ -28,7 +28,7 @@ _INTERACTIVE = ("<stdin>", "<console>", "<ipython-input-")
 # -X frozen_modules=off). Named, not imported: most programs never load runpy.
 _RUNPY = ("<frozen runpy>", os.path.join(os.path.dirname(getattr(os, "__file__", "")), "runpy.py"))
 # IPython's name for cell N in a terminal shell; IPython shows it as In[N].
-_IPYTHON_INPUT = re.compile(r"<ipython-input-(\d+)-[0-9a-f]+>")
+_IPYTHON_INPUT = r"<ipython-input-(\d+)-[0-9a-f]+>"  # compiled when first matched: no start pays for it
 # Names cells that IPython gives no number in their name (Jupyter's kernel names them as files);
 # set by the IPython extension, None elsewhere.
 _cell_labeller: Callable[[str], str | None] | None = None
@@ -85,7 +85,7 @@ def label_cells(labeller: Callable[[str], str | None] | None) -> None:
 
 def cell_label(filename: str) -> str | None:
     """The label IPython shows for a cell's code ("In[3]"), or None where ``filename`` is no cell."""
-    match = _IPYTHON_INPUT.fullmatch(filename)
+    match = re.fullmatch(_IPYTHON_INPUT, filename)  # re caches the compiled pattern
     if match:
         return f"In[{match.group(1)}]"
     return _cell_labeller(filename) if _cell_labeller is not None else None

@@ -11,7 +11,6 @@ from __future__ import annotations
 import itertools
 import operator
 import os
-from collections import Counter
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -22,8 +21,21 @@ if TYPE_CHECKING:
     from ._model import Event, Frame, Process
 
 _THREAD_OF = operator.itemgetter(5)  # a raw event's thread
-_STREAM_KIND = operator.itemgetter(0, 1)  # a raw event's (stream, kind)
 _THREAD_KEYS = itertools.count(1)
+
+
+def row_runs(raw: list[RawEvent]) -> list[tuple[RawEvent, int]]:
+    """Each run of one row object kept again and again (a loop drawing on one line), as (row, its length), in order.
+
+    A long log has many rows and few distinct ones: its readers count per run, not per row.
+    The runs are found in C (rows grouped by identity); equal rows that are distinct
+    objects make runs of their own.
+    """
+    return [(rows[0], len(rows)) for rows in map(list, _groups(raw))]
+
+
+def _groups(raw: list[RawEvent]) -> Iterator[Iterator[RawEvent]]:
+    return map(operator.itemgetter(1), itertools.groupby(raw, key=id))
 
 
 def new_thread_key() -> int:
@@ -66,6 +78,8 @@ class RawStore:
         #: the stack table's resolve, until the finished trace's stacks are first read
         self._unresolved: Any = None
         self._events: list[Event] | None = None
+        #: ((the rows, their number), row_runs of them), once found for a finished trace
+        self._runs: tuple[tuple[list, int], list[tuple[RawEvent, int]]] | None = None
         #: set once by ``finish``; a late draw of another thread is dropped after it
         self.finished = False
         #: while recording: the hub's (resolve_stack, thread_names), to read events mid-block
@@ -235,10 +249,23 @@ class RawStore:
     def __iter__(self) -> Iterator[Event]:
         return iter(self.events)
 
+    def runs(self) -> list[tuple[RawEvent, int]]:
+        """``row_runs`` of the kept events; found once for a finished trace, which its readers ask several times."""
+        raw = self.raw
+        key = (raw, len(raw))  # rows are only ever appended (a child merged), or the list replaced
+        if self._runs is not None and self._runs[0][0] is raw and self._runs[0][1] == key[1]:
+            return self._runs[1]
+        runs = row_runs(raw)
+        if self.finished and self.live is None:
+            self._runs = (key, runs)
+        return runs
+
     def counts(self) -> dict[tuple[str, str], int]:
         """Events per (stream, kind), dropped ones included."""
-        # Counted in C: a log of 100,000 rows is read for its header and again for its elision line.
-        out: dict[tuple[str, str], int] = dict(Counter(map(_STREAM_KIND, self.raw)))
+        # Per run of one row: a log of 100,000 rows is read for its header and again for its elision line.
+        out: dict[tuple[str, str], int] = {}
+        for raw, n in self.runs():
+            out[raw[0], raw[1]] = out.get((raw[0], raw[1]), 0) + n
         for (stream, kind, _api, _sid), (calls, _values) in self.overflow.items():
             out[stream, kind] = out.get((stream, kind), 0) + calls
         return out

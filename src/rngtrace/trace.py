@@ -8,9 +8,7 @@ on top: statistics by call site, the findings (worked out when first read) and
 from __future__ import annotations
 
 import json
-import operator
 import os
-from collections import Counter
 from typing import Any
 
 from ._errors import LogError
@@ -36,9 +34,6 @@ from ._model import (  # noqa: F401 (the value classes are this module's public 
     moved_parts,
 )
 from ._store import RawStore
-
-#: what a kept event is counted by in ``statistics``: (kind, stream, api, stack id, count)
-_COUNTED = operator.itemgetter(1, 0, 2, 4, 3)
 
 
 class Trace(RawStore):
@@ -109,17 +104,16 @@ class Trace(RawStore):
             return counted
         # Counted per stack id first: a long log has few ids and many rows, and hashing an id is
         # cheaper than hashing its frames. Ids keep their first row's order, so the sites do too.
-        # The rows alike counted in C first (a loop's draws are one row many times over), in the
-        # order each first came, so a site's first row orders it as before.
+        # Per run of one row (a loop's draws are one row kept again and again), in order.
         by_sid: dict[tuple[str, str, int], list[int]] = {}
-        for (k, stream, api, sid, count), n in Counter(map(_COUNTED, self.raw)).items():
-            if k == kind:
-                slot = by_sid.get((stream, api, sid))
+        for raw, n in self.runs():
+            if raw[1] == kind:
+                slot = by_sid.get((raw[0], raw[2], raw[4]))
                 if slot is None:
-                    by_sid[stream, api, sid] = [n, (count or 0) * n]
+                    by_sid[raw[0], raw[2], raw[4]] = [n, (raw[3] or 0) * n]
                 else:
                     slot[0] += n
-                    slot[1] += (count or 0) * n
+                    slot[1] += (raw[3] or 0) * n
         if self.finished and self.live is None:
             self._per_stack[kind] = by_sid
         return by_sid
