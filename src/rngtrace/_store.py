@@ -8,6 +8,7 @@ saved form on top.
 
 from __future__ import annotations
 
+import collections
 import itertools
 import operator
 import os
@@ -31,11 +32,16 @@ def row_runs(raw: list[RawEvent]) -> list[tuple[RawEvent, int]]:
     The runs are found in C (rows grouped by identity); equal rows that are distinct
     objects make runs of their own.
     """
-    return [(rows[0], len(rows)) for rows in map(list, _groups(raw))]
+    return list(_each_run(raw))
 
 
-def _groups(raw: list[RawEvent]) -> Iterator[Iterator[RawEvent]]:
-    return map(operator.itemgetter(1), itertools.groupby(raw, key=id))
+def _each_run(raw: list[RawEvent]) -> Iterator[tuple[RawEvent, int]]:
+    """``row_runs`` one at a time, each run counted without copying its rows."""
+    for _id, rows in itertools.groupby(raw, key=id):
+        first = next(rows)
+        # A deque of length 1 over enumerate(...) counts the rest in C, keeping none of them.
+        last = collections.deque(enumerate(rows, 2), maxlen=1)  # noqa: B031 (the rest of the run, read once)
+        yield first, last[0][0] if last else 1
 
 
 def new_thread_key() -> int:
@@ -249,13 +255,24 @@ class RawStore:
     def __iter__(self) -> Iterator[Event]:
         return iter(self.events)
 
-    def runs(self) -> list[tuple[RawEvent, int]]:
-        """``row_runs`` of the kept events; found once for a finished trace, which its readers ask several times."""
+    def runs(self) -> Iterable[tuple[RawEvent, int]]:
+        """``row_runs`` of the kept events; kept once found for a finished trace, which its readers ask several times.
+
+        Kept only while the runs are few beside the rows: a log read back from a file has a
+        row object per line, and a list of a million runs of one would double its memory;
+        such a log's rows are walked again by each reader instead.
+        """
         raw = self.raw
         key = (raw, len(raw))  # rows are only ever appended (a child merged), or the list replaced
         if self._runs is not None and self._runs[0][0] is raw and self._runs[0][1] == key[1]:
             return self._runs[1]
-        runs = row_runs(raw)
+        each = _each_run(raw)
+        runs: list[tuple[RawEvent, int]] = []
+        limit = len(raw) // 8 + 64
+        for run in each:
+            runs.append(run)
+            if len(runs) > limit:
+                return itertools.chain(runs, each)
         if self.finished and self.live is None:
             self._runs = (key, runs)
         return runs
