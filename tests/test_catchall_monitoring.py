@@ -1,4 +1,9 @@
-"""The 3.12+ catch-all: made once, its events on only while the user's block runs, nothing held between traces.
+"""The 3.12+ catch-all: made once, armed by a move nobody recorded, its events on only while the user's block runs.
+
+A trace starts with the catch-all armed, not in: the streams' builtins record in place and their
+Python functions are patched, so it is needed only for a reference no patch reaches. The first move
+nobody recorded puts it in (claims a tool id, turns its events on); a trace after one whose catch-all
+attributed a call has it from its start.
 
 "Nothing left behind" here means: once the last trace has ended, no ``sys.monitoring`` tool id is
 rngtrace's, no global event of it is on, and no callback of it is registered; what is kept for the next
@@ -7,6 +12,7 @@ trace (its callbacks, its callee table, its set of rngtrace's own code) is Pytho
 
 from __future__ import annotations
 
+import _random
 import random
 import subprocess
 import sys
@@ -20,21 +26,48 @@ from rngtrace._hub import HUB
 
 pytestmark = pytest.mark.skipif(sys.version_info < (3, 12), reason="sys.monitoring is 3.12+")
 
-prebound_random = random.random  # bound before any trace: only the catch-all sees calls through it
+# The C base's method bound by hand: no patch or in-place hook reaches it (random.random is another
+# object), only the catch-all sees calls through it.
+prebound_random = _random.Random.random.__get__(random._inst)
+
+
+def wanting_the_catch_all() -> None:
+    """A trace whose catch-all, armed by a move nobody recorded, attributed a call: the next has it from its start."""
+    with rng_trace(print=False):
+        prebound_random()
+        random.random()  # notices the move: arms the catch-all
+        prebound_random()  # attributed by it
 
 
 def _rngtrace_tools() -> list[int]:
     return [tool for tool in range(6) if sys.monitoring.get_tool(tool) == "rngtrace"]
 
 
+def test_a_trace_that_meets_no_move_unseen_claims_no_tool_id():
+    with rng_trace(print=False):
+        pass  # the next trace starts armed
+    with rng_trace(print=False) as trace:
+        random.random()
+        tools = _rngtrace_tools()
+        armed = HUB.catchall.describe()
+    assert tools == [] and "armed" in armed
+    assert [e.api for e in trace.events] == ["random.random"]
+
+
 def test_consecutive_traces_reuse_one_catch_all_and_hold_no_tool_id_between_them():
-    seen = []
+    with rng_trace(print=False):
+        pass  # the next trace starts armed
+    seen, apis = [], []
     for _ in range(3):
         with rng_trace(print=False) as trace:
-            seen.append(HUB.catchall)
             prebound_random()
+            random.random()  # notices the move before it (the first trace): the catch-all goes in
+            prebound_random()
+            seen.append(HUB.catchall)
         assert _rngtrace_tools() == []
-        assert [e.api for e in trace.events if e.kind == "draw"] == ["random.random"]
+        apis.append([(e.kind, e.api) for e in trace.events])
+    assert apis[0] == [("unattributed", "random state"), ("draw", "random.random"), ("draw", "random.random")]
+    assert apis[1] == apis[2] == [("draw", "random.random")] * 3  # in from the start: the trace before needed it
     assert seen[0] is seen[1] is seen[2]
     tool = seen[0].tool
     assert sys.monitoring.get_events(tool) == 0
@@ -51,10 +84,12 @@ def test_the_catch_alls_events_are_off_while_rngtraces_own_start_runs(monkeypatc
             events_then.append(sys.monitoring.get_events(HUB.catchall.tool))
         set_process_hooks(sessions)
 
+    wanting_the_catch_all()
     monkeypatch.setattr(HUB, "set_process_hooks", probe)
     for _ in range(2):  # the first trace goes the general way, the next the lone way
         with rng_trace(print=False):
             in_block = sys.monitoring.get_events(HUB.catchall.tool)
+            prebound_random()  # attributed: the next trace has the catch-all from its start too
         assert in_block == sys.monitoring.events.CALL | sys.monitoring.events.PY_UNWIND
     assert events_then == [0, 0]
 
@@ -64,25 +99,28 @@ def test_the_catch_alls_events_are_off_while_the_last_trace_undoes_its_patches(m
     forget_streams = HUB.forget_streams  # the lone undo calls it before it takes the catch-all off
 
     def probe(names):
-        if HUB.catchall is not None:
-            events_then.append(sys.monitoring.get_events(HUB.catchall.tool))
+        tool = getattr(HUB.catchall, "tool", None)
+        if tool is not None:
+            events_then.append(sys.monitoring.get_events(tool))
         forget_streams(names)
 
+    wanting_the_catch_all()
     monkeypatch.setattr(HUB, "forget_streams", probe)
     for _ in range(3):
         with rng_trace(print=False):
-            pass
+            prebound_random()  # attributed: the next trace has the catch-all from its start too
     assert events_then and set(events_then) == {0}
 
 
 def test_an_inner_trace_ending_leaves_the_outer_ones_catch_all_watching():
+    name = "test_an_inner_trace_ending_leaves_the_outer_ones_catch_all_watching"
     with rng_trace(print=False) as outer:
+        prebound_random()
+        random.random()  # notices the move: the catch-all goes in
         with rng_trace(print=False):
             pass
         prebound_random()
-    assert [(e.api, e.stack[0].function) for e in outer.events if e.kind == "draw"] == [
-        ("random.random", "test_an_inner_trace_ending_leaves_the_outer_ones_catch_all_watching")
-    ]
+    assert [(e.api, e.stack[0].function) for e in outer.events if e.kind == "draw"][-1] == ("random.random", name)
 
 
 def test_a_stream_imported_inside_a_trace_has_its_catch_all_watching_at_once():
@@ -115,12 +153,16 @@ def test_a_with_statements_exit_site_is_not_enabled_again_after_each_block(monke
 
     def a_block():
         with rng_trace(print=False):
-            pass
+            prebound_random()  # attributed: the next block has the catch-all from its start too
 
+    wanting_the_catch_all()
     for _ in range(3):
         a_block()
     assert "a_block" not in enabled_again
 
+
+#: the catch-all each of ``_traces``' traces had (its stack cache sees frame exits only where it is in)
+hooks: list[str] = []
 
 # Which functions a draw passed through, read from the frames themselves (the truth a trace's stack must match).
 _truth: list[list[str]] = []
@@ -159,12 +201,16 @@ def _h2() -> None:
 
 def _traces(mismatches: list) -> None:
     callers = random.Random(1)
+    hooks.clear()
+    wanting_the_catch_all()
     for _ in range(6):
         _truth.clear()
         with rng_trace(print=False) as trace:
+            prebound_random()  # attributed by the catch-all: the next trace has it from its start too
             for _ in range(10):
                 callers.choice([_h1, _h2, _g1, _g2, _x])()
-        got = [[f.function for f in e.stack][: len(want)] for e, want in zip(trace.draws, _truth)]
+            hooks.append(HUB.catchall.describe())
+        got = [[f.function for f in e.stack][: len(want)] for e, want in zip(trace.draws[1:], _truth)]
         mismatches.extend((g, want) for g, want in zip(got, _truth) if g != want)
 
 
@@ -178,3 +224,4 @@ def test_later_traces_stacks_are_exact_where_an_earlier_trace_cached_the_same_co
     thread.start()
     thread.join()
     assert mismatches == []
+    assert len(hooks) == 6 and all(hook.startswith("sys.monitoring tool") for hook in hooks)

@@ -13,8 +13,13 @@ import random
 
 import numpy as np
 
-from rngtrace import rng_trace
+from rngtrace import _hotpath, rng_trace
 from rngtrace._hub import HUB
+
+
+def hooked_builtins() -> list:
+    """The builtins recording in place now (the C accelerator's; none without it)."""
+    return _hotpath.SPEEDUPS.hooked_builtins() if _hotpath.SPEEDUPS is not None else []
 
 
 def _streams(trace) -> list[str]:
@@ -50,9 +55,12 @@ def test_nested_traces_wanting_other_streams_install_and_remove_them_in_turn():
 
 
 def test_later_traces_apply_the_same_wrappers_again_and_never_leave_them():
-    wrappers = []
+    wrappers, hooked = [], []
     for _ in range(3):
         with rng_trace(print=False):
             wrappers.append((random.random, np.random.rand))
+            hooked.append(hooked_builtins())
     assert all(w == wrappers[0] for w in wrappers)  # made once, applied again: nothing rebuilt
-    assert random.random is not wrappers[0][0]  # and never left in place
+    # With the accelerator random.random records in place (the same object, hooked); else it is replaced.
+    assert random.random is not wrappers[0][0] or any(fn is random.random for fn in hooked[0])
+    assert np.random.rand is not wrappers[0][1] and hooked_builtins() == []  # and never left in place

@@ -18,7 +18,14 @@ from types import ModuleType
 import numpy as np
 import pytest
 
-from rngtrace import rng_trace
+from rngtrace import _hotpath, rng_trace
+
+#: With the accelerator, random.random records in place: the module's ``uniform`` below is then the
+#: recording builtin itself, and no move is left to notice. What these tests check (learning a
+#: module's names, arming the hook) is what the pure-Python wrappers do: ``make test``'s second pass.
+moves_unseen = pytest.mark.skipif(
+    _hotpath.SPEEDUPS is not None, reason="random.random records in place: no move to notice"
+)
 
 SOURCE = """\
 from random import randrange, random as uniform
@@ -68,6 +75,7 @@ def test_references_bound_at_import_are_attributed_from_the_second_block_on(preb
 
 
 @pytest.mark.skipif(sys.version_info >= (3, 12), reason="3.10/3.11 arm a profile hook on demand")
+@moves_unseen
 def test_a_move_noticed_in_the_module_holding_the_reference_patches_it_and_arms_no_profile_hook(
     prebound: ModuleType,
 ) -> None:
@@ -95,6 +103,7 @@ def test_a_move_noticed_in_the_module_holding_the_reference_patches_it_and_arms_
 
 
 @pytest.mark.skipif(sys.version_info >= (3, 12), reason="3.10/3.11 arm a profile hook on demand")
+@moves_unseen
 def test_the_profile_hook_goes_back_to_armed_once_the_name_it_found_is_patched(prebound: ModuleType) -> None:
     if sys.getprofile() is not None:
         pytest.skip("another profiler is active")
@@ -114,6 +123,7 @@ def test_the_profile_hook_goes_back_to_armed_once_the_name_it_found_is_patched(p
 
 
 @pytest.mark.skipif(sys.version_info >= (3, 12), reason="3.10/3.11 arm a profile hook on demand")
+@moves_unseen
 def test_the_profile_hook_stays_where_it_found_a_call_no_patch_reaches(prebound: ModuleType) -> None:
     if sys.getprofile() is not None:
         pytest.skip("another profiler is active")
@@ -127,6 +137,30 @@ def test_the_profile_hook_stays_where_it_found_a_call_no_patch_reaches(prebound:
         holder.random()
     assert after is not None
     assert [e.kind for e in trace.events][-4:] == ["draw"] * 4
+
+
+@pytest.mark.skipif(_hotpath.SPEEDUPS is None, reason="needs the C accelerator")
+def test_a_modules_own_reference_to_random_random_is_recorded_on_its_line_by_the_builtin_itself(
+    prebound: ModuleType,
+) -> None:
+    if sys.getprofile() is not None:
+        pytest.skip("another profiler is active")
+    holder = types.SimpleNamespace(random=random.random)
+    for _ in range(2):
+        with rng_trace(print=False) as trace:
+            prebound.pick()
+            holder.random()
+            hooked = sys.getprofile()
+        assert hooked is None  # no move unseen: no hook armed
+        assert [(e.kind, e.api, e.frame.lineno) for e in trace.events][:2] == [
+            ("draw", "random.randrange", 6),
+            ("draw", "random.random", 6),
+        ]
+        assert [(e.kind, e.api, e.frame.function) for e in trace.events][2:] == [
+            ("draw", "random.random", trace.events[2].frame.function)
+        ]
+        assert trace.events[2].frame.filename == __file__
+    assert prebound.uniform is random.random  # the module's name was never changed
 
 
 def test_learned_names_hold_the_originals_again_after_each_trace(prebound: ModuleType) -> None:

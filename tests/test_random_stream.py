@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import _random
 import random
 import secrets
 import sys
@@ -58,7 +59,8 @@ def test_references_bound_before_tracing_are_never_silent():
         prebound_random()
         prebound_randint(1, 6)
     # randint is random.py's Python method: the instance's methods it calls record it, on every
-    # Python. random() is C: the catch-all hook sees it, or the next check notices its move.
+    # Python. random() is C: it records in place (the accelerator), or the catch-all hook sees
+    # it, or the next check notices its move.
     assert [(e.kind, e.api) for e in trace.events] in (
         [("draw", "random.random"), ("draw", "random.randint")],
         [("unattributed", "random state"), ("draw", "random.randint")],
@@ -68,9 +70,14 @@ def test_references_bound_before_tracing_are_never_silent():
 
 @pytest.mark.skipif(sys.version_info >= (3, 12), reason="3.10/3.11 arm the profile hook on demand")
 def test_the_first_unattributed_move_arms_the_profile_hook_which_attributes_the_next_ones():
-    # A local reference: a module's own names may have been learned (and patched) by an
-    # earlier trace. The empty trace first: it saw no such move, so the next one starts armed.
-    draw = prebound_random
+    # The C base's method bound by hand: no module holds it, and it is not random.random, which
+    # records in place where the accelerator is built. A first notice learns (patches from then on)
+    # the names this module holds, so the next finds none to patch and arms. The empty trace next: it saw no
+    # such move, so the next one starts armed.
+    draw = _random.Random.random.__get__(random._inst)  # no patch or in-place hook reaches it
+    with rng_trace(print=False):
+        draw()
+        random.random()  # a move noticed: this module's names for random's originals are learned
     with rng_trace(print=False):
         pass
     with rng_trace(print=False) as trace:

@@ -8,6 +8,7 @@ here fails; tests/test_speedups.py checks that the paths taken record what Pytho
 
 from __future__ import annotations
 
+import _random
 import ast
 import pathlib
 import random
@@ -124,7 +125,7 @@ def test_a_monitoring_callback_is_shielded_in_c():
 def test_draws_and_seeds_of_random_and_numpy_are_c_recorders():
     with rng_trace(print=False):
         recorders = {
-            "random.random": random.random,
+            "random.uniform": random.uniform,
             "random.seed": random.seed,
             "numpy.random.seed": np.random.seed,
             "RandomState.random_sample": vars(np.random.mtrand.RandomState)["random_sample"],
@@ -147,6 +148,36 @@ def test_each_streams_lock_is_taken_and_its_fingerprint_read_in_c(stream):
         lock, fingerprint = HUB.rec.stream_lock(stream), HUB.rec.fingerprint(stream)
         assert type(lock) is SPEEDUPS.StreamLock
         assert type(fingerprint.view) is SPEEDUPS.InPlace
+
+
+def test_randoms_builtins_record_in_place_every_call_even_where_the_interpreter_specialised_it():
+    # random.random (METH_NOARGS) and random.getrandbits (METH_O) are the hidden instance's builtin
+    # methods. 3.11+ specialises a call of a METH_O builtin to call its C function directly, not the
+    # object: the hook must make such a call fall back, or a loop warmed up before the trace is unseen.
+    held = types.SimpleNamespace(random=random.random, getrandbits=random.getrandbits)
+
+    def looks() -> list:
+        builtins = (random.random, random.getrandbits)
+        return [(fn.__name__, fn.__doc__, hash(fn), fn.__reduce__()[1][1]) for fn in builtins]
+
+    before = looks()
+
+    def loop(n: int) -> None:
+        for _ in range(n):
+            held.random()
+            held.getrandbits(8)
+
+    loop(200)  # specialised now
+    with rng_trace(print=False) as trace:
+        hooked = SPEEDUPS.hooked_builtins()
+        inside = looks()
+        loop(100)
+    assert any(fn is random.random for fn in hooked) and any(fn is random.getrandbits for fn in hooked)
+    assert inside == before  # the same object: its name, doc, hash and pickling (by name) are its own
+    apis = [(e.api, e.count) for e in trace.events]
+    assert apis == [("random.random", 100), ("random.getrandbits", 100)] or len(apis) == 200
+    assert all(e.stack[0].function.endswith("loop") for e in trace.events)  # (3.11+ names it by its qualname)
+    assert SPEEDUPS.hooked_builtins() == []
 
 
 def test_torchs_builtins_record_in_place_and_its_seed_is_a_c_recorder():
@@ -199,8 +230,11 @@ def test_a_seed_of_random_or_numpy_is_recorded_in_c_its_event_with_no_python_cal
     ]
 
 
-# Held in an object, not by a module: only the profile hook sees calls through them.
-held = types.SimpleNamespace(random=random.random, getrandbits=random.getrandbits)
+# The C base's methods bound by hand, held in an object: no patch reaches them, nor the in-place hooks of
+# random.random and random.getrandbits (other objects), so only the profile hook sees calls through them.
+held = types.SimpleNamespace(
+    random=_random.Random.random.__get__(random._inst), getrandbits=_random.Random.getrandbits.__get__(random._inst)
+)
 
 
 @pytest.mark.skipif(sys.version_info >= (3, 12), reason="3.10/3.11 arm a profile hook")

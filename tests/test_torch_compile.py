@@ -133,6 +133,30 @@ def test_dynamos_restore_of_random_after_a_compile_that_drew_is_a_restore_and_no
     assert trace.findings == []
 
 
+def scaled_noise(x):
+    """A function drawing from Python's random.random() and torch, as a compiled augmentation might."""
+    return x * random.random() + torch.rand(3)
+
+
+def test_a_function_compiled_inside_a_trace_that_calls_random_random_computes_what_it_does_untraced():
+    # random.random is the hidden instance's builtin method: traced, it records in place, so Dynamo
+    # sees the builtin it sees untraced. Replaced by a Python wrapper, it compiled another graph,
+    # whose first call returned -8.99e34 for every element on torch 2.13's CPU Inductor.
+    def run() -> tuple:
+        torch._dynamo.reset()
+        random.seed(0), torch.manual_seed(0)
+        compiled = torch.compile(scaled_noise)
+        return [compiled(torch.ones(3)).tolist() for _ in range(3)], random.random()
+
+    untraced = run()
+    with rng_trace(print=False) as trace:
+        traced = run()
+    assert traced == untraced
+    draws = [(ev.api, ev.frame.filename == HERE) for ev in trace.events if ev.kind == "draw"]
+    assert ("random.random", True) in draws
+    assert [ev for ev in trace.events if ev.kind == "unattributed"] == []
+
+
 def test_a_compiled_function_and_reduce_overhead_mode_compute_the_same_traced_with_no_recompile():
     def step(x):
         return torch.sin(x) + torch.rand_like(x) * F.dropout(x, 0.5)

@@ -27,6 +27,9 @@ from ._threads import Sweeper
 __all__ = [
     "ARMED_NOTE",
     "EARLY_NOTE",
+    "HOOK_NAME",
+    "MONITORING",
+    "NO_TOOL_NOTE",
     "OURS",
     "ArmedCatchAll",
     "CProfileCatchAll",
@@ -34,6 +37,7 @@ __all__ = [
     "NoCatchAll",
     "PROFILE_HOOKS",
     "PinningCatchAll",
+    "hook_free",
     "install",
     "profile_hook",
 ]
@@ -176,47 +180,76 @@ def profile_hook(hub: Any) -> CatchAll:
 
 
 class ArmedCatchAll(PinningCatchAll):
-    """3.10/3.11: no hook yet; the first unattributed move installs the profile hook.
+    """No hook yet; the first unattributed move installs one (3.10/3.11: the profile hook, 3.12+: ``sys.monitoring``).
 
     A profile hook runs on every call and return in the program (about 1.2x on a
-    small training loop), so it is installed only once a stream has moved with
-    no recorded call, that is, once there is something for it to find.
+    small training loop), and turning ``sys.monitoring``'s events on and off costs
+    a trace some 20 µs (every code object run after is instrumented again), so
+    the hook goes in only once a stream has moved with no recorded call, that is,
+    once there is something for it to find. The streams' own builtins record in
+    place, and their Python functions are patched, so most traces never need it.
     """
 
-    def arm(self) -> CatchAll:
-        """The profile hook, installed now (the caller checked that the slot is free)."""
+    def arm(self) -> CatchAll | None:
+        """The hook, installed now (the caller checked that it displaces nobody's); None where none could go in."""
+        if MONITORING:
+            return _monitoring_now(self.hub)
         return profile_hook(self.hub)
 
     def describe(self) -> str:
-        return "profile hook armed (frames pinned)"
+        return f"{HOOK_NAME} armed (frames pinned)"
 
 
+#: 3.12+: the catch-all is ``sys.monitoring``'s CALL events; before, a ``c_call`` profile hook
+MONITORING = sys.version_info >= (3, 12)
+HOOK_NAME = "sys.monitoring catch-all" if MONITORING else "c_call profile hook"
+_PYTHONS = "Python 3.12+" if MONITORING else "Python 3.10/3.11"
 EARLY_NOTE = (
-    "the previous trace saw calls through references bound before tracing, so rngtrace's c_call "
-    "profile hook was on from the start (Python 3.10/3.11)"
+    f"the previous trace saw calls through references bound before tracing, so rngtrace's {HOOK_NAME} "
+    f"was on from the start ({_PYTHONS})"
 )
 ARMED_NOTE = (
-    "an unattributed move armed rngtrace's c_call profile hook: from then on, calls through "
-    "references bound before tracing are attributed (Python 3.10/3.11)"
+    f"an unattributed move armed rngtrace's {HOOK_NAME}: from then on, calls through "
+    f"references bound before tracing are attributed ({_PYTHONS})"
 )
+NO_TOOL_NOTE = (
+    "every sys.monitoring tool id is taken; calls through references bound before tracing show as unattributed"
+)
+
+
+def _monitoring_now(hub: Any) -> CatchAll | None:
+    """3.12+: the ``sys.monitoring`` catch-all, its events on now; None where every tool id is taken."""
+    from . import _catchall_monitoring  # here: 3.10/3.11 (a traced child's start there) never import it
+
+    made = _catchall_monitoring.install(hub)
+    if made is not None:
+        made.begin()
+    return made
+
+
+def hook_free() -> bool:
+    """Whether the catch-all's hook can go in now without displacing another tool's."""
+    if MONITORING:
+        return True  # a free tool id is looked for as it goes in
+    return sys.getprofile() is None
 
 
 def install(hub: Any, hook: bool = False) -> CatchAll:
     """Install the best catch-all this Python allows, never displacing another tool.
 
-    On 3.10/3.11, ``hook`` installs the profile hook at once instead of arming it
-    (an earlier trace saw moves only it can attribute).
+    ``hook`` installs the hook at once instead of arming it (an earlier trace saw
+    moves only it can attribute); its events go on with ``begin``.
     """
-    if sys.version_info >= (3, 12):
+    if MONITORING:
+        if not hook:
+            return ArmedCatchAll(hub)
         from . import _catchall_monitoring  # here: 3.10/3.11 (a traced child's start there) never import it
 
         made = _catchall_monitoring.install(hub)
         if made is not None:
+            made.note = EARLY_NOTE
             return made
-        return NoCatchAll(
-            hub,
-            "every sys.monitoring tool id is taken; calls through references bound before tracing show as unattributed",
-        )
+        return NoCatchAll(hub, NO_TOOL_NOTE)
     if sys.getprofile() is not None:
         return NoCatchAll(
             hub,

@@ -139,7 +139,7 @@ class CatchAll:
         rec.forget_fingerprint(stream)
         # Where the reference lives in the caller's module, patch it: later calls and
         # later traces record it through a wrapper, with no hook (3.10/3.11: the hub takes it off).
-        if not hub.learn(source.name, start, callee) and profile:
+        if not hub.learn(source.name, start, callee):
             self.needed = True  # a call no patch reaches: the hook stays, and the next trace has it from its start
             hub.hook_found()
         return None

@@ -249,6 +249,8 @@ def install(hub: Any) -> CatchAll | None:
                     made = _KEPT = MonitoringCatchAll(hub)
                 else:
                     made.refresh()
+                made.note = None  # the caller says why this trace has it (_catchall.EARLY_NOTE), if it does
+                made.needed = False
                 made.attach(tool)
                 return made
             except BaseException:

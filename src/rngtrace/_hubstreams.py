@@ -10,7 +10,6 @@ for the profile hook by the first move it could have seen (``_arm``).
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 from types import FrameType
 from typing import TYPE_CHECKING, Any
@@ -195,8 +194,8 @@ class HubStreams:
 
     def _unattributed(self, stream: str, frame: FrameType | None = None) -> None:
         source = self.rec.sources.get(stream)
-        # Arm the profile hook only where it can see what moved the stream.
-        if source is None or not source.profile_visible:
+        # Arm the profile hook only where it can see what moved the stream (sys.monitoring sees every call).
+        if source is None or not (source.profile_visible or _catchall.MONITORING):
             return
         armed = isinstance(self.catchall, _catchall.ArmedCatchAll)
         if armed and self._learn_stack(stream, frame):
@@ -239,18 +238,22 @@ class HubStreams:
         self._hook_wanted = True
 
     def _arm(self) -> None:
-        """Swap the armed catch-all for the profile hook, now that there is something to find."""
+        """Swap the armed catch-all for its hook (profile or sys.monitoring), now that there is something to find."""
         self._locked(self._arm_locked)
 
     def _arm_locked(self) -> None:
         armed = self.catchall
         if not isinstance(armed, _catchall.ArmedCatchAll):
             return
-        if sys.getprofile() is not None:
+        if not _catchall.hook_free():
             return  # another profiler took the slot: stay armed, never displace it
         armed.uninstall()
         self.catchall = None
-        self.catchall = armed.arm()
+        made = armed.arm()
+        note = _catchall.ARMED_NOTE
+        if made is None:  # 3.12+: every tool id taken
+            made, note = _catchall.NoCatchAll(self, _catchall.NO_TOOL_NOTE), _catchall.NO_TOOL_NOTE
+        self.catchall = made
         for session in self.active:
-            if _catchall.ARMED_NOTE not in session.trace.notes:
-                session.trace.notes.append(_catchall.ARMED_NOTE)
+            if note not in session.trace.notes:
+                session.trace.notes.append(note)

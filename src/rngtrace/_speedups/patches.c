@@ -203,6 +203,8 @@ typedef struct {
     PyObject *fn;               /* the builtin (held: its address names the slot) */
     PyObject *wrapper;          /* what a call reaches while hooked */
     vectorcallfunc original_vc; /* its own vectorcall, put back when unhooked */
+    PyMethodDef *original_ml;   /* its own definition, put back when unhooked */
+    PyMethodDef def;            /* while hooked: that definition, flagged so no specialised call takes it */
 } HookSlot;
 
 static HookSlot hook_slots[HOOK_SLOTS];
@@ -283,28 +285,44 @@ is_hooked(PyObject *fn, HookSlot *slot)
     return slot != NULL && ((PyCFunctionObject *)fn)->vectorcall == hook_trampolines[slot - hook_slots];
 }
 
+/* ``fn``'s own definition: the one it had before any hook. */
+static PyMethodDef *
+original_def(PyObject *fn)
+{
+    HookSlot *slot = hook_slot_of(fn);
+    return is_hooked(fn, slot) ? slot->original_ml : ((PyCFunctionObject *)fn)->m_ml;
+}
+
+/* A plain builtin (no METH_METHOD: its object has a field more) of any calling convention. */
 static int
 hookable(PyObject *fn)
 {
     if (!PyCFunction_CheckExact(fn))
         return 0;
-    PyCFunctionObject *f = (PyCFunctionObject *)fn;
-    int flags = f->m_ml->ml_flags & ~(METH_CLASS | METH_STATIC | METH_COEXIST);
-    if (flags != (METH_VARARGS | METH_KEYWORDS) && flags != METH_VARARGS && flags != (METH_FASTCALL | METH_KEYWORDS))
+    int flags = original_def(fn)->ml_flags & ~(METH_CLASS | METH_STATIC | METH_COEXIST);
+    switch (flags) {
+    case METH_NOARGS:
+    case METH_O:
+    case METH_VARARGS:
+    case METH_VARARGS | METH_KEYWORDS:
+    case METH_FASTCALL:
+    case METH_FASTCALL | METH_KEYWORDS:
+        return 1;
+    default:
         return 0;
-    return 1;
+    }
 }
 
-/* builtin_twin(fn): a new builtin object with ``fn``'s definition, which no hook reaches. */
+/* builtin_twin(fn): a new builtin object with ``fn``'s own definition, which no hook reaches. */
 PyObject *
 builtin_twin(PyObject *module, PyObject *fn)
 {
     if (!hookable(fn)) {
-        PyErr_SetString(PyExc_TypeError, "builtin_twin(fn): fn must be a plain builtin function (METH_VARARGS or METH_FASTCALL | METH_KEYWORDS)");
+        PyErr_SetString(PyExc_TypeError, "builtin_twin(fn): fn must be a plain builtin function (no METH_METHOD)");
         return NULL;
     }
     PyCFunctionObject *f = (PyCFunctionObject *)fn;
-    return PyCFunction_NewEx(f->m_ml, f->m_self, f->m_module);
+    return PyCFunction_NewEx(original_def(fn), f->m_self, f->m_module);
 }
 
 /* hook_builtins(pairs, forward): with forward, make every call of each builtin of ``pairs``
@@ -340,21 +358,35 @@ hook_builtins(PyObject *module, PyObject *args)
         PyObject *pair = PyList_GET_ITEM(pairs, i);
         PyObject *fn = PyTuple_GET_ITEM(pair, 0), *wrapper = PyTuple_GET_ITEM(pair, 1);
         HookSlot *slot = hook_slot_of(fn);
+        PyCFunctionObject *f = (PyCFunctionObject *)fn;
         if (!forward) {
-            if (is_hooked(fn, slot))
-                ((PyCFunctionObject *)fn)->vectorcall = slot->original_vc;
+            if (is_hooked(fn, slot)) {
+                f->vectorcall = slot->original_vc;
+                f->m_ml = slot->original_ml;
+            }
             continue;
         }
         if (slot == NULL)
             slot = hook_slot_new(fn);
-        if (!is_hooked(fn, slot))
-            slot->original_vc = ((PyCFunctionObject *)fn)->vectorcall;
+        if (!is_hooked(fn, slot)) {
+            slot->original_vc = f->vectorcall;
+            slot->original_ml = f->m_ml;
+            /* The interpreter's specialised calls (3.11+: CALL_BUILTIN_O, _FAST, _FAST_WITH_KEYWORDS)
+             * call the C function itself, not the object's vectorcall, once they check its flags
+             * are exactly METH_O, ... A copy of the definition with METH_COEXIST added (which means
+             * nothing to a function object) fails that check: such a call falls back to the
+             * vectorcall. Same name, function and doc: its name, signature, hash, equality and
+             * pickling stay its own. */
+            slot->def = *f->m_ml;
+            slot->def.ml_flags |= METH_COEXIST;
+        }
         if (slot->wrapper != wrapper) {
             if (slot->wrapper != NULL && PyList_Append(dropped, slot->wrapper) == 0)
                 Py_DECREF(slot->wrapper); /* the list holds it now */
             slot->wrapper = Py_NewRef(wrapper);
         }
-        ((PyCFunctionObject *)fn)->vectorcall = hook_trampolines[slot - hook_slots];
+        f->m_ml = &slot->def;
+        f->vectorcall = hook_trampolines[slot - hook_slots];
     }
     Py_DECREF(dropped);
     Py_RETURN_TRUE;

@@ -13,6 +13,7 @@ from typing import Any
 
 from .._kinds import DRAW, SEED
 from ._base import (
+    IN_PLACE,
     INTERNAL,
     Hit,
     Patch,
@@ -24,6 +25,7 @@ from ._base import (
     recorder,
     restore_wrapper,
     seed_wrapper,
+    twin_of,
 )
 from ._entropy import entropy_wrapper
 from ._inplace import in_place, inside, read_with_state
@@ -145,7 +147,15 @@ class RandomSource(Source):
             else:
                 # Most return one number; only these return several, or shuffle in place.
                 counted = _count if name in _MANY else None
-                yield _random, name, draw_wrapper(hub, "random", api, original, counted)
+                twin = twin_of(original)
+                if twin is not None:
+                    # random.random and getrandbits are the instance's builtin methods: recorded in
+                    # place, every reference to them (``from random import random`` at import, one
+                    # held in an object) is the same object, recording, and torch.compile's Dynamo
+                    # sees the builtin it knows, traced or not.
+                    yield original, IN_PLACE, draw_wrapper(hub, "random", api, twin, counted)
+                else:
+                    yield _random, name, draw_wrapper(hub, "random", api, original, counted)
 
         yield from self._getters(hub)
 
