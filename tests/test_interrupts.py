@@ -47,6 +47,7 @@ def _left_behind() -> dict[str, Any]:
         "namespaces": _namespaces(),
         "hooks": _global_hooks(),
         "hub lock held": HUB._lock._is_owned(),
+        "stream locks held": HUB.rec.stream_locks_held(),
     }
 
 

@@ -59,9 +59,11 @@ def _check_stream(
         rec.unattributed(name, frame, "moved after the last recorded event; noticed when the block ended")
         explained.add(name)
     states = source.snapshot()  # again, now under the lock: the read without it only said "moved"
-    if any(raw[0] == name and raw[1] == SEED for raw in raws):
-        # torch.manual_seed() is one event on "torch" and reseeds every CUDA device too
-        explained.update(states)
+    for raw in raws:  # a loop, not any() over a generator: see RawStore.touched
+        if raw[0] == name and raw[1] == SEED:
+            # torch.manual_seed() is one event on "torch" and reseeds every CUDA device too
+            explained.update(states)
+            break
     for stream, state in states.items():
         old = before.get(stream)
         if stream in explained or (old is not None and same_state(source, old, state)):
@@ -87,7 +89,7 @@ def moved_since_recorded(fingerprint: Any) -> bool:
 
 
 def _all_in(states: dict, streams: set) -> bool:
-    # A loop, not all() over a generator: see sources._base.unmoved.
+    # A loop, not all() over a generator: see sources._source.unmoved.
     for stream in states:
         if stream not in streams:
             return False

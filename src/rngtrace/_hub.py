@@ -236,6 +236,7 @@ class Hub(HubStreams, HubChildren):
                     # Nothing records now. Without the accelerator a Ctrl-C at the first line of a
                     # wrapper's finally leaves this thread marked inside a recorded call, and every
                     # later trace would take its moves for part of that call: it is not in one.
+                    self.rec.let_go_stray_locks()
                     st = self.rec.states.get(threading.get_ident())
                     if st is not None:
                         st.busy, st.pending = False, None

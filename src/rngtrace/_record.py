@@ -121,6 +121,26 @@ class Recording:
         self._walks = 0
         self.pinnable = pinnable
 
+    def stream_locks_held(self) -> list[str]:
+        """The streams whose lock this thread holds: inside a recorded call, or left held (see below)."""
+        return [stream for stream, lock in list(self._locks.items()) if lock._is_owned()]
+
+    def let_go_stray_locks(self) -> None:
+        """Release the stream locks this thread holds outside any recorded call.
+
+        Without the accelerator, the 3.12+ catch-all's callback is Python code that runs just
+        before a recorded call's ``with lock:`` exit, each time that site is instrumented anew
+        (code run while the events are off loses its DISABLE). A Ctrl-C landing there skips the
+        exit, and the next draw from another thread would wait for good. (The accelerator raises
+        such an interrupt after the call instead.) Called once nothing records.
+        """
+        st = self.states.get(get_ident())
+        if st is not None and st.busy:
+            return  # inside a recorded call: its own exit lets go
+        for lock in list(self._locks.values()):
+            while lock._is_owned():
+                lock.release()
+
     def after_fork(self) -> None:
         """In a forked child: only the forking thread exists, and no lock may be held."""
         for lock in list(self._locks.values()):

@@ -153,9 +153,15 @@ class RawStore:
 
     def touched(self, library: str) -> bool:
         """Whether any event (kept or counted) is of ``library``'s streams."""
-        return any(r[0].split(".", 1)[0] == library for r in self.raw) or any(
-            k[0].split(".", 1)[0] == library for k in self.overflow
-        )
+        # Loops, not any() over a generator: one left unfinished is closed, and on 3.12+ that unwind
+        # runs the catch-all's Python exit callback, where a Ctrl-C (without the accelerator) is lost.
+        for r in self.raw:
+            if r[0].split(".", 1)[0] == library:
+                return True
+        for k in self.overflow:
+            if k[0].split(".", 1)[0] == library:
+                return True
+        return False
 
     def streams_with_events(self) -> set[str]:
         """The (sub-)streams this store has an event of."""
