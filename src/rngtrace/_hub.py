@@ -233,10 +233,10 @@ class Hub(HubStreams, HubChildren):
                 if not self.rec.hot.now.active:
                     self.rec.new_table()  # after the trace took its thread names
                     self.rec.handed.forget()
+                    self.rec.let_go_stray_locks()  # before busy is reset below: it reads it
                     # Nothing records now. Without the accelerator a Ctrl-C at the first line of a
                     # wrapper's finally leaves this thread marked inside a recorded call, and every
                     # later trace would take its moves for part of that call: it is not in one.
-                    self.rec.let_go_stray_locks()
                     st = self.rec.states.get(threading.get_ident())
                     if st is not None:
                         st.busy, st.pending = False, None

@@ -153,13 +153,10 @@ class RawStore:
 
     def touched(self, library: str) -> bool:
         """Whether any event (kept or counted) is of ``library``'s streams."""
-        # Loops, not any() over a generator: one left unfinished is closed, and on 3.12+ that unwind
+        # A loop, not any() over a generator: one left unfinished is closed, and on 3.12+ that unwind
         # runs the catch-all's Python exit callback, where a Ctrl-C (without the accelerator) is lost.
-        for r in self.raw:
-            if r[0].split(".", 1)[0] == library:
-                return True
-        for k in self.overflow:
-            if k[0].split(".", 1)[0] == library:
+        for key in itertools.chain(self.raw, self.overflow):
+            if key[0].split(".", 1)[0] == library:
                 return True
         return False
 
