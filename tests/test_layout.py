@@ -79,7 +79,7 @@ def test_renderers_share_helpers_through_base_not_each_others_private_names():
 #: The package's layers, lowest first, each module in the order its layer may import it
 #: (docs/development.md describes them). A new module is added here, in its place.
 LAYERS = (
-    ("leaves", ("_version", "_errors", "_paths", "_streams", "_spool", "_kinds", "_model", "_rows", "_store")),
+    ("leaves", ("_version", "_errors", "_paths", "_pids", "_streams", "_spool", "_kinds", "_model", "_rows", "_store")),
     ("hot path", ("_threads", "_caller", "_speedups", "_hotpath", "_codes", "_stack")),
     (
         "sources",

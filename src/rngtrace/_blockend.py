@@ -28,7 +28,13 @@ def check_moved(rec: Any, session: Any, frame: FrameType | None) -> None:
         source = sources.get(name)
         if source is None:
             continue
-        if not moved_since_recorded(fingerprints.get(name)):
+        fingerprint = fingerprints.get(name)  # moved_since_recorded, inline: every block's end asks, per stream
+        if (
+            fingerprint is None
+            or fingerprint.last is None
+            or (view := fingerprint.view) is None
+            or fingerprint.last == view.value
+        ):
             now = source.snapshot()
             if unmoved(source, before, now):
                 # Where nothing moved there is nothing to report, whatever another thread is

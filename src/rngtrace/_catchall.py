@@ -190,6 +190,23 @@ class ArmedCatchAll(PinningCatchAll):
     place, and their Python functions are patched, so most traces never need it.
     """
 
+    #: the last one taken off whole, made ready again by the next lone trace's install (no new object per block)
+    _spare: ArmedCatchAll | None = None
+
+    @classmethod
+    def again(cls, hub: Any) -> ArmedCatchAll:
+        """An armed catch-all for ``hub``: the one the last trace took off, where it was, else a new one."""
+        spare = cls._spare
+        if spare is None or spare.hub is not hub:
+            return cls(hub)
+        cls._spare = None
+        hub.rec.offer_pinning(spare)  # as __init__ does; the rest is as a new one has it
+        return spare
+
+    def uninstall(self) -> None:
+        super().uninstall()
+        ArmedCatchAll._spare = self  # only once off whole: an undo cut short makes a new one next time
+
     def arm(self) -> CatchAll | None:
         """The hook, installed now (the caller checked that it displaces nobody's); None where none could go in."""
         if MONITORING:
@@ -242,7 +259,7 @@ def install(hub: Any, hook: bool = False) -> CatchAll:
     """
     if MONITORING:
         if not hook:
-            return ArmedCatchAll(hub)
+            return ArmedCatchAll.again(hub)
         from . import _catchall_monitoring  # here: 3.10/3.11 (a traced child's start there) never import it
 
         made = _catchall_monitoring.install(hub)
@@ -261,4 +278,4 @@ def install(hub: Any, hook: bool = False) -> CatchAll:
         catchall = profile_hook(hub)
         catchall.note = EARLY_NOTE
         return catchall
-    return ArmedCatchAll(hub)
+    return ArmedCatchAll.again(hub)

@@ -31,7 +31,7 @@ from collections.abc import Callable
 from typing import Any
 
 from . import _postimport
-from ._patches import Patches
+from ._patches import Patches, PatchSet
 
 #: the module whose import brings ``BaseProcess``
 PROCESS_MODULE = "multiprocessing.process"
@@ -152,6 +152,34 @@ class ProcessHooks:
         if not self._forks:
             os.register_at_fork(before=before, after_in_child=after_in_child)
             self._forks = True
+
+    # -- BaseProcess.start in a lone trace's swap (``_lone``) ------------------------------
+    def start_part(self) -> PatchSet | None:
+        """BaseProcess.start's hook set where it is on and all that ``set(True, None)`` put on.
+
+        A lone trace's plan then puts it on and takes it off in the swap of the streams'
+        patches: one C call less each way, and none of ``set``'s questions.
+        """
+        hook_set = self.patches.hook_sets.get(START)
+        if hook_set is None or not hook_set.applied or not self.start_swappable(hook_set, on=True):
+            return None
+        return hook_set
+
+    def start_swappable(self, part: PatchSet, on: bool = False) -> bool:
+        """Whether ``part`` (``start_part``) is still the hook set made in full, no import or child hook beside it."""
+        return (
+            part.applied is on
+            and self.patches.hook_sets.get(START) is part
+            and START in self.patches.hooks_made
+            and self._import_hook is None
+            and not self._child_may_be_on
+            and self.child is None
+        )
+
+    def start_swapped(self, on: bool) -> None:
+        """Note what ``set`` notes for a swap that puts BaseProcess.start's hook on (call it before) or off (after)."""
+        self._starts = self._start_may_be_on = on
+        _postimport.settle()
 
     # -- BaseProcess.start ----------------------------------------------------------------
     def _start_on(self) -> None:

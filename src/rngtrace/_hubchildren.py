@@ -49,6 +49,11 @@ class HubChildren:
         def abandon(self, session: Session) -> None: ...
         def set_process_hooks(self, sessions: tuple) -> None: ...
 
+    @property
+    def recording_child(self) -> ChildWriter | None:
+        """This process's writer where it is a recording child (its ways out and queues hooked); None elsewhere."""
+        return self._child
+
     # -- the parent's side -----------------------------------------------------------------
     def _merge_children(self, session: Session) -> None:
         """Merge what the children forked under ``session`` spooled; the last trace removes the folder."""

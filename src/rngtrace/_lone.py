@@ -25,15 +25,25 @@ class Plan:
     library it wraps is still imported; anything else goes the general way.
     """
 
-    __slots__ = ("streams", "version", "parts", "entries", "stamps", "sources", "modules", "watches")
+    __slots__ = ("streams", "version", "parts", "entries", "stamps", "sources", "modules", "watches", "start")
 
     def __init__(
-        self, streams: frozenset, version: int, parts: list[PatchSet], joined: tuple, sources: list, watches: tuple
+        self,
+        streams: frozenset,
+        version: int,
+        parts: list[PatchSet],
+        joined: tuple,
+        sources: list,
+        watches: tuple,
+        start: PatchSet | None,
     ) -> None:
         self.streams = streams
         self.version = version
-        #: the patch sets applied (a stream's own, then what was learned for it)
+        #: the patch sets applied (a stream's own, then what was learned for it; last, BaseProcess.start's)
         self.parts = parts
+        #: BaseProcess.start's hook set, swapped with the streams' where it was all the process hooks
+        #: (``ProcessHooks.start_part``); None: ``set_process_hooks`` the usual way
+        self.start = start
         #: their entries in one list, and its stamps (``Patches._joined_list``)
         self.entries, self.stamps = joined
         #: (stream, source), in install order
@@ -67,7 +77,11 @@ def make_plan(hub: Any, session: Any) -> Plan | None:
                 return None
             parts.append(learned)
         sources.append((name, patch_set.source))
-    return Plan(session.streams, patches.version, parts, patches.joined_list(parts), sources, tuple(watches))
+    start = hub.hooks.start_part() if hub.recording_child is None else None
+    if start is not None:
+        parts.append(start)
+    joined = patches.joined_list(parts)
+    return Plan(session.streams, patches.version, parts, joined, sources, tuple(watches), start)
 
 
 def install_alone(hub: Any, session: Any) -> bool:
@@ -98,6 +112,11 @@ def install_alone(hub: Any, session: Any) -> bool:
     for part in parts:
         if part.applied:
             return False
+    start = plan.start
+    if start is not None and (hub.recording_child is not None or not hub.hooks.start_swappable(start)):
+        return False
+    if start is not None:
+        hub.hooks.start_swapped(True)  # first: an undo cut short takes it off
     installed = rec.sources
     for name, source in plan.sources:
         source.prepare()  # before each install: a cache filled now holds no wrapper
@@ -110,7 +129,8 @@ def install_alone(hub: Any, session: Any) -> bool:
     for name, module in plan.watches:
         hub.watch_import(name, module)
     hub.put_catchall()
-    hub.set_process_hooks((session,))
+    if start is None:
+        hub.set_process_hooks((session,))
     return True
 
 
@@ -133,6 +153,9 @@ def uninstall_alone(hub: Any) -> bool:
     for part in parts:
         if not part.applied:
             return False
+    start = plan.start
+    if start is not None and (hub.recording_child is not None or not hub.hooks.start_swappable(start, on=True)):
+        return False  # a child's hooks went on beside it (a forked child): ``set_process_hooks`` takes them off
     rec.publish(())  # first: wrappers stop recording at once
     patches.swap_out(parts, plan.entries, plan.stamps)
     hub.forget_streams([name for name, _source in plan.sources])
@@ -140,5 +163,8 @@ def uninstall_alone(hub: Any) -> bool:
         hub.imports.unwatch(name)
     if hub.catchall is not None:
         hub.take_catchall()
-    hub.set_process_hooks(())
+    if start is None:
+        hub.set_process_hooks(())
+    else:
+        hub.hooks.start_swapped(False)  # taken off in the swap above
     return True

@@ -60,6 +60,10 @@ def untraced_children() -> tuple[list[int], list[str]]:
     mp = sys.modules.get("multiprocessing")
     if mp is None:
         return [], []
+    # Asked at every outermost trace's start: where no child was ever started, the set
+    # active_children() would reap and copy is empty (multiprocessing.process._children).
+    if not getattr(sys.modules.get("multiprocessing.process"), "_children", True):
+        return [], []
     try:
         children = {child.pid: child for child in mp.active_children()}
     except Exception:  # noqa: BLE001 (a question, never an error of the program's)

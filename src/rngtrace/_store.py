@@ -11,10 +11,10 @@ from __future__ import annotations
 import collections
 import itertools
 import operator
-import os
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
+from . import _pids
 from ._kinds import DRAW, NO_STACK, UNATTRIBUTED, RawEvent, used_stacks
 from ._spool import FLUSH_MS
 
@@ -56,6 +56,21 @@ class RawStore:
     these public methods; ``Trace`` adds what a user reads on top.
     """
 
+    # What every trace starts with and few change, as class attributes: a store is made at every
+    # traced call and block, and each assignment in __init__ is time that call pays.
+    #: events not kept individually because max_events was reached
+    dropped = 0
+    #: the stack table's resolve, until the finished trace's stacks are first read
+    _unresolved: Any = None
+    _events: list[Event] | None = None
+    #: ((the rows, their number), row_runs of them), once found for a finished trace
+    _runs: tuple[tuple[list, int], list[tuple[RawEvent, int]]] | None = None
+    #: set once by ``finish``; a late draw of another thread is dropped after it
+    finished = False
+    #: while recording: the hub's (resolve_stack, thread_names), to read events mid-block
+    live: tuple | None = None
+    _from_start = False
+
     def __init__(
         self,
         streams: Iterable[str] = (),
@@ -65,11 +80,9 @@ class RawStore:
         self.streams: tuple[str, ...] = tuple(streams)
         self.depth = depth
         self.max_events = max_events
-        self.pid = os.getpid()
+        self.pid = _pids.pid()
         #: the traced process's parent (0 where a saved log did not say)
-        self.ppid = os.getppid()
-        #: events not kept individually because max_events was reached
-        self.dropped = 0
+        self.ppid = _pids.ppid()
         self.notes: list[str] = []  # what the tracer could not watch, said in the log
         #: the pids of child processes already running when the trace began, which it cannot follow
         self.untraced: list[int] = []
@@ -81,15 +94,6 @@ class RawStore:
         #: thread key -> thread name
         self.threads: dict[int, str] = {}
         self._stacks: dict[int, tuple[Frame, ...]] = {}
-        #: the stack table's resolve, until the finished trace's stacks are first read
-        self._unresolved: Any = None
-        self._events: list[Event] | None = None
-        #: ((the rows, their number), row_runs of them), once found for a finished trace
-        self._runs: tuple[tuple[list, int], list[tuple[RawEvent, int]]] | None = None
-        #: set once by ``finish``; a late draw of another thread is dropped after it
-        self.finished = False
-        #: while recording: the hub's (resolve_stack, thread_names), to read events mid-block
-        self.live: tuple | None = None
         # Child processes merged in (``merge_child``): their threads' pids, their stacks (ids below
         # NO_STACK, already resolved), the processes themselves, and where each process's
         # streams started anew: (pid, sub-stream, state digest, why, index of the next event).
@@ -100,7 +104,6 @@ class RawStore:
         self.children: list[Process] = []
         #: (pid, sub-stream, state digest, why, index of the next event): where a process's streams started anew
         self.origins: list[tuple[int, str, str, str, int]] = []
-        self._from_start = False
         #: torch's determinism flags when the trace ended (read by the hub from the torch source); {} without torch
         self.settings: dict[str, bool] = {}
 

@@ -11,7 +11,7 @@ from collections.abc import AsyncGenerator, Callable, Coroutine, Generator
 from contextvars import ContextVar
 from typing import Any, TypeVar, cast, overload
 
-from . import _logdir
+from . import _logdir, _pids
 from ._blocks import Binding, ExitSlot, claim
 from ._hub import HUB, install_order
 from ._options import OPTION_NAMES, Options, signature
@@ -58,8 +58,8 @@ class RngTrace(Options):
         # A with statement's exit knows its own block (_blocks); an exit called by hand
         # (ExitStack, __exit__()) ends the newest block that its context (thread, asyncio
         # task) entered by hand, so neither another thread's nor another task's. A
-        # ContextVar, not one shared list, is what keeps them apart.
-        state["_entered"] = ContextVar("rngtrace.entered")
+        # ContextVar, not one shared list, is what keeps them apart. Made at the first such
+        # entry (``_entered_var``): most blocks are with statements, which never read it.
         # Every block entered by hand and still open, from any context: for an exit in another
         # context than its entry.
         state["_open"] = []
@@ -121,23 +121,34 @@ class RngTrace(Options):
             HUB.abandon(session)
             self._unregister(session)
 
+    def _entered_var(self) -> ContextVar[tuple[Any, ...]]:
+        """The blocks each context entered by hand: one ContextVar per tracer, made at its first use."""
+        state = self.__dict__
+        var = state.get("_entered")
+        if var is None:
+            # setdefault: two threads making it at once both get the one kept.
+            var = state.setdefault("_entered", ContextVar("rngtrace.entered"))
+        return var
+
     def _register(self, session: Any) -> None:
         """Note a block entered by hand, for its exit to find (``_leaving``)."""
         self._open.append(session)
-        self._entered.set(self._entered.get(()) + (session,))
+        entered = self._entered_var()
+        entered.set(entered.get(()) + (session,))
 
     def _unregister(self, session: Any) -> None:
         """Forget a block entered by hand (also one whose registering was cut short)."""
         if session in self._open:
             self._open.remove(session)
-        entered = self._entered.get(())
+        var = self._entered_var()
+        entered = var.get(())
         if session in entered:
-            self._entered.set(tuple(s for s in entered if s is not session))
+            var.set(tuple(s for s in entered if s is not session))
 
     def _leaving(self) -> Any:
         """The session an exit called by hand ends: the newest block its context entered by hand."""
         open_ = self._open
-        for session in reversed(self._entered.get(())):
+        for session in reversed(self._entered_var().get(())):
             if session in open_:
                 return session  # (an entry not open was ended from another context, below)
         if len(open_) == 1:
@@ -310,7 +321,7 @@ class RngTrace(Options):
         self._last[0] = trace
         if PROBLEMS:  # read by the time a trace ends (the streams' declarations were loaded for its start)
             _note_problems(trace)
-        if trace.pid != os.getpid():
+        if trace.pid != _pids.pid():
             return  # a block entered before a fork: the parent saves and prints the whole of it
         if self.log_dir is not None:
             # Saved before printing, and empty blocks too: block k of every rank is compared with block k.

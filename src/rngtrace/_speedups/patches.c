@@ -15,10 +15,15 @@
  * dict entry per namespace: a pass allocates nothing to check or record them. The entries hold
  * each namespace, so a pointer cannot name another dict meanwhile. */
 
-/* 1 when every namespace in ``entries`` still has the version ``stamps`` recorded for it
+/* A pass reads its entries as columns: n namespaces, then n attributes, n originals, n wrappers
+ * and n types (pointers borrowed from the entries' tuples). */
+enum { C_NS, C_ATTR, C_ORIG, C_WRAP, C_TYPE, C_COLS };
+#define COL(cols, n, c, i) ((cols)[(Py_ssize_t)(c) * (n) + (i)])
+
+/* 1 when every namespace in the entries still has the version ``stamps`` recorded for it
  * (nobody wrote to it since our last pass), 0 when not, -1 on error. */
 static int
-unchanged_since(PyObject *entries, PyObject *stamps, PyObject *key)
+unchanged_since(PyObject **cols, Py_ssize_t n, PyObject *stamps, PyObject *key)
 {
 #ifdef HAVE_VERSION_TAG
     if (!PyDict_CheckExact(stamps) || PyDict_GET_SIZE(stamps) != 1)
@@ -30,10 +35,9 @@ unchanged_since(PyObject *entries, PyObject *stamps, PyObject *key)
         return 0;
     const uint64_t *pairs = (const uint64_t *)PyBytes_AS_STRING(packed);
     Py_ssize_t runs = PyBytes_GET_SIZE(packed) / (Py_ssize_t)(2 * sizeof(uint64_t)), j = 0;
-    Py_ssize_t n = PyList_GET_SIZE(entries);
     PyObject *last = NULL;
     for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *ns = PyTuple_GET_ITEM(PyList_GET_ITEM(entries, i), 0);
+        PyObject *ns = COL(cols, n, C_NS, i);
         if (ns == last)
             continue;
         last = ns;
@@ -49,16 +53,16 @@ unchanged_since(PyObject *entries, PyObject *stamps, PyObject *key)
 
 /* Record each namespace's version now, after a pass (``key``: its direction) whose outcome is fully known. */
 static int
-stamp(PyObject *entries, PyObject *stamps, PyObject *key)
+stamp(PyObject **cols, Py_ssize_t n, PyObject *stamps, PyObject *key)
 {
     if (!PyDict_CheckExact(stamps))
         return 0;
     PyDict_Clear(stamps);
 #ifdef HAVE_VERSION_TAG
-    Py_ssize_t n = PyList_GET_SIZE(entries), runs = 0;
+    Py_ssize_t runs = 0;
     PyObject *last = NULL;
     for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *ns = PyTuple_GET_ITEM(PyList_GET_ITEM(entries, i), 0);
+        PyObject *ns = COL(cols, n, C_NS, i);
         if (ns != last)
             runs++;
         last = ns;
@@ -70,7 +74,7 @@ stamp(PyObject *entries, PyObject *stamps, PyObject *key)
     Py_ssize_t j = 0;
     last = NULL;
     for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *ns = PyTuple_GET_ITEM(PyList_GET_ITEM(entries, i), 0);
+        PyObject *ns = COL(cols, n, C_NS, i);
         if (ns == last)
             continue;
         last = ns;
@@ -86,42 +90,70 @@ stamp(PyObject *entries, PyObject *stamps, PyObject *key)
     return 0;
 }
 
-/* Entries are (namespace dict, attribute, original or INHERITED, wrapper, type or None).
- * Forward: only if every attribute still holds its original, put every wrapper in place
- * (True), else change nothing (False). Backward: put each original back where our wrapper
- * still is, leave one that holds its original already, and return the indices of the others
- * (someone patched over us: strays). ``stamps`` (a dict the caller keeps per set) holds each
- * namespace's version after our last pass the other way: where no namespace was written since,
- * every attribute is as that pass left it, and the identity checks are skipped -- half the
- * dict look-ups. A pass that leaves strays records no
- * stamps, so the next one checks every attribute.
- * Nothing here runs Python code -- every value written or dropped is also held by the
- * entries -- so no signal handler can run halfway through. */
-PyObject *
-swap(PyObject *module, PyObject *args)
+/* Entry lists passed before, as columns: every trace's start and end swaps the same joined list
+ * (its 231 entries with numpy, random and torch), and reading and checking each entry's tuple was
+ * a third of such a pass. Kept for a list that holds the very entries it held then, compared
+ * pointer by pointer: the copy kept here holds those tuples, so no other can take one's address. */
+#define SWAP_LISTS 8
+
+typedef struct {
+    PyObject *copy; /* the entries (a list of our own) */
+    Py_ssize_t n;
+    PyObject **cols;
+} SwapList;
+
+static SwapList swap_lists[SWAP_LISTS];
+static int swap_lists_next = 0;
+
+static SwapList *
+swap_list_of(PyObject *entries)
 {
-    PyObject *entries, *inherited, *stamps = Py_None;
-    int forward;
-    if (!PyArg_ParseTuple(args, "O!pO|O:swap", &PyList_Type, &entries, &forward, &inherited, &stamps))
-        return NULL;
     Py_ssize_t n = PyList_GET_SIZE(entries);
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *e = PyList_GET_ITEM(entries, i);
-        if (!PyTuple_CheckExact(e) || PyTuple_GET_SIZE(e) != 5 || !PyDict_CheckExact(PyTuple_GET_ITEM(e, 0)) ||
-            !PyUnicode_CheckExact(PyTuple_GET_ITEM(e, 1))) {
-            PyErr_SetString(PyExc_TypeError, "entries must be (dict, str, original, wrapper, type or None)");
-            return NULL;
-        }
+    PyObject *const *items = ((PyListObject *)entries)->ob_item;
+    for (int i = 0; i < SWAP_LISTS; i++) {
+        SwapList *known = &swap_lists[i];
+        if (known->copy != NULL && known->n == n && n > 0 &&
+            memcmp(items, ((PyListObject *)known->copy)->ob_item, (size_t)n * sizeof(PyObject *)) == 0)
+            return known;
     }
+    return NULL;
+}
+
+/* Keep ``entries`` and their columns (``cols``, which it takes over) for the next passes. Returns
+ * the list it replaces, for the caller to let go once its pass is done (NULL for none). */
+static PyObject *
+swap_list_keep(PyObject *entries, PyObject **cols)
+{
+    Py_ssize_t n = PyList_GET_SIZE(entries);
+    PyObject *copy = PyList_GetSlice(entries, 0, n);
+    if (copy == NULL) {
+        PyErr_Clear(); /* kept nothing: the next pass goes the long way */
+        PyMem_Free(cols);
+        return NULL;
+    }
+    SwapList *known = &swap_lists[swap_lists_next];
+    swap_lists_next = (swap_lists_next + 1) % SWAP_LISTS;
+    PyObject *old = known->copy;
+    PyMem_Free(known->cols);
+    known->copy = copy;
+    known->n = n;
+    known->cols = cols;
+    return old;
+}
+
+/* The pass itself, over the columns (see ``swap``). */
+static PyObject *
+swap_cols(PyObject **cols, Py_ssize_t n, int forward, PyObject *inherited, PyObject *stamps)
+{
     /* Trusted only after a pass the other way: the state it left is the one this pass expects. */
-    int trusted = unchanged_since(entries, stamps, forward ? zero : one);
+    int trusted = unchanged_since(cols, n, stamps, forward ? zero : one);
     if (trusted < 0)
         return NULL;
     PyObject *strays = NULL;
     if (forward && !trusted) {
         for (Py_ssize_t i = 0; i < n; i++) {
-            PyObject *e = PyList_GET_ITEM(entries, i), *original = PyTuple_GET_ITEM(e, 2);
-            PyObject *now = PyDict_GetItemWithError(PyTuple_GET_ITEM(e, 0), PyTuple_GET_ITEM(e, 1));
+            PyObject *original = COL(cols, n, C_ORIG, i);
+            PyObject *now = PyDict_GetItemWithError(COL(cols, n, C_NS, i), COL(cols, n, C_ATTR, i));
             if (now == NULL && PyErr_Occurred())
                 return NULL;
             if (now != (original == inherited ? NULL : original)) {
@@ -135,9 +167,8 @@ swap(PyObject *module, PyObject *args)
         return NULL;
     PyObject *last_type = NULL;
     for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *e = PyList_GET_ITEM(entries, i);
-        PyObject *ns = PyTuple_GET_ITEM(e, 0), *attr = PyTuple_GET_ITEM(e, 1);
-        PyObject *original = PyTuple_GET_ITEM(e, 2), *wrapper = PyTuple_GET_ITEM(e, 3);
+        PyObject *ns = COL(cols, n, C_NS, i), *attr = COL(cols, n, C_ATTR, i);
+        PyObject *original = COL(cols, n, C_ORIG, i), *wrapper = COL(cols, n, C_WRAP, i);
         int rc;
         if (forward)
             rc = PyDict_SetItem(ns, attr, wrapper);
@@ -162,7 +193,7 @@ swap(PyObject *module, PyObject *args)
                 PyDict_Clear(stamps);
             return NULL;
         }
-        PyObject *type = PyTuple_GET_ITEM(e, 4);
+        PyObject *type = COL(cols, n, C_TYPE, i);
         if (PyType_Check(type) && type != last_type) {
             /* Drop the method caches that remember the old entry, as setattr would. */
             PyType_Modified((PyTypeObject *)type);
@@ -170,15 +201,61 @@ swap(PyObject *module, PyObject *args)
         }
     }
     if (forward) {
-        if (stamp(entries, stamps, one) < 0)
+        if (stamp(cols, n, stamps, one) < 0)
             return NULL;
         Py_RETURN_TRUE;
     }
-    if (PyList_GET_SIZE(strays) == 0 ? stamp(entries, stamps, zero) < 0 : (PyDict_CheckExact(stamps) && (PyDict_Clear(stamps), 0))) {
+    if (PyList_GET_SIZE(strays) == 0 ? stamp(cols, n, stamps, zero) < 0 : (PyDict_CheckExact(stamps) && (PyDict_Clear(stamps), 0))) {
         Py_DECREF(strays);
         return NULL;
     }
     return strays;
+}
+
+/* Entries are (namespace dict, attribute, original or INHERITED, wrapper, type or None).
+ * Forward: only if every attribute still holds its original, put every wrapper in place
+ * (True), else change nothing (False). Backward: put each original back where our wrapper
+ * still is, leave one that holds its original already, and return the indices of the others
+ * (someone patched over us: strays). ``stamps`` (a dict the caller keeps per set) holds each
+ * namespace's version after our last pass the other way: where no namespace was written since,
+ * every attribute is as that pass left it, and the identity checks are skipped -- half the
+ * dict look-ups. A pass that leaves strays records no
+ * stamps, so the next one checks every attribute.
+ * Nothing here runs Python code -- every value written or dropped is also held by the
+ * entries -- so no signal handler can run halfway through. */
+PyObject *
+swap(PyObject *module, PyObject *args)
+{
+    PyObject *entries, *inherited, *stamps = Py_None;
+    int forward;
+    if (!PyArg_ParseTuple(args, "O!pO|O:swap", &PyList_Type, &entries, &forward, &inherited, &stamps))
+        return NULL;
+    SwapList *known = swap_list_of(entries);
+    if (known != NULL) /* its entries were checked when it was kept */
+        return swap_cols(known->cols, known->n, forward, inherited, stamps);
+    Py_ssize_t n = PyList_GET_SIZE(entries);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *e = PyList_GET_ITEM(entries, i);
+        if (!PyTuple_CheckExact(e) || PyTuple_GET_SIZE(e) != 5 || !PyDict_CheckExact(PyTuple_GET_ITEM(e, 0)) ||
+            !PyUnicode_CheckExact(PyTuple_GET_ITEM(e, 1))) {
+            PyErr_SetString(PyExc_TypeError, "entries must be (dict, str, original, wrapper, type or None)");
+            return NULL;
+        }
+    }
+    PyObject **cols = PyMem_Malloc((size_t)(n > 0 ? n : 1) * C_COLS * sizeof(PyObject *));
+    if (cols == NULL)
+        return PyErr_NoMemory();
+    for (Py_ssize_t i = 0; i < n; i++)
+        for (int c = 0; c < C_COLS; c++)
+            COL(cols, n, c, i) = PyTuple_GET_ITEM(PyList_GET_ITEM(entries, i), c);
+    PyObject *result = swap_cols(cols, n, forward, inherited, stamps);
+    if (n == 0 || result == NULL) {
+        PyMem_Free(cols);
+        return result;
+    }
+    /* Letting go of the list it replaces runs no Python: the sets hold those entries too. */
+    Py_XDECREF(swap_list_keep(entries, cols));
+    return result;
 }
 
 /* -- builtins recorded in place --------------------------------------------------------
@@ -245,13 +322,17 @@ static const vectorcallfunc hook_trampolines[HOOK_SLOTS] = {HOOK_N64(1), HOOK_N6
 
 /* Slot of each hooked builtin, by address: open addressing, twice the slots, so a pass over a set's
  * 175 builtins (every trace's start and end) looks each up in a probe or two, not a scan. */
-#define HOOK_INDEX_SIZE (2 * HOOK_SLOTS)
+#define HOOK_INDEX_BITS 9
+#define HOOK_INDEX_SIZE (1 << HOOK_INDEX_BITS) /* twice HOOK_SLOTS */
 static short hook_index[HOOK_INDEX_SIZE]; /* slot + 1, 0 for empty */
 
 static size_t
 hook_hash(PyObject *fn)
 {
-    return (size_t)(((uintptr_t)fn >> 4) * 2654435761u) % HOOK_INDEX_SIZE;
+    /* Fibonacci hashing: the product's top bits, which every bit of the address moves. (Its
+     * low bits, as taken before, are the address's own: builtins 64 bytes apart in a pool fell
+     * into a quarter of the buckets, and a look-up probed long runs.) */
+    return (size_t)(((uint64_t)(uintptr_t)fn * UINT64_C(0x9E3779B97F4A7C15)) >> (64 - HOOK_INDEX_BITS));
 }
 
 static HookSlot *
@@ -325,6 +406,116 @@ builtin_twin(PyObject *module, PyObject *fn)
     return PyCFunction_NewEx(original_def(fn), f->m_self, f->m_module);
 }
 
+/* Put ``fn``'s hook in place (its slot made already), calling ``wrapper``. A wrapper it replaces
+ * goes to ``*dropped``, let go by the caller once every pointer is in place: dropping one may run
+ * Python. */
+static void
+hook_one(PyObject *fn, HookSlot *slot, PyObject *wrapper, PyObject **dropped)
+{
+    PyCFunctionObject *f = (PyCFunctionObject *)fn;
+    if (!is_hooked(fn, slot)) {
+        slot->original_vc = f->vectorcall;
+        slot->original_ml = f->m_ml;
+        /* The interpreter's specialised calls (3.11+: CALL_BUILTIN_O, _FAST, _FAST_WITH_KEYWORDS)
+         * call the C function itself, not the object's vectorcall, once they check its flags
+         * are exactly METH_O, ... A copy of the definition with METH_COEXIST added (which means
+         * nothing to a function object) fails that check: such a call falls back to the
+         * vectorcall. Same name, function and doc: its name, signature, hash, equality and
+         * pickling stay its own. */
+        slot->def = *f->m_ml;
+        slot->def.ml_flags |= METH_COEXIST;
+    }
+    if (slot->wrapper != wrapper) {
+        if (slot->wrapper != NULL) {
+            if (*dropped == NULL)
+                *dropped = PyList_New(0);
+            if (*dropped != NULL && PyList_Append(*dropped, slot->wrapper) == 0)
+                Py_DECREF(slot->wrapper); /* the list holds it now */
+            else
+                PyErr_Clear(); /* out of memory: the old wrapper is kept alive, never freed early */
+        }
+        slot->wrapper = Py_NewRef(wrapper);
+    }
+    f->m_ml = &slot->def;
+    f->vectorcall = hook_trampolines[slot - hook_slots];
+}
+
+static void
+unhook_one(PyObject *fn, HookSlot *slot)
+{
+    if (is_hooked(fn, slot)) {
+        PyCFunctionObject *f = (PyCFunctionObject *)fn;
+        f->vectorcall = slot->original_vc;
+        f->m_ml = slot->original_ml;
+    }
+}
+
+/* A list of pairs passed before, with what a pass needs of it found once: every trace's start
+ * and end passes over the same lists (torch's 176 builtins), and reading each pair's tuple and
+ * looking its builtin's slot up was most of such a pass. Kept for a list that holds the very
+ * pairs it held then, compared pointer by pointer: the copy kept here holds those pairs, so no
+ * other tuple can take one's address meanwhile. */
+#define HOOK_LISTS 4
+
+typedef struct {
+    PyObject *copy;      /* the pairs (a list of our own) */
+    Py_ssize_t n;
+    PyObject **fns;      /* n builtins, then n wrappers (borrowed from the pairs) */
+    HookSlot **slots;    /* n slots */
+} HookList;
+
+static HookList hook_lists[HOOK_LISTS];
+static int hook_lists_next = 0;
+
+static HookList *
+hook_list_of(PyObject *pairs)
+{
+    Py_ssize_t n = PyList_GET_SIZE(pairs);
+    PyObject *const *items = ((PyListObject *)pairs)->ob_item;
+    for (int i = 0; i < HOOK_LISTS; i++) {
+        HookList *h = &hook_lists[i];
+        if (h->copy != NULL && h->n == n && n > 0 &&
+            memcmp(items, ((PyListObject *)h->copy)->ob_item, (size_t)n * sizeof(PyObject *)) == 0)
+            return h;
+    }
+    return NULL;
+}
+
+/* Keep ``pairs`` (every builtin of it has a slot: ``slots``) for the next passes. Returns the list
+ * it replaces, for the caller to let go once its pass is done (NULL for none); on failure keeps
+ * nothing, and the passes go the long way. */
+static PyObject *
+hook_list_keep(PyObject *pairs, HookSlot **slots)
+{
+    Py_ssize_t n = PyList_GET_SIZE(pairs);
+    PyObject *copy = PyList_GetSlice(pairs, 0, n);
+    PyObject **fns = PyMem_Malloc((size_t)n * 2 * sizeof(PyObject *));
+    HookSlot **kept = PyMem_Malloc((size_t)n * sizeof(HookSlot *));
+    if (copy == NULL || fns == NULL || kept == NULL) {
+        Py_XDECREF(copy); /* a list of tuples held elsewhere too: runs no Python */
+        PyMem_Free(fns);
+        PyMem_Free(kept);
+        PyErr_Clear();
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *pair = PyList_GET_ITEM(copy, i);
+        fns[i] = PyTuple_GET_ITEM(pair, 0);
+        fns[n + i] = PyTuple_GET_ITEM(pair, 1);
+        kept[i] = slots[i];
+    }
+    HookList *h = &hook_lists[hook_lists_next];
+    hook_lists_next = (hook_lists_next + 1) % HOOK_LISTS;
+    PyObject *old = h->copy;
+    PyMem_Free(h->fns);
+    PyMem_Free(h->slots);
+    h->copy = copy;
+    h->n = n;
+    h->fns = fns;
+    h->slots = kept;
+    return old;
+}
+
 /* hook_builtins(pairs, forward): with forward, make every call of each builtin of ``pairs``
  * ((builtin, wrapper), ...) reach its wrapper; else give each its own calls back. All or
  * nothing: False (nothing changed) where a builtin cannot be hooked or the slots ran out. */
@@ -335,60 +526,68 @@ hook_builtins(PyObject *module, PyObject *args)
     int forward;
     if (!PyArg_ParseTuple(args, "O!p:hook_builtins", &PyList_Type, &pairs, &forward))
         return NULL;
+    PyObject *dropped = NULL;
+    HookList *known = hook_list_of(pairs);
+    if (known != NULL) { /* every pair checked and every slot made when it was kept */
+        Py_ssize_t n = known->n;
+        if (forward)
+            for (Py_ssize_t i = 0; i < n; i++)
+                hook_one(known->fns[i], known->slots[i], known->fns[n + i], &dropped);
+        else
+            for (Py_ssize_t i = 0; i < n; i++)
+                unhook_one(known->fns[i], known->slots[i]);
+        Py_XDECREF(dropped);
+        Py_RETURN_TRUE;
+    }
     Py_ssize_t n = PyList_GET_SIZE(pairs);
     int fresh = 0;
+    /* Each builtin's slot, looked up once. */
+    HookSlot **slots = PyMem_Malloc((size_t)(n > 0 ? n : 1) * sizeof(HookSlot *));
+    if (slots == NULL)
+        return PyErr_NoMemory();
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *pair = PyList_GET_ITEM(pairs, i);
         if (!PyTuple_CheckExact(pair) || PyTuple_GET_SIZE(pair) != 2) {
+            PyMem_Free(slots);
             PyErr_SetString(PyExc_TypeError, "hook_builtins: pairs must be (builtin, wrapper) tuples");
             return NULL;
         }
-        if (!hookable(PyTuple_GET_ITEM(pair, 0)))
+        PyObject *fn = PyTuple_GET_ITEM(pair, 0);
+        /* A builtin with a slot was found hookable when the slot was made, and stays so. */
+        HookSlot *slot = PyCFunction_CheckExact(fn) ? hook_slot_of(fn) : NULL;
+        if (slot == NULL && !hookable(fn)) {
+            PyMem_Free(slots);
             Py_RETURN_FALSE;
-        if (forward && hook_slot_of(PyTuple_GET_ITEM(pair, 0)) == NULL)
+        }
+        if (forward && slot == NULL)
             fresh++;
+        slots[i] = slot;
     }
-    if (hook_used + fresh > HOOK_SLOTS)
+    if (hook_used + fresh > HOOK_SLOTS) {
+        PyMem_Free(slots);
         Py_RETURN_FALSE;
-    /* Wrappers replaced are let go only once every pointer is in place: dropping one may run Python. */
-    PyObject *dropped = PyList_New(0);
-    if (dropped == NULL)
-        return NULL;
+    }
+    int whole = 1; /* every builtin has a slot after this pass */
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *pair = PyList_GET_ITEM(pairs, i);
-        PyObject *fn = PyTuple_GET_ITEM(pair, 0), *wrapper = PyTuple_GET_ITEM(pair, 1);
-        HookSlot *slot = hook_slot_of(fn);
-        PyCFunctionObject *f = (PyCFunctionObject *)fn;
+        PyObject *fn = PyTuple_GET_ITEM(pair, 0);
         if (!forward) {
-            if (is_hooked(fn, slot)) {
-                f->vectorcall = slot->original_vc;
-                f->m_ml = slot->original_ml;
-            }
+            if (slots[i] == NULL)
+                whole = 0;
+            else
+                unhook_one(fn, slots[i]);
             continue;
         }
-        if (slot == NULL)
-            slot = hook_slot_new(fn);
-        if (!is_hooked(fn, slot)) {
-            slot->original_vc = f->vectorcall;
-            slot->original_ml = f->m_ml;
-            /* The interpreter's specialised calls (3.11+: CALL_BUILTIN_O, _FAST, _FAST_WITH_KEYWORDS)
-             * call the C function itself, not the object's vectorcall, once they check its flags
-             * are exactly METH_O, ... A copy of the definition with METH_COEXIST added (which means
-             * nothing to a function object) fails that check: such a call falls back to the
-             * vectorcall. Same name, function and doc: its name, signature, hash, equality and
-             * pickling stay its own. */
-            slot->def = *f->m_ml;
-            slot->def.ml_flags |= METH_COEXIST;
-        }
-        if (slot->wrapper != wrapper) {
-            if (slot->wrapper != NULL && PyList_Append(dropped, slot->wrapper) == 0)
-                Py_DECREF(slot->wrapper); /* the list holds it now */
-            slot->wrapper = Py_NewRef(wrapper);
-        }
-        f->m_ml = &slot->def;
-        f->vectorcall = hook_trampolines[slot - hook_slots];
+        if (slots[i] == NULL)
+            slots[i] = hook_slot_of(fn); /* the same builtin twice in one list */
+        if (slots[i] == NULL)
+            slots[i] = hook_slot_new(fn);
+        hook_one(fn, slots[i], PyTuple_GET_ITEM(pair, 1), &dropped);
     }
-    Py_DECREF(dropped);
+    PyObject *replaced = whole && n > 0 ? hook_list_keep(pairs, slots) : NULL;
+    PyMem_Free(slots);
+    Py_XDECREF(dropped);
+    Py_XDECREF(replaced);
     Py_RETURN_TRUE;
 }
 

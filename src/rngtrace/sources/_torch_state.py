@@ -154,7 +154,16 @@ _LAST_READABLE: list = [None, False]
 
 
 def _impl(generator: Any) -> int:
-    return ctypes.c_void_p.from_address(id(generator) + _HEAD).value or 0
+    read = _IMPL_READ
+    if read[0] is not generator:
+        # Kept with the generator it reads (held here, so its address names no other object):
+        # each read is then one attribute, not a ctypes object made anew at every install.
+        read[0], read[1] = generator, ctypes.c_void_p.from_address(id(generator) + _HEAD)
+    return read[1].value or 0
+
+
+#: [the generator last read, the pointer to its implementation, read in place]
+_IMPL_READ: list = [None, None]
 
 
 def _span(generator: Any, offset: int) -> _Span | None:
