@@ -45,6 +45,8 @@ class ImportWatch:
     def __init__(self) -> None:
         #: stream -> (module, hook) for each stream waiting for its library's import
         self.hooks: dict[str, tuple[str, Callable]] = {}
+        #: stream -> the (module, hook) made for it last: made once, registered at every watch
+        self._made: dict[str, tuple[str, Callable]] = {}
 
     def watching(self) -> list[str]:
         """The streams waiting for their library's import."""
@@ -52,15 +54,25 @@ class ImportWatch:
 
     def watch(self, name: str, module: str, on_import: Callable[[str], None]) -> None:
         """Call ``on_import(name)`` when ``module`` is imported (at once if it already is)."""
-        if name in self.hooks:
-            return
+        if name not in self.hooks:
+            _postimport.register(self.held(name, module, on_import), module)
 
-        def hook(_module: Any, name: str = name) -> None:
-            if self.hooks.pop(name, None) is not None:
-                on_import(name)
+    def held(self, name: str, module: str, on_import: Callable[[str], None]) -> Callable[[Any], None]:
+        """Note stream ``name`` as watching ``module``; its hook, for the caller to register (``watch``).
 
-        self.hooks[name] = (module, hook)
-        _postimport.register(hook, module)
+        One hook per stream, made at its first watch: it acts only while the stream is
+        noted here, so a later watch registers the same one again.
+        """
+        made = self._made.get(name)
+        if made is None or made[0] != module:
+
+            def hook(_module: Any, name: str = name) -> None:
+                if self.hooks.pop(name, None) is not None:
+                    on_import(name)
+
+            made = self._made[name] = (module, hook)
+        self.hooks[name] = made  # first: an undo cut short finds what to take out
+        return made[1]
 
     def importing(self, name: str) -> bool:
         """Whether stream ``name`` waits for its library's import, which has begun and not ended.
@@ -80,6 +92,20 @@ class ImportWatch:
             return
         _postimport.unregister(entry[1], entry[0])
         del self.hooks[name]  # only now: an undo cut short before this line is done again
+
+    @staticmethod
+    def register(pairs: list[tuple[Callable[[Any], None], str]]) -> None:
+        """Register each ``(hook, module)`` of ``pairs`` (``held``, ``ProcessHooks.hold_start_watch``) in one pass."""
+        _postimport.register_many(pairs)
+
+    @staticmethod
+    def unregister(pairs: list[tuple[Callable[[Any], None], str]]) -> None:
+        """Take each ``(hook, module)`` of ``pairs`` out again, in one pass (then ``let_go`` each)."""
+        _postimport.unregister_many(pairs)
+
+    def let_go(self, name: str) -> None:
+        """Forget stream ``name``'s watch, whose hook the caller unregistered (``unwatch`` in two steps)."""
+        self.hooks.pop(name, None)
 
 
 def _named_as(wrapper: Callable, original: Any) -> Callable:
@@ -147,6 +173,11 @@ class ProcessHooks:
             out.append("the post-import finder, with no hook waiting")
         return out
 
+    @property
+    def forks_watched(self) -> bool:
+        """Whether ``watch_forks`` registered its handlers (once per process, never undone)."""
+        return self._forks
+
     def watch_forks(self, before: Callable[[], None], after_in_child: Callable[[], None]) -> None:
         """Have ``before`` and ``after_in_child`` run around every fork from now on (once per process)."""
         if not self._forks:
@@ -181,6 +212,50 @@ class ProcessHooks:
         self._starts = self._start_may_be_on = on
         _postimport.settle()
 
+    def start_watch(self) -> Callable[[Any], None] | None:
+        """The import hook waiting for multiprocessing where it is all that ``set(True, None)`` put on; else None."""
+        hook = self._import_hook
+        if (
+            hook is None
+            or not self._starts
+            or self._child_may_be_on
+            or self.child is not None
+            or sys.modules.get(PROCESS_MODULE) is not None
+        ):
+            return None
+        return hook
+
+    def start_watch_free(self) -> bool:
+        """Whether nothing of BaseProcess.start's is on, for a lone trace to hold its start watch again."""
+        hook_set = self.patches.hook_sets.get(START)
+        return (
+            self._import_hook is None
+            and not self._start_may_be_on
+            and (hook_set is None or not hook_set.applied)
+            and not self._child_may_be_on
+            and self.child is None
+        )
+
+    def hold_start_watch(self, hook: Callable[[Any], None]) -> None:
+        """Note ``hook`` (``start_watch``) as waiting again, for the caller to register (``start_watch_free`` first)."""
+        self._starts = self._start_may_be_on = True  # first: an undo cut short takes it out
+        self._import_hook = hook
+
+    def start_watch_held(self, hook: Callable[[Any], None]) -> bool:
+        """Whether ``hook`` still waits, as all that ``set(True, None)`` put on (nothing hooked meanwhile)."""
+        hook_set = self.patches.hook_sets.get(START)
+        return (
+            self._import_hook is hook
+            and (hook_set is None or not hook_set.applied)
+            and not self._child_may_be_on
+            and self.child is None
+        )
+
+    def let_go_start_watch(self) -> None:
+        """After the caller unregistered the start watch (``hold_start_watch``): what ``set(False, None)`` notes."""
+        self._import_hook = None
+        self._starts = self._start_may_be_on = False
+
     # -- BaseProcess.start ----------------------------------------------------------------
     def _start_on(self) -> None:
         self._start_may_be_on = True  # first: whatever part of this is done, an undo takes it off
@@ -211,6 +286,9 @@ class ProcessHooks:
         if hook is None:
             hook = self._import_hook = self._when_imported()  # first: an undo finds what to take out
         _postimport.register(hook, PROCESS_MODULE)  # never twice (``register`` asks): one cut short is made again
+
+    #: the process's own watch is PROCESS_MODULE: a lone trace's plan registers it with its streams'
+    START_MODULE = PROCESS_MODULE
 
     def _when_imported(self) -> Callable[[Any], None]:
         def imported(module: Any) -> None:

@@ -130,7 +130,8 @@ class Hub(HubStreams, HubChildren):
     def _open(self, session: Session) -> None:
         self._end_gone()
         rec, trace = self.rec, session.trace
-        self.hooks.watch_forks(self._before_fork, self._after_fork_in_child)
+        if not self.hooks.forks_watched:  # asked first: the handlers' bound methods are made once
+            self.hooks.watch_forks(self._before_fork, self._after_fork_in_child)
         try:
             sessions = self.rec.hot.now.active + (session,)
             if len(sessions) == 1:
@@ -231,15 +232,7 @@ class Hub(HubStreams, HubChildren):
                 if self.spool.path is not None:
                     self._merge_children(session)
                 if not self.rec.hot.now.active:
-                    self.rec.new_table()  # after the trace took its thread names
-                    self.rec.handed.forget()
-                    self.rec.let_go_stray_locks()  # before busy is reset below: it reads it
-                    # Nothing records now. Without the accelerator a Ctrl-C at the first line of a
-                    # wrapper's finally leaves this thread marked inside a recorded call, and every
-                    # later trace would take its moves for part of that call: it is not in one.
-                    st = self.rec.states.get(threading.get_ident())
-                    if st is not None:
-                        st.busy, st.pending = False, None
+                    self.rec.went_idle()  # after the trace took its thread names
 
     def _release(self, session: Session) -> None:
         self._unsettled = True

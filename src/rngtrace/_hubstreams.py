@@ -83,6 +83,10 @@ class HubStreams:
         """Install stream ``name`` the moment ``module`` is imported (``_imported``)."""
         self.imports.watch(name, module, self._imported)
 
+    def held_import(self, name: str, module: str) -> Callable[[Any], None]:
+        """``watch_import`` less the registering: the hook, for the caller to register with others."""
+        return self.imports.held(name, module, self._imported)
+
     def _imported(self, name: str) -> None:
         """A watched library was imported inside a trace: install its stream now, or soon.
 

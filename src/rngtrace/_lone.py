@@ -12,6 +12,7 @@ what the general way does for the same sessions; anything else goes that way.
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from ._patches import PatchSet
@@ -25,7 +26,18 @@ class Plan:
     library it wraps is still imported; anything else goes the general way.
     """
 
-    __slots__ = ("streams", "version", "parts", "entries", "stamps", "sources", "modules", "watches", "start")
+    __slots__ = (
+        "streams",
+        "version",
+        "parts",
+        "entries",
+        "stamps",
+        "sources",
+        "modules",
+        "watches",
+        "start",
+        "start_watch",
+    )
 
     def __init__(
         self,
@@ -36,6 +48,7 @@ class Plan:
         sources: list,
         watches: tuple,
         start: PatchSet | None,
+        start_watch: Callable[[Any], None] | None,
     ) -> None:
         self.streams = streams
         self.version = version
@@ -44,6 +57,9 @@ class Plan:
         #: BaseProcess.start's hook set, swapped with the streams' where it was all the process hooks
         #: (``ProcessHooks.start_part``); None: ``set_process_hooks`` the usual way
         self.start = start
+        #: where multiprocessing is not imported: the import hook waiting for it (``ProcessHooks.start_watch``),
+        #: registered with the streams' watches in one pass; None: ``set_process_hooks`` the usual way
+        self.start_watch = start_watch
         #: their entries in one list, and its stamps (``Patches._joined_list``)
         self.entries, self.stamps = joined
         #: (stream, source), in install order
@@ -77,11 +93,14 @@ def make_plan(hub: Any, session: Any) -> Plan | None:
                 return None
             parts.append(learned)
         sources.append((name, patch_set.source))
-    start = hub.hooks.start_part() if hub.recording_child is None else None
+    start = start_watch = None
+    if hub.recording_child is None:
+        start = hub.hooks.start_part()
+        start_watch = hub.hooks.start_watch() if start is None else None
     if start is not None:
         parts.append(start)
     joined = patches.joined_list(parts)
-    return Plan(session.streams, patches.version, parts, joined, sources, tuple(watches), start)
+    return Plan(session.streams, patches.version, parts, joined, sources, tuple(watches), start, start_watch)
 
 
 def install_alone(hub: Any, session: Any) -> bool:
@@ -112,9 +131,15 @@ def install_alone(hub: Any, session: Any) -> bool:
     for part in parts:
         if part.applied:
             return False
-    start = plan.start
+    start, start_watch = plan.start, plan.start_watch
     if start is not None and (hub.recording_child is not None or not hub.hooks.start_swappable(start)):
         return False
+    if start_watch is not None and (
+        hub.recording_child is not None
+        or modules.get(hub.hooks.START_MODULE) is not None
+        or not hub.hooks.start_watch_free()
+    ):
+        return False  # multiprocessing imported since: BaseProcess.start is hooked the general way
     if start is not None:
         hub.hooks.start_swapped(True)  # first: an undo cut short takes it off
     installed = rec.sources
@@ -126,10 +151,15 @@ def install_alone(hub: Any, session: Any) -> bool:
         return False
     for name, _source in plan.sources:
         rec.reseeded(name)
-    for name, module in plan.watches:
-        hub.watch_import(name, module)
+    if plan.watches or start_watch is not None:
+        # Each noted first (an undo cut short finds what to take out), then all registered in one pass.
+        pairs = [(hub.held_import(name, module), module) for name, module in plan.watches]
+        if start_watch is not None:
+            hub.hooks.hold_start_watch(start_watch)
+            pairs.append((start_watch, hub.hooks.START_MODULE))
+        hub.imports.register(pairs)
     hub.put_catchall()
-    if start is None:
+    if start is None and start_watch is None:
         hub.set_process_hooks((session,))
     return True
 
@@ -153,17 +183,26 @@ def uninstall_alone(hub: Any) -> bool:
     for part in parts:
         if not part.applied:
             return False
-    start = plan.start
+    start, start_watch = plan.start, plan.start_watch
     if start is not None and (hub.recording_child is not None or not hub.hooks.start_swappable(start, on=True)):
         return False  # a child's hooks went on beside it (a forked child): ``set_process_hooks`` takes them off
+    if start_watch is not None and (hub.recording_child is not None or not hub.hooks.start_watch_held(start_watch)):
+        return False  # multiprocessing imported meanwhile, BaseProcess.start hooked: the general way takes it off
     rec.publish(())  # first: wrappers stop recording at once
     patches.swap_out(parts, plan.entries, plan.stamps)
     hub.forget_streams([name for name, _source in plan.sources])
-    for name, _module in plan.watches:
-        hub.imports.unwatch(name)
+    if plan.watches or start_watch is not None:
+        pairs = [(watching[name][1], module) for name, module in plan.watches]
+        if start_watch is not None:
+            pairs.append((start_watch, hub.hooks.START_MODULE))
+        hub.imports.unregister(pairs)
+        for name, _module in plan.watches:  # only now: an undo cut short before this is done again
+            hub.imports.let_go(name)
     if hub.catchall is not None:
         hub.take_catchall()
-    if start is None:
+    if start_watch is not None:
+        hub.hooks.let_go_start_watch()
+    elif start is None:
         hub.set_process_hooks(())
     else:
         hub.hooks.start_swapped(False)  # taken off in the swap above

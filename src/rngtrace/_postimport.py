@@ -144,6 +144,31 @@ def _register(hook: Callable[[Any], None], name: str) -> Any:
     return module
 
 
+def register_many(pairs: list[tuple[Callable[[Any], None], str]]) -> None:
+    """``register`` each ``(hook, name)`` of ``pairs``, in one pass under the lock (a lone trace's watches)."""
+    for hook, module in _locked(_register_many, pairs):
+        hook(module)
+
+
+def _register_many(pairs: list[tuple[Callable[[Any], None], str]]) -> list[tuple[Callable[[Any], None], Any]]:
+    imported = []
+    for hook, name in pairs:
+        module = _register(hook, name)
+        if module is not None:
+            imported.append((hook, module))
+    return imported
+
+
+def unregister_many(pairs: list[tuple[Callable[[Any], None], str]]) -> None:
+    """``unregister`` each ``(hook, name)`` of ``pairs``, in one pass under the lock."""
+    _locked(_unregister_many, pairs)
+
+
+def _unregister_many(pairs: list[tuple[Callable[[Any], None], str]]) -> None:
+    for hook, name in pairs:
+        _unregister(hook, name)
+
+
 def unregister(hook: Callable[[Any], None], name: str) -> None:
     """Take ``hook`` out of those waiting for ``name`` (where it still is), and the finder with the last."""
     _locked(_unregister, hook, name)

@@ -50,6 +50,8 @@ class Recording:
         #: each stream's strongest on_draw= among the active traces
         self.on_draw = OnDraw()
         self._depth = 0
+        #: the Snapshot published when no trace is active, reused while its cache and hook are current
+        self._idle: Snapshot | None = None
         self._base: dict[str, str] = {}
         #: the installed sources, by stream name (the hub keeps it current)
         self.sources: dict[str, Any] = {}
@@ -71,6 +73,15 @@ class Recording:
     # -- what the hub publishes ------------------------------------------------
     def publish(self, sessions: tuple) -> None:
         """Make ``sessions`` the active ones: one new Snapshot, read whole by every wrapper."""
+        now = self.hot.now
+        if not sessions:  # every trace's end: the one idle Snapshot, while the cache and hook are its own
+            self.on_draw.set(sessions)
+            self._depth = 0
+            idle = self._idle
+            if idle is None or idle.cache is not now.cache or idle.profile_hook is not now.profile_hook:
+                idle = self._idle = Snapshot((), None, False, now.profile_hook, now.cache)
+            self.hot.now = idle
+            return
         strict = self.on_draw.set(sessions)  # only then is a policy read (check() and record()'s warning)
         sink = None
         if len(sessions) == 1:
@@ -82,7 +93,6 @@ class Recording:
             self._depth = max(s.trace.depth for s in sessions)
         else:
             self._depth = 0
-        now = self.hot.now
         self.hot.now = Snapshot(sessions, sink, strict, now.profile_hook, now.cache)
 
     def set_mode(self, mode: FrameMode, profile_hook: Callable | None = None) -> None:
@@ -115,6 +125,18 @@ class Recording:
         self.set_mode(self.mode, self.hot.now.profile_hook)
         for st in list(self.states.values()):
             st.pending = None
+
+    def went_idle(self) -> None:
+        """The last trace ended (the hub calls this once it took its thread names): nothing records now."""
+        self.new_table()
+        self.handed.forget()
+        self.let_go_stray_locks()  # before busy is reset below: it reads it
+        # Without the accelerator a Ctrl-C at the first line of a wrapper's finally leaves this
+        # thread marked inside a recorded call, and every later trace would take its moves for
+        # part of that call: it is not in one.
+        st = self.states.get(get_ident())
+        if st is not None:
+            st.busy, st.pending = False, None
 
     def offer_pinning(self, pinnable: Any) -> None:
         """Let ``pinnable`` start pinning once this trace has walked PIN_AFTER stacks."""

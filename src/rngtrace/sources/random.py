@@ -278,8 +278,10 @@ class RandomSource(Source):
         view = self._view if self._view_of is not None else self.fingerprint()
         if view is None:
             return self.state()
-        # The twister's words in place, and gauss()'s cached value, which they do not show.
-        return {"random": (view.value, getattr(self._inst, "gauss_next", None))}
+        # The twister's words in place, and gauss()'s cached value, which they do not show: the
+        # words alone while it holds none (the usual case), which compare as bytes, with no call.
+        gauss = getattr(self._inst, "gauss_next", None)
+        return {"random": view.value if gauss is None else (view.value, gauss)}
 
     def forget(self) -> None:
         self._last_outer = None
