@@ -77,15 +77,14 @@ def test_consecutive_traces_reuse_one_catch_all_and_hold_no_tool_id_between_them
 
 def test_the_catch_alls_events_are_off_while_rngtraces_own_start_runs(monkeypatch):
     events_then = []
-    set_process_hooks = HUB.set_process_hooks  # runs after the catch-all is put in, before the block
+    put_catchall = HUB.put_catchall  # each way in puts the catch-all in, then goes on before the block
 
-    def probe(sessions):
-        if sessions:
-            events_then.append(sys.monitoring.get_events(HUB.catchall.tool))
-        set_process_hooks(sessions)
+    def probe():
+        put_catchall()
+        events_then.append(sys.monitoring.get_events(HUB.catchall.tool))
 
     wanting_the_catch_all()
-    monkeypatch.setattr(HUB, "set_process_hooks", probe)
+    monkeypatch.setattr(HUB, "put_catchall", probe)
     for _ in range(2):  # the first trace goes the general way, the next the lone way
         with rng_trace(print=False):
             in_block = sys.monitoring.get_events(HUB.catchall.tool)

@@ -403,6 +403,45 @@ def test_dropout_in_training_takes_the_fast_path_and_eval_draws_nothing():
 
 
 @accelerated
+def test_a_patch_list_swapped_again_after_its_entries_changed_swaps_the_entries_it_holds_now():
+    # The C swap keeps each list it met as columns, for the next trace's pass: a list whose
+    # entries changed since (the same list, as long) is swapped as it is now, never as it was.
+    from rngtrace._patches import INHERITED
+
+    swap = _hotpath.SPEEDUPS.swap
+    ns = {"a": 1, "b": 2}
+    entries = [(ns, "a", 1, "A", None)]
+    for _ in range(2):  # the second pass reads the kept columns
+        assert swap(entries, True, INHERITED, {}) is True and ns == {"a": "A", "b": 2}
+        assert swap(entries, False, INHERITED, {}) == [] and ns == {"a": 1, "b": 2}
+    entries[0] = (ns, "b", 2, "B", None)
+    assert swap(entries, True, INHERITED, {}) is True and ns == {"a": 1, "b": "B"}
+    assert swap(entries, False, INHERITED, {}) == [] and ns == {"a": 1, "b": 2}
+    with pytest.raises(TypeError):  # a list with one entry more is checked whole again, and refused
+        swap([*entries, ("not a dict", "b", 2, "B", None)], True, INHERITED, {})
+    assert ns == {"a": 1, "b": 2}
+
+
+@accelerated
+def test_a_hook_list_passed_again_after_its_pairs_changed_hooks_the_builtins_it_holds_now():
+    # The same for the builtins recorded in place: a list of (builtin, wrapper) pairs met before
+    # is hooked from what was kept, unless its pairs changed.
+    import _random
+
+    hook = _hotpath.SPEEDUPS.hook_builtins
+    first, second = _random.Random(1).random, _random.Random(2).random  # builtins nothing else calls
+    pairs = [(first, lambda: "first hooked")]
+    for _ in range(2):
+        assert hook(pairs, True) is True and first() == "first hooked"
+        assert hook(pairs, False) is True and isinstance(first(), float)
+    pairs[0] = (second, lambda: "second hooked")
+    assert hook(pairs, True) is True
+    assert second() == "second hooked" and isinstance(first(), float)
+    assert hook(pairs, False) is True and isinstance(second(), float)
+    assert first not in _hotpath.SPEEDUPS.hooked_builtins() and second not in _hotpath.SPEEDUPS.hooked_builtins()
+
+
+@accelerated
 def test_a_stream_lock_is_reentrant_and_held_by_one_thread_at_a_time():
     lock = _hotpath.SPEEDUPS.StreamLock()
     with lock:
