@@ -93,16 +93,6 @@ class ImportWatch:
         _postimport.unregister(entry[1], entry[0])
         del self.hooks[name]  # only now: an undo cut short before this line is done again
 
-    @staticmethod
-    def register(pairs: list[tuple[Callable[[Any], None], str]]) -> None:
-        """Register each ``(hook, module)`` of ``pairs`` (``held``, ``ProcessHooks.hold_start_watch``) in one pass."""
-        _postimport.register_many(pairs)
-
-    @staticmethod
-    def unregister(pairs: list[tuple[Callable[[Any], None], str]]) -> None:
-        """Take each ``(hook, module)`` of ``pairs`` out again, in one pass (then ``let_go`` each)."""
-        _postimport.unregister_many(pairs)
-
     def let_go(self, name: str) -> None:
         """Forget stream ``name``'s watch, whose hook the caller unregistered (``unwatch`` in two steps)."""
         self.hooks.pop(name, None)
@@ -286,9 +276,6 @@ class ProcessHooks:
         if hook is None:
             hook = self._import_hook = self._when_imported()  # first: an undo finds what to take out
         _postimport.register(hook, PROCESS_MODULE)  # never twice (``register`` asks): one cut short is made again
-
-    #: the process's own watch is PROCESS_MODULE: a lone trace's plan registers it with its streams'
-    START_MODULE = PROCESS_MODULE
 
     def _when_imported(self) -> Callable[[Any], None]:
         def imported(module: Any) -> None:

@@ -15,6 +15,8 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from . import _postimport
+from ._hooks import PROCESS_MODULE
 from ._patches import PatchSet
 from .sources import declared
 
@@ -135,9 +137,7 @@ def install_alone(hub: Any, session: Any) -> bool:
     if start is not None and (hub.recording_child is not None or not hub.hooks.start_swappable(start)):
         return False
     if start_watch is not None and (
-        hub.recording_child is not None
-        or modules.get(hub.hooks.START_MODULE) is not None
-        or not hub.hooks.start_watch_free()
+        hub.recording_child is not None or modules.get(PROCESS_MODULE) is not None or not hub.hooks.start_watch_free()
     ):
         return False  # multiprocessing imported since: BaseProcess.start is hooked the general way
     if start is not None:
@@ -156,8 +156,8 @@ def install_alone(hub: Any, session: Any) -> bool:
         pairs = [(hub.held_import(name, module), module) for name, module in plan.watches]
         if start_watch is not None:
             hub.hooks.hold_start_watch(start_watch)
-            pairs.append((start_watch, hub.hooks.START_MODULE))
-        hub.imports.register(pairs)
+            pairs.append((start_watch, PROCESS_MODULE))
+        _postimport.register_many(pairs)
     hub.put_catchall()
     if start is None and start_watch is None:
         hub.set_process_hooks((session,))
@@ -194,8 +194,8 @@ def uninstall_alone(hub: Any) -> bool:
     if plan.watches or start_watch is not None:
         pairs = [(watching[name][1], module) for name, module in plan.watches]
         if start_watch is not None:
-            pairs.append((start_watch, hub.hooks.START_MODULE))
-        hub.imports.unregister(pairs)
+            pairs.append((start_watch, PROCESS_MODULE))
+        _postimport.unregister_many(pairs)
         for name, _module in plan.watches:  # only now: an undo cut short before this is done again
             hub.imports.let_go(name)
     if hub.catchall is not None:

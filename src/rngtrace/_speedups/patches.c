@@ -90,6 +90,16 @@ stamp(PyObject **cols, Py_ssize_t n, PyObject *stamps, PyObject *key)
     return 0;
 }
 
+/* Whether ``list`` holds the very objects ``copy`` (a list kept by one of the caches below) holds, in
+ * order: the test by which a pass reuses what it kept of a list it met before. */
+static int
+same_items(PyObject *list, PyObject *copy)
+{
+    Py_ssize_t n = PyList_GET_SIZE(list);
+    return copy != NULL && n > 0 && PyList_GET_SIZE(copy) == n &&
+           memcmp(((PyListObject *)list)->ob_item, ((PyListObject *)copy)->ob_item, (size_t)n * sizeof(PyObject *)) == 0;
+}
+
 /* Entry lists passed before, as columns: every trace's start and end swaps the same joined list
  * (its 231 entries with numpy, random and torch), and reading and checking each entry's tuple was
  * a third of such a pass. Kept for a list that holds the very entries it held then, compared
@@ -108,14 +118,9 @@ static int swap_lists_next = 0;
 static SwapList *
 swap_list_of(PyObject *entries)
 {
-    Py_ssize_t n = PyList_GET_SIZE(entries);
-    PyObject *const *items = ((PyListObject *)entries)->ob_item;
-    for (int i = 0; i < SWAP_LISTS; i++) {
-        SwapList *known = &swap_lists[i];
-        if (known->copy != NULL && known->n == n && n > 0 &&
-            memcmp(items, ((PyListObject *)known->copy)->ob_item, (size_t)n * sizeof(PyObject *)) == 0)
-            return known;
-    }
+    for (int i = 0; i < SWAP_LISTS; i++)
+        if (same_items(entries, swap_lists[i].copy))
+            return &swap_lists[i];
     return NULL;
 }
 
@@ -470,14 +475,9 @@ static int hook_lists_next = 0;
 static HookList *
 hook_list_of(PyObject *pairs)
 {
-    Py_ssize_t n = PyList_GET_SIZE(pairs);
-    PyObject *const *items = ((PyListObject *)pairs)->ob_item;
-    for (int i = 0; i < HOOK_LISTS; i++) {
-        HookList *h = &hook_lists[i];
-        if (h->copy != NULL && h->n == n && n > 0 &&
-            memcmp(items, ((PyListObject *)h->copy)->ob_item, (size_t)n * sizeof(PyObject *)) == 0)
-            return h;
-    }
+    for (int i = 0; i < HOOK_LISTS; i++)
+        if (same_items(pairs, hook_lists[i].copy))
+            return &hook_lists[i];
     return NULL;
 }
 
