@@ -86,6 +86,7 @@ LAYERS = (
         (
             "sources._source",
             "sources._wrapping",
+            "sources._torch_tensor",
             "sources._recorder",
             "sources._restoring",
             "sources._base",

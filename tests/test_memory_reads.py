@@ -96,6 +96,96 @@ def test_a_torch_newer_than_the_headers_checked_is_not_dereferenced(monkeypatch)
     assert _torch_state._prove() is None
 
 
+def _tensors_of_every_kind(torch) -> dict:
+    """Tensors a draw can return, made without drawing: dense, strided, empty, 0-d, every layout here."""
+    import warnings
+
+    with warnings.catch_warnings():  # beta/prototype/deprecation notices of the rarer layouts
+        warnings.simplefilter("ignore")
+        kinds = {
+            "contiguous": torch.zeros(4, 5),
+            "int32": torch.empty(7, dtype=torch.int32),
+            "slice": torch.zeros(10)[2:7],
+            "transposed": torch.zeros(3, 8).t(),
+            "expanded": torch.zeros(3, 1).expand(3, 4),
+            "0-d": torch.zeros(()),
+            "empty": torch.empty(0, 3),
+            "bool": torch.ones(6, dtype=torch.bool)[::2],
+            "complex": torch.zeros(3, dtype=torch.complex64),
+            "half": torch.zeros(3, dtype=torch.float16),
+            "channels_last": torch.zeros(2, 3, 4, 5).to(memory_format=torch.channels_last),
+            "requires_grad": torch.zeros(2, 3, requires_grad=True),
+            "sparse_coo": torch.eye(3).to_sparse(),
+            "sparse_csr": torch.eye(3).to_sparse_csr(),
+            "quantized": torch.quantize_per_tensor(torch.zeros(4), 0.1, 0, torch.quint8),
+            "meta": torch.empty(3, 5, device="meta"),
+            "nested": torch.nested.nested_tensor([torch.zeros(2), torch.zeros(3)]),
+        }
+        with torch.inference_mode():
+            kinds["inference_mode"] = torch.zeros(5)
+    return kinds
+
+
+def test_a_cpu_tensors_count_read_in_place_is_torchs_and_any_other_tensor_asks_torch():
+    torch = pytest.importorskip("torch")
+    from rngtrace.sources import _torch_tensor
+
+    layout = _torch_tensor.tensor_layout()
+    if _torch_tensor._version() != (2, 13):
+        assert layout is None  # only the release whose headers were read
+        return
+    assert layout is not None, "the pinned torch's TensorImpl layout was not proved"
+    for name, tensor in _tensors_of_every_kind(torch).items():
+        read = _torch_tensor.read_count(layout, tensor)
+        if name in ("meta", "nested"):  # another device; custom sizes (numel_ is not its count)
+            assert read is None, name
+        else:
+            assert tensor.is_cpu and read == tensor.numel(), name
+
+
+def test_a_torch_whose_headers_were_not_read_gets_no_tensor_read_in_place(monkeypatch):
+    torch = pytest.importorskip("torch")
+    from rngtrace.sources import _torch_tensor
+
+    def no_read(tensor):
+        raise AssertionError("a tensor's TensorImpl was read")
+
+    monkeypatch.setattr(torch, "__version__", "2.14.0")
+    monkeypatch.setattr(_torch_tensor, "_impl", no_read)
+    assert _torch_tensor._prove() is None
+
+
+@pytest.mark.parametrize(
+    "draw, values",
+    [
+        ("torch.rand(3, 4)", 12),
+        ("torch.randint(0, 9, (2, 5))", 10),
+        ("torch.randn((), dtype=torch.float64)", 1),
+        ("torch.rand(0, 3)", 0),
+        ("torch.randn(2, 3, dtype=torch.complex64)", 6),
+        ("torch.bernoulli(torch.full((5, 2), 0.5).t())", 10),
+        ("torch.nn.functional.dropout(torch.ones(4, 6).t(), 0.5)", 24),
+        ("torch.nn.functional.dropout(torch.nested.nested_tensor([torch.ones(2), torch.ones(3)]), 0.5)", 5),
+    ],
+)
+def test_a_torch_draw_counts_its_results_values_on_the_cpu_stream(draw, values):
+    torch = pytest.importorskip("torch")
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # nested tensors' prototype notice
+        with rng_trace(print=False) as trace:
+            eval(draw, {"torch": torch})
+    assert [(e.stream, e.count) for e in trace.events] == [("torch", values)]
+
+
+def test_a_torch_draw_on_the_meta_device_records_nothing():
+    torch = pytest.importorskip("torch")
+    with rng_trace(print=False) as trace:
+        torch.rand(3, 4, device="meta")
+    assert trace.events == []
+
+
 # -- numpy ------------------------------------------------------------------------------
 def test_a_bit_generator_merely_named_mt19937_gets_no_in_place_view_and_its_moves_are_reported():
     class MT19937(np.random.PCG64):  # about 48 bytes of state where MT19937 keeps 2,500

@@ -161,13 +161,15 @@ class Recorder:
         inside: tuple[str, ...] | None = None,
         through: tuple[str, ...] | None = None,
         seed_argument: int = -1,
+        tensor_layout: tuple[int, int, int, int, int, int, int] | None = None,
     ) -> None:
         """``condition``: a ``_wrapping.Condition.spec``, the test ``takes`` would make, evaluated in C.
 
         ``inside``: file prefixes whose calls inside a recorded call are part of it;
         ``through``: file prefixes whose calls outside one go to ``slow`` (see ``_wrapping.Through``);
         ``seed_argument``: a seed recorded in C (detail, event, ``hot.seeded``), its value the
-        positional argument there (1: past a method's instance); -1: a draw, or a seed ``after`` records.
+        positional argument there (1: past a method's instance); -1: a draw, or a seed ``after`` records;
+        ``tensor_layout``: where a CPU result of ``tensor_type`` keeps its count (``_torch_tensor.tensor_layout()``).
         """
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any: ...

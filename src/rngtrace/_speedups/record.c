@@ -407,6 +407,25 @@ call_with_arguments(PyObject *fn, PyObject *first, PyObject *const *args, Py_ssi
     return call_with_arguments2(fn, first, NULL, args, nargs, kwnames);
 }
 
+/* A torch CPU tensor's count, read where its TensorImpl keeps it (sources/_torch_tensor.py proved the
+ * offsets for this torch, and says why each byte is read): 1 with ``*count`` set, 0 where torch must
+ * be asked (not on the CPU, custom sizes or device, symbolic sizes), -1 on error. ``result`` is
+ * exactly the tensor type, whose objects hold the pointer at ``impl_at``. */
+static int
+tensor_count_in_place(Recorder *self, PyObject *result, PyObject **count)
+{
+    const unsigned char *impl = *(const unsigned char *const *)((const char *)result + self->impl_at);
+    if (impl == NULL || impl[self->device_at] != self->cpu || impl[self->engaged_at] != 1 ||
+        (impl[self->flags_at] & self->flags_mask) != 0)
+        return 0;
+    int64_t n;
+    memcpy(&n, impl + self->numel_at, sizeof n);
+    if (n < 0)
+        return 0;
+    *count = PyLong_FromLongLong(n);
+    return *count == NULL ? -1 : 1;
+}
+
 /* (stream, count) of a result, as the Python wrapper finds them; stream None: nothing to record. */
 static int
 count_values(Recorder *self, PyObject *result, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
@@ -416,6 +435,9 @@ count_values(Recorder *self, PyObject *result, PyObject *const *args, Py_ssize_t
     Py_INCREF(*stream);
     if (self->tensor_type != Py_None) {
         if ((PyObject *)Py_TYPE(result) == self->tensor_type) {
+            int read = self->tensor_layout ? tensor_count_in_place(self, result, count) : 0;
+            if (read != 0)
+                return read < 0 ? -1 : 0;
             PyObject *cpu = PyObject_GetAttr(result, s_is_cpu);
             if (cpu == NULL)
                 return -1;

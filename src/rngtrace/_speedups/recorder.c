@@ -282,16 +282,35 @@ recorder_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
     static char *names[] = {"slow", "original", "owner", "hot", "fingerprint", "lock", "stream", "kind", "api",
                             "moved", "count_of", "tensor_type", "place", "slow_keyword", "takes", "condition",
-                            "after", "inside", "through", "seed_argument", NULL};
+                            "after", "inside", "through", "seed_argument", "tensor_layout", NULL};
     PyObject *slow, *original, *owner, *hot, *fingerprint, *lock, *stream, *kind, *api, *moved, *count_of;
     PyObject *tensor_type = Py_None, *place = Py_None, *slow_keyword = Py_None, *takes = Py_None;
     PyObject *condition = Py_None, *after = Py_None, *inside = Py_None, *through = Py_None;
-    Py_ssize_t seed_argument = -1;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOOOOOOO|OOOOOOOOn:Recorder", names, &slow, &original, &owner,
+    Py_ssize_t seed_argument = -1, layout[7] = {0};
+    PyObject *tensor_layout = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOOOOOOO|OOOOOOOOnO:Recorder", names, &slow, &original, &owner,
                                      &hot, &fingerprint, &lock, &stream, &kind, &api, &moved, &count_of,
                                      &tensor_type, &place, &slow_keyword, &takes, &condition, &after, &inside,
-                                     &through, &seed_argument))
+                                     &through, &seed_argument, &tensor_layout))
         return NULL;
+    if (tensor_layout != Py_None) {
+        /* (impl_at, numel_at, device_at, cpu, engaged_at, flags_at, flags_mask), as _torch_tensor.tensor_layout() proved it */
+        if (!PyType_Check(tensor_type) || !PyTuple_CheckExact(tensor_layout) ||
+            !PyArg_ParseTuple(tensor_layout, "nnnnnnn", &layout[0], &layout[1], &layout[2], &layout[3], &layout[4],
+                              &layout[5], &layout[6]) ||
+            layout[0] < (Py_ssize_t)sizeof(PyObject) || layout[0] % (Py_ssize_t)sizeof(void *) != 0 || layout[1] < 0 ||
+            layout[1] % 8 != 0 || layout[2] < 0 || layout[4] < 0 || layout[5] < 0 || layout[3] < 0 || layout[3] > 255 ||
+            layout[6] < 0 || layout[6] > 255) {
+            PyErr_Clear();
+            PyErr_SetString(PyExc_TypeError, "tensor_layout= is None or _torch_tensor.tensor_layout()'s 7 offsets, "
+                                             "with tensor_type");
+            return NULL;
+        }
+        if (((PyTypeObject *)tensor_type)->tp_basicsize < layout[0] + (Py_ssize_t)sizeof(void *)) {
+            PyErr_SetString(PyExc_ValueError, "tensor_layout= reads past the tensor type's object");
+            return NULL;
+        }
+    }
     PyObject *prefix_args[2] = {inside, through};
     for (int k = 0; k < 2; k++) {
         PyObject *prefixes = prefix_args[k];
@@ -355,6 +374,14 @@ recorder_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     self->inside = Py_NewRef(inside);
     self->through = Py_NewRef(through);
     self->seed_argument = seed_argument;
+    self->tensor_layout = tensor_layout != Py_None;
+    self->impl_at = layout[0];
+    self->numel_at = layout[1];
+    self->device_at = layout[2];
+    self->cpu = (unsigned char)layout[3];
+    self->engaged_at = layout[4];
+    self->flags_at = layout[5];
+    self->flags_mask = (unsigned char)layout[6];
     if (condition_init(self, condition) < 0) {
         Py_DECREF(self);
         return NULL;

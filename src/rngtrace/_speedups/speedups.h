@@ -118,6 +118,9 @@ typedef struct {
     PyObject *count_of;     /* None: one value, unless the result places itself */
     PyObject *tensor_type;  /* torch: a result of this type is placed by device */
     PyObject *place;        /* torch: result -> (stream or None, count) */
+    int tensor_layout;      /* torch: where a CPU tensor's count is read in place (_torch_tensor.py), else 0 */
+    Py_ssize_t impl_at, numel_at, device_at, engaged_at, flags_at;
+    unsigned char cpu, flags_mask;
     PyObject *slow_keyword; /* a keyword that sends the call to the Python wrapper */
     PyObject *takes;        /* (args, kwargs) -> whether this call draws (dropout in training), or None */
     PyObject *condition;    /* the same, declared: _wrapping.Condition.spec, or None */

@@ -143,7 +143,7 @@ def _c_arguments(
 ) -> dict[str, Any]:
     """The C Recorder's arguments that differ between a draw and a seed."""
     if is_draw:
-        placing = {} if place is None else {"tensor_type": _tensor_type(), "place": place, "slow_keyword": "generator"}
+        placing = {} if place is None else _placing(place)
         # ``draws_if``: the part of ``takes`` the C Recorder asks itself (dropout only draws in training),
         # in C where it is a declared Condition.
         declared = isinstance(draws_if, Condition)
@@ -282,10 +282,13 @@ def through_recorder(
     return record_through
 
 
-def _tensor_type() -> Any:
+def _placing(place: Callable) -> dict[str, Any]:
+    """A torch draw's Recorder arguments: its results are placed by device, a CPU tensor's count read in place."""
     import torch  # only for torch's wrappers, whose source imported it already
 
-    return torch.Tensor
+    from ._torch_tensor import tensor_layout
+
+    return {"tensor_type": torch.Tensor, "tensor_layout": tensor_layout(), "place": place, "slow_keyword": "generator"}
 
 
 def draw_wrapper(rec: Any, stream: str, api: str, original: Callable, count_of: Callable | None) -> Callable:
