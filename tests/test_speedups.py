@@ -13,6 +13,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 import weakref
 from collections.abc import Callable
 
@@ -458,6 +459,40 @@ def test_a_stream_lock_is_reentrant_and_held_by_one_thread_at_a_time():
     lock.acquire()
     lock._at_fork_reinit()  # in a forked child, nobody holds it
     assert lock.acquire(False) and lock._is_owned()
+    lock.release()
+
+
+@accelerated
+def test_a_stream_lock_taken_by_many_threads_at_once_lets_one_in_at_a_time_and_wakes_every_waiter():
+    lock = _hotpath.SPEEDUPS.StreamLock()
+    counter, inside, errors = [0], [0], []
+
+    def work(n: int, timed: bool) -> None:
+        for _ in range(n):
+            if timed:
+                while not lock.acquire(timeout=0.001):  # timed waits that give up, then come back
+                    pass
+            else:
+                lock.acquire()
+            try:
+                inside[0] += 1
+                if inside[0] != 1:
+                    errors.append(inside[0])
+                value = counter[0]
+                time.sleep(0)  # hands the GIL over while holding the lock: the others queue up
+                counter[0] = value + 1
+                inside[0] -= 1
+            finally:
+                lock.release()
+
+    threads = [threading.Thread(target=work, args=(300, i % 2 == 1), daemon=True) for i in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert not any(thread.is_alive() for thread in threads), "a waiter was never woken"
+    assert errors == [] and counter[0] == 6 * 300
+    assert lock.acquire(False)  # free, and nobody left waiting
     lock.release()
 
 

@@ -5,7 +5,21 @@
  * speedups.h. */
 #include "speedups.h"
 
-/* -- StreamLock: a stream's reentrant lock, taken by the Recorder without a method call -- */
+/* -- StreamLock: a stream's reentrant lock, taken by the Recorder without a method call --
+ *
+ * Every field is read and written with the GIL held (this module declares no free-threaded
+ * support, so an interpreter without a GIL turns it back on when it imports us): a free lock is
+ * taken by setting its owner, with no OS call. On 3.11 and 3.12 even a non-blocking
+ * PyThread_acquire_lock_timed reads the monotonic clock, once per draw. Only a thread that finds
+ * the lock held sleeps, on the gate, with the GIL released; a give that leaves the lock free
+ * with someone asleep opens the gate, and whoever wakes takes the lock if it is still free, or
+ * sleeps again (a thread arriving meanwhile may take it first, as with any CPython lock). */
+
+static int
+gate_close(PyThread_type_lock gate)
+{
+    return PyThread_acquire_lock(gate, NOWAIT_LOCK) == PY_LOCK_ACQUIRED ? 0 : -1;
+}
 
 static PyObject *
 stream_lock_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
@@ -17,11 +31,12 @@ stream_lock_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     StreamLock *self = (StreamLock *)type->tp_alloc(type, 0);
     if (self == NULL)
         return NULL;
-    if ((self->lock = PyThread_allocate_lock()) == NULL) {
+    if ((self->gate = PyThread_allocate_lock()) == NULL || gate_close(self->gate) < 0) {
         Py_DECREF(self);
         PyErr_SetString(PyExc_MemoryError, "cannot allocate a lock");
         return NULL;
     }
+    self->closed = 1;
     return (PyObject *)self;
 }
 
@@ -30,10 +45,10 @@ stream_lock_dealloc(StreamLock *self)
 {
     if (self->weakrefs != NULL)
         PyObject_ClearWeakRefs((PyObject *)self);
-    if (self->lock != NULL) {
-        if (self->count > 0)
-            PyThread_release_lock(self->lock);
-        PyThread_free_lock(self->lock);
+    if (self->gate != NULL) {
+        if (self->closed)
+            PyThread_release_lock(self->gate);
+        PyThread_free_lock(self->gate);
     }
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
@@ -51,21 +66,31 @@ stream_lock_take(StreamLock *self, int blocking, PY_TIMEOUT_T microseconds)
         self->count++;
         return 1;
     }
-    PyLockStatus got = PyThread_acquire_lock_timed(self->lock, 0, 0);
-    while (got != PY_LOCK_ACQUIRED && blocking) {
-        Py_BEGIN_ALLOW_THREADS
-        got = PyThread_acquire_lock_timed(self->lock, microseconds, 1);
-        Py_END_ALLOW_THREADS
-        if (got == PY_LOCK_INTR) {
-            if (Py_MakePendingCalls() < 0)
-                return -1;
-            continue; /* a timed wait starts over: signals make it longer, never shorter */
-        }
-        if (got == PY_LOCK_FAILURE)
+    if (self->count > 0) {
+        if (!blocking)
             return 0;
+        self->waiters++;
+        while (self->count > 0) {
+            PyLockStatus got;
+            Py_BEGIN_ALLOW_THREADS
+            got = PyThread_acquire_lock_timed(self->gate, microseconds, 1);
+            Py_END_ALLOW_THREADS
+            if (got == PY_LOCK_ACQUIRED) {
+                self->closed = 1; /* woken: the gate is ours, closed again */
+                continue;
+            }
+            if (got == PY_LOCK_INTR) {
+                if (Py_MakePendingCalls() < 0) {
+                    self->waiters--;
+                    return -1;
+                }
+                continue; /* a timed wait starts over: signals make it longer, never shorter */
+            }
+            self->waiters--; /* timed out */
+            return 0;
+        }
+        self->waiters--;
     }
-    if (got != PY_LOCK_ACQUIRED)
-        return 0;
     self->owner = me;
     self->count = 1;
     return 1;
@@ -80,7 +105,10 @@ stream_lock_give(StreamLock *self)
     }
     if (--self->count == 0) {
         self->owner = 0;
-        PyThread_release_lock(self->lock);
+        if (self->waiters > 0 && self->closed) {
+            self->closed = 0;
+            PyThread_release_lock(self->gate);
+        }
     }
     return 0;
 }
@@ -133,12 +161,15 @@ static PyObject *
 stream_lock_at_fork_reinit(StreamLock *self, PyObject *unused)
 {
     PyThread_type_lock fresh = PyThread_allocate_lock();
-    if (fresh == NULL) {
+    if (fresh == NULL || gate_close(fresh) < 0) {
+        if (fresh != NULL)
+            PyThread_free_lock(fresh);
         PyErr_SetString(PyExc_MemoryError, "cannot allocate a lock");
         return NULL;
     }
-    self->lock = fresh;
-    self->owner = self->count = 0;
+    self->gate = fresh;
+    self->closed = 1;
+    self->owner = self->count = self->waiters = 0;
     Py_RETURN_NONE;
 }
 

@@ -89,8 +89,10 @@ int inplace_differs(InPlace *self, PyObject *last);
  * and releases it in C; Python code uses it as an RLock. */
 typedef struct {
     PyObject_HEAD
-    PyThread_type_lock lock;
+    PyThread_type_lock gate; /* a waiter sleeps on it; closed (held) unless a give opened it */
     unsigned long owner, count;
+    unsigned long waiters; /* threads asleep on the gate, or about to be */
+    int closed;            /* the gate is held: a give with waiters opens it */
     PyObject *weakrefs;
 } StreamLock;
 
