@@ -143,6 +143,18 @@ def test_a_cpu_tensors_count_read_in_place_is_torchs_and_any_other_tensor_asks_t
             assert tensor.is_cpu and read == tensor.numel(), name
 
 
+def test_the_tensor_layout_is_proved_alike_inside_a_default_device_and_inference_mode():
+    torch = pytest.importorskip("torch")
+    from rngtrace.sources import _torch_tensor
+
+    plain = _torch_tensor._prove()
+    with torch.device("meta"):  # a first install inside the user's contexts makes its probes on the CPU still
+        on_meta = _torch_tensor._prove()
+    with torch.inference_mode():
+        inferring = _torch_tensor._prove()
+    assert on_meta == inferring == plain
+
+
 def test_a_torch_whose_headers_were_not_read_gets_no_tensor_read_in_place(monkeypatch):
     torch = pytest.importorskip("torch")
     from rngtrace.sources import _torch_tensor

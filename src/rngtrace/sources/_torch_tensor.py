@@ -129,31 +129,38 @@ def _prove() -> int | None:
     """numel_'s offset in a TensorImpl, every position read proved on tensors made here."""
     if not (_OLDEST <= _version() <= _NEWEST):
         return None
-    # No constructor here draws: the proof may run inside a trace.
+    # No constructor here draws: the proof may run inside a trace, and inside the user's own contexts
+    # (a default device, inference mode), which every tensor here names or leaves.
+    with torch.inference_mode(False):
+        return _proved()
+
+
+def _proved() -> int | None:
+    cpu = "cpu"
     with torch.no_grad():
-        cpu = [
-            torch.zeros(3, 5, 7),
-            torch.empty(11, 13, dtype=torch.int64),
-            torch.zeros(17, 19).t(),  # strided: not contiguous
-            torch.zeros(()),
-            torch.empty(0, 4),
-            torch.ones(6, dtype=torch.bool)[::2],
-            torch.arange(2310, dtype=torch.float64).view(2, 3, 5, 7, 11)[1],
+        cpu_tensors = [
+            torch.zeros(3, 5, 7, device=cpu),
+            torch.empty(11, 13, dtype=torch.int64, device=cpu),
+            torch.zeros(17, 19, device=cpu).t(),  # strided: not contiguous
+            torch.zeros((), device=cpu),
+            torch.empty(0, 4, device=cpu),
+            torch.ones(6, dtype=torch.bool, device=cpu)[::2],
+            torch.arange(2310, dtype=torch.float64, device=cpu).view(2, 3, 5, 7, 11)[1],
         ]
-    cpu.append(torch.zeros(2, 3, requires_grad=True))
-    for t in cpu:
+    cpu_tensors.append(torch.zeros(2, 3, requires_grad=True, device=cpu))
+    for t in cpu_tensors:
         if type(t) is not torch.Tensor or _impl(t) != t._cdata:
             return None
     # numel_: the one offset that holds every tensor's count (distinct counts, so no other word can).
     found = [
         at
         for at in range(0, _SEARCHED, 8)
-        if all(ctypes.c_int64.from_address(_impl(t) + at).value == t.numel() for t in cpu)
+        if all(ctypes.c_int64.from_address(_impl(t) + at).value == t.numel() for t in cpu_tensors)
     ]
     if len(found) != 1:
         return None
     at = found[0]
-    for t in cpu:
+    for t in cpu_tensors:
         tail = _bytes(t, at + _DEVICE, _POLICIES - _DEVICE + 1)
         device, index, engaged, flags, policies = tail[0], tail[1], tail[2], tail[3], tail[4]
         if (device, index, engaged) != (_CPU, 0xFF, 1) or policies & _ASK_TORCH:
@@ -168,7 +175,7 @@ def _prove() -> int | None:
         return None
     with warnings.catch_warnings():  # "nested tensors are in prototype stage"
         warnings.simplefilter("ignore")
-        nested = torch.nested.nested_tensor([torch.zeros(2), torch.zeros(3)])
+        nested = torch.nested.nested_tensor([torch.zeros(2, device=cpu), torch.zeros(3, device=cpu)], device=cpu)
     if type(nested) is not torch.Tensor or _impl(nested) != nested._cdata:
         return None
     if not _bytes(nested, at + _POLICIES, 1)[0] & _CUSTOM_SIZES:  # CustomSizes: the policy bits are where read
