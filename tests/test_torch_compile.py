@@ -64,6 +64,9 @@ CALL_LINE = three_steps.__code__.co_firstlineno + 2
 
 
 def test_a_compiled_model_computes_the_same_before_during_and_after_a_trace_with_no_recompile():
+    # Dynamo keeps compiling nn.Sequential.forward's one code object for every model earlier tests
+    # compiled, and past its recompile limit runs it eagerly: start from an empty cache.
+    torch._dynamo.reset()
     compiled = torch.compile(model())
     a, b = three_steps(compiled), three_steps(compiled)
     assert same(a, b)  # the compiled model is deterministic
@@ -88,6 +91,7 @@ def test_a_compiled_model_computes_the_same_before_during_and_after_a_trace_with
 
 def test_a_model_compiled_inside_a_trace_computes_what_it_computes_compiled_untraced():
     torch._dynamo.reset()
+    counters.clear()  # graph breaks counted by earlier tests' compiles (an LSTM's)
     untraced = three_steps(torch.compile(model()))
     torch._dynamo.reset()
     with rng_trace(print=False) as trace:
