@@ -61,13 +61,13 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import re
 import struct
 from typing import Any
 
 import torch
 
 from ._inplace import in_place, read_with_state
+from ._torch_tensor import torch_version
 
 _HEAD = object.__basicsize__  # PyObject_HEAD: the generator's C++ handle follows it
 _POINTER = ctypes.sizeof(ctypes.c_void_p)
@@ -200,18 +200,13 @@ def _layout() -> int | None:
         return None
 
 
-def _version() -> tuple[int, int]:
-    found = re.match(r"(\d+)\.(\d+)", str(torch.__version__))
-    return (int(found[1]), int(found[2])) if found else (0, 0)
-
-
 def _handle_where_declared() -> bool:
     """Whether the installed torch is one checked, and its THPGenerator is the size declared.
 
     ``cdata`` (one pointer) must fill exactly the bytes between PyObject_HEAD and
     ``weakreflist`` (or the object's end, where there is none).
     """
-    if not _OLDEST <= _version() <= _NEWEST:
+    if not _OLDEST <= torch_version() <= _NEWEST:
         return False
     cdata_end = _GENERATOR.__weakrefoffset__ or _GENERATOR.__basicsize__
     return cdata_end == _HEAD + _POINTER and _GENERATOR.__basicsize__ >= cdata_end

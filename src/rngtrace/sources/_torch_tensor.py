@@ -56,6 +56,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import re
 import warnings
 from typing import Any
 
@@ -65,8 +66,9 @@ _HEAD = object.__basicsize__  # PyObject_HEAD: THPVariable's at::Tensor follows 
 #: The torch releases (major, minor) whose declarations above were read: no other is read in place.
 _OLDEST, _NEWEST = (2, 13), (2, 13)
 _SEARCHED = 256  # numel_ is looked for in this many bytes from the TensorImpl's start
-# From numel_: data_type_ (2 bytes), device_opt_ (type, index, engaged), then the flag bytes.
-_DEVICE, _INDEX, _ENGAGED, _FLAGS, _POLICIES = 10, 11, 12, 13, 14
+# From numel_: data_type_ (2 bytes), then device_opt_ (type, index, engaged) and the two flag bytes
+# read here, one after another from _DEVICE to _POLICIES.
+_DEVICE, _ENGAGED, _POLICIES = 10, 12, 14
 _CPU = 0  # c10::DeviceType::CPU
 _CONTIGUOUS = 0x01  # is_contiguous_, bit 0 of the first flag byte
 _CUSTOM_SIZES = 0x08  # sizes_strides_policy_ >= CustomSizes (2): the high bit of bits 2-3
@@ -112,9 +114,10 @@ def _numel_offset() -> int | None:
         return None
 
 
-def _version() -> tuple[int, int]:
-    major, minor = torch.__version__.split(".")[:2]
-    return int(major), int(minor)
+def torch_version() -> tuple[int, int]:
+    """The installed torch's (major, minor), (0, 0) where its version string says none."""
+    found = re.match(r"(\d+)\.(\d+)", str(torch.__version__))
+    return (int(found[1]), int(found[2])) if found else (0, 0)
 
 
 def _impl(tensor: Any) -> int:
@@ -127,7 +130,7 @@ def _bytes(tensor: Any, start: int, size: int) -> bytes:
 
 def _prove() -> int | None:
     """numel_'s offset in a TensorImpl, every position read proved on tensors made here."""
-    if not (_OLDEST <= _version() <= _NEWEST):
+    if not (_OLDEST <= torch_version() <= _NEWEST):
         return None
     # No constructor here draws: the proof may run inside a trace, and inside the user's own contexts
     # (a default device, inference mode), which every tensor here names or leaves.
@@ -161,8 +164,7 @@ def _proved() -> int | None:
         return None
     at = found[0]
     for t in cpu_tensors:
-        tail = _bytes(t, at + _DEVICE, _POLICIES - _DEVICE + 1)
-        device, index, engaged, flags, policies = tail[0], tail[1], tail[2], tail[3], tail[4]
+        device, index, engaged, flags, policies = _bytes(t, at + _DEVICE, _POLICIES - _DEVICE + 1)
         if (device, index, engaged) != (_CPU, 0xFF, 1) or policies & _ASK_TORCH:
             return None
         if bool(flags & _CONTIGUOUS) != t.is_contiguous():
