@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import sys
+import threading
 from types import SimpleNamespace
 
 import numpy as np
@@ -11,12 +13,17 @@ import pytest
 # Bound at import, before any trace: the module patches cannot see calls through these.
 from numpy.random import rand as prebound_rand
 
-from rngtrace import rng_trace
+from rngtrace import _hotpath, rng_trace
 
 # Out of reach of the patches and of what rngtrace learns (once the catch-all sees a module's own
-# name for a stream function used, it patches that module's names too): these stay unseen, so
-# only the next recorded call or the end of the block can notice their moves.
-UNSEEN = SimpleNamespace(random_sample=np.random.random_sample, standard_normal=np.random.standard_normal)
+# name for a stream function used, it patches that module's names too): the singleton's methods
+# taken from its type before any trace, called through C (np.random.random_sample itself, a bound
+# method, records in place wherever it is held). These stay unseen, so only the next recorded call
+# or the end of the block can notice their moves.
+UNSEEN = SimpleNamespace(
+    random_sample=functools.partial(np.random.RandomState.random_sample, np.random.mtrand._rand),
+    standard_normal=functools.partial(np.random.RandomState.standard_normal, np.random.mtrand._rand),
+)
 
 HERE = __file__
 
@@ -84,6 +91,60 @@ def test_a_prebound_reference_is_attributed_to_the_line_that_called_it():
     assert [(e.kind, e.stream) for e in trace.events] == [("draw", "numpy")]
     assert trace.events[0].api in ("numpy.random.rand", "numpy.random.random_sample")
     assert trace.events[0].stack[0].filename == HERE
+
+
+needs_accelerator = pytest.mark.skipif(_hotpath.SPEEDUPS is None, reason="records in place with the C accelerator")
+
+
+@needs_accelerator
+def test_a_module_function_held_anywhere_records_in_place_as_the_same_object():
+    original = np.random.rand
+    held = SimpleNamespace(rand=np.random.rand)  # bound before the trace, where no patch looks
+    normal = functools.partial(np.random.normal, 0.0, 1.0)
+    np.random.seed(11)
+    with rng_trace(print=False) as trace:
+        # The very objects the modules hold: identity and equality checks see no wrapper.
+        assert np.random.rand is original and np.random.mtrand.rand is original
+        assert list(map(held.rand, [2]))  # called from C code: still recorded, at this line
+        normal(3)
+    after = np.random.rand(2)
+    assert [(e.kind, e.api, e.count, e.frame.lineno) for e in trace.events] == [
+        ("draw", "numpy.random.rand", 2, trace.events[0].frame.lineno),
+        ("draw", "numpy.random.normal", 3, trace.events[0].frame.lineno + 1),
+    ]
+    assert trace.events[0].frame.filename == HERE
+    assert np.random.rand.__func__ is np.random.RandomState.rand  # given back
+    untraced = np.random.RandomState(11)
+    untraced.rand(2), untraced.normal(0.0, 1.0, 3)
+    assert after.tolist() == untraced.rand(2).tolist()  # the stream went on as it would untraced
+
+
+@needs_accelerator
+def test_a_thread_drawing_while_traces_start_and_end_draws_what_it_would_untraced():
+    # Each start and end swaps the function of the bound method the thread is calling; threads
+    # take turns every microsecond, so starts and ends land inside its calls.
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    np.random.seed(7)
+    drawn: list[float] = []
+    stop = threading.Event()
+
+    def draw() -> None:
+        while not stop.is_set():
+            drawn.append(np.random.rand())
+
+    thread = threading.Thread(target=draw)
+    thread.start()
+    try:
+        for _ in range(500):
+            with rng_trace(print=False):
+                pass
+    finally:
+        stop.set()
+        thread.join()
+        sys.setswitchinterval(switch)
+    assert len(drawn) > 500
+    assert drawn == np.random.RandomState(7).random_sample(len(drawn)).tolist()
 
 
 def test_an_unseen_draw_between_events_is_reported_before_the_next_recorded_call():

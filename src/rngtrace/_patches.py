@@ -15,9 +15,10 @@ changed. An entry skipped that way is a stray: whenever one of rngtrace's
 wrappers is found back in its place (the other tool restored what it saved),
 the next hub call puts the original there.
 
-A builtin a source marks ``IN_PLACE`` is not replaced at all: with the C
-accelerator the builtin object itself calls its wrapper while its set is applied
-(``_speedups.hook_builtins``), so every reference to it, bound before the trace or
+A builtin or bound method a source marks ``IN_PLACE`` is not replaced at all: with
+the C accelerator the object itself calls its wrapper while its set is applied
+(``_speedups.hook_builtins``; a bound method's function is the wrapper), so every
+reference to it, bound before the trace or
 checked by identity (torch.compile's guards), is the same object, recording. Its
 hooks go on after the set's attributes and come off before them; both passes
 are idempotent, so one cut short by an interrupt is completed by the next.
@@ -104,7 +105,7 @@ class PatchSet:
     def __init__(self, source: Any) -> None:
         self.source = source
         self.entries: list[Entry] = []
-        #: (builtin, wrapper) for each builtin that records in place
+        #: (builtin or bound method, wrapper) for each that records in place
         self.hooks: list[tuple[Any, Any]] = []
         #: each namespace's dict version after our last pass (C only): unchanged, no check needed
         self.stamps: dict[int, int] = {}

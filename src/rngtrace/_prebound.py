@@ -1,7 +1,8 @@
 """References to a stream's originals bound before tracing began: found and noted in the log.
 
 ``from numpy.random import rand`` run before the trace began binds the original,
-which no patch reaches: where it drew, the move is unattributed. ``rngtrace run``
+which no patch reaches (without the C accelerator; with it that bound method
+records in place): where it drew, the move is unattributed. ``rngtrace run``
 imports the program inside the trace, where the same line binds rngtrace's
 recorder, so it would have attributed the call; the log says so.
 """

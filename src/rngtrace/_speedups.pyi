@@ -76,13 +76,15 @@ def builtin_twin(fn: Callable[..., Any], /) -> Callable[..., Any]:
 
 def hook_builtins(pairs: list[tuple[Callable[..., Any], Callable[..., Any]]], forward: bool, /) -> bool:
     """With ``forward``, make every call of each builtin of ``pairs`` ((builtin, wrapper), ...) reach its
-    wrapper, the builtin object itself staying in place; else give each builtin its own calls back.
+    wrapper, the builtin object itself staying in place; else give each builtin its own calls back. A bound
+    method in a pair records by its function: while hooked, ``__func__`` is the wrapper (called with
+    ``__self__`` first).
 
     All or nothing: False, with nothing changed, where a builtin cannot be hooked or the slots ran out.
     """
 
 def hooked_builtins() -> list[Callable[..., Any]]:
-    """The builtins whose calls reach a wrapper now (none once every trace ended)."""
+    """The builtins and bound methods whose calls reach a wrapper now (none once every trace ended)."""
 
 #: Whether ``capture`` walks the interpreter's own frames (3.11-3.13, their layout proven at import).
 internal_frames: bool

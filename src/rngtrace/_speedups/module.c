@@ -62,7 +62,7 @@ static PyMethodDef module_methods[] = {
      "builtin_twin(fn): a new builtin object calling what the builtin fn calls when not hooked."},
     {"hooked_builtins", hooked_builtins, METH_NOARGS, "hooked_builtins(): the builtins whose calls reach a wrapper now."},
     {"hook_builtins", hook_builtins, METH_VARARGS,
-     "hook_builtins(pairs, forward): make each builtin of (builtin, wrapper) pairs call its wrapper, in place, or undo."},
+     "hook_builtins(pairs, forward): make each builtin or bound method of (callable, wrapper) pairs call its wrapper, in place, or undo."},
     {"swap", swap, METH_VARARGS,
      "swap(entries, forward, INHERITED, stamps={}): apply or undo a patch set in one pass."},
     {NULL},

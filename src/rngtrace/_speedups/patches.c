@@ -278,12 +278,20 @@ swap(PyObject *module, PyObject *args)
  * slot), and a call that went round would move the stream unattributed, which the
  * fingerprints then report, never silently. A vectorcall slot has no
  * closure, so a fixed pool of trampolines each serves one slot. Swapping a pointer runs no
- * Python code: no signal handler and no other thread sees a half-done pass. */
-#define HOOK_SLOTS 256
+ * Python code: no signal handler and no other thread sees a half-done pass.
+ *
+ * A bound method (``np.random.rand`` is the hidden RandomState's ``rand``, bound at import, and
+ * ``numpy.random.mtrand.rand`` the same object) records in place by its function: while hooked,
+ * its ``__func__`` is the wrapper that records the instance's calls, which every call of the
+ * method reaches (the interpreter reads it at each call, specialised or not). Every reference
+ * to it, the two modules' and any bound before the trace, is the same object, recording; its
+ * ``__self__``, hash and equality stay its own. */
+#define HOOK_SLOTS 512
 
 typedef struct {
-    PyObject *fn;               /* the builtin (held: its address names the slot) */
+    PyObject *fn;               /* the builtin or bound method (held: its address names the slot) */
     PyObject *wrapper;          /* what a call reaches while hooked */
+    PyObject *original_func;    /* a bound method's own function (held), put back when unhooked; NULL for a builtin */
     vectorcallfunc original_vc; /* its own vectorcall, put back when unhooked */
     PyMethodDef *original_ml;   /* its own definition, put back when unhooked */
     PyMethodDef def;            /* while hooked: that definition, flagged so no specialised call takes it */
@@ -318,16 +326,17 @@ hook_call(int k, PyObject *const *args, size_t nargsf, PyObject *kwnames)
     HOOK_TRAMPOLINE(b##4) HOOK_TRAMPOLINE(b##5) HOOK_TRAMPOLINE(b##6) HOOK_TRAMPOLINE(b##7)
 #define HOOK_T64(b) HOOK_T8(b##0) HOOK_T8(b##1) HOOK_T8(b##2) HOOK_T8(b##3) HOOK_T8(b##4) HOOK_T8(b##5) \
     HOOK_T8(b##6) HOOK_T8(b##7)
-HOOK_T64(1) HOOK_T64(2) HOOK_T64(3) HOOK_T64(4)
+HOOK_T64(1) HOOK_T64(2) HOOK_T64(3) HOOK_T64(4) HOOK_T64(5) HOOK_T64(6) HOOK_T64(7) HOOK_T64(8)
 #define HOOK_N8(b) hook_trampoline_##b##0, hook_trampoline_##b##1, hook_trampoline_##b##2, hook_trampoline_##b##3, \
     hook_trampoline_##b##4, hook_trampoline_##b##5, hook_trampoline_##b##6, hook_trampoline_##b##7
 #define HOOK_N64(b) HOOK_N8(b##0), HOOK_N8(b##1), HOOK_N8(b##2), HOOK_N8(b##3), HOOK_N8(b##4), HOOK_N8(b##5), \
     HOOK_N8(b##6), HOOK_N8(b##7)
-static const vectorcallfunc hook_trampolines[HOOK_SLOTS] = {HOOK_N64(1), HOOK_N64(2), HOOK_N64(3), HOOK_N64(4)};
+static const vectorcallfunc hook_trampolines[HOOK_SLOTS] = {HOOK_N64(1), HOOK_N64(2), HOOK_N64(3), HOOK_N64(4),
+                                                             HOOK_N64(5), HOOK_N64(6), HOOK_N64(7), HOOK_N64(8)};
 
 /* Slot of each hooked builtin, by address: open addressing, twice the slots, so a pass over a set's
  * 175 builtins (every trace's start and end) looks each up in a probe or two, not a scan. */
-#define HOOK_INDEX_BITS 9
+#define HOOK_INDEX_BITS 10
 #define HOOK_INDEX_SIZE (1 << HOOK_INDEX_BITS) /* twice HOOK_SLOTS */
 static short hook_index[HOOK_INDEX_SIZE]; /* slot + 1, 0 for empty */
 
@@ -358,6 +367,7 @@ hook_slot_new(PyObject *fn)
     HookSlot *slot = &hook_slots[hook_used++];
     slot->fn = Py_NewRef(fn);
     slot->wrapper = NULL;
+    slot->original_func = PyMethod_Check(fn) ? Py_NewRef(PyMethod_GET_FUNCTION(fn)) : NULL;
     size_t h = hook_hash(fn);
     while (hook_index[h] != 0) /* never full: at most HOOK_SLOTS of twice as many entries */
         h = (h + 1) % HOOK_INDEX_SIZE;
@@ -368,7 +378,11 @@ hook_slot_new(PyObject *fn)
 static int
 is_hooked(PyObject *fn, HookSlot *slot)
 {
-    return slot != NULL && ((PyCFunctionObject *)fn)->vectorcall == hook_trampolines[slot - hook_slots];
+    if (slot == NULL)
+        return 0;
+    if (slot->original_func != NULL) /* a bound method: nobody else can set its function */
+        return PyMethod_GET_FUNCTION(fn) != slot->original_func;
+    return ((PyCFunctionObject *)fn)->vectorcall == hook_trampolines[slot - hook_slots];
 }
 
 /* ``fn``'s own definition: the one it had before any hook. */
@@ -379,10 +393,12 @@ original_def(PyObject *fn)
     return is_hooked(fn, slot) ? slot->original_ml : ((PyCFunctionObject *)fn)->m_ml;
 }
 
-/* A plain builtin (no METH_METHOD: its object has a field more) of any calling convention. */
+/* A bound method, or a plain builtin (no METH_METHOD: its object has a field more) of any calling convention. */
 static int
 hookable(PyObject *fn)
 {
+    if (PyMethod_Check(fn))
+        return 1;
     if (!PyCFunction_CheckExact(fn))
         return 0;
     int flags = original_def(fn)->ml_flags & ~(METH_CLASS | METH_STATIC | METH_COEXIST);
@@ -403,7 +419,7 @@ hookable(PyObject *fn)
 PyObject *
 builtin_twin(PyObject *module, PyObject *fn)
 {
-    if (!hookable(fn)) {
+    if (!PyCFunction_CheckExact(fn) || !hookable(fn)) {
         PyErr_SetString(PyExc_TypeError, "builtin_twin(fn): fn must be a plain builtin function (no METH_METHOD)");
         return NULL;
     }
@@ -414,9 +430,35 @@ builtin_twin(PyObject *module, PyObject *fn)
 /* Put ``fn``'s hook in place (its slot made already), calling ``wrapper``. A wrapper it replaces
  * goes to ``*dropped``, let go by the caller once every pointer is in place: dropping one may run
  * Python. */
+/* Put ``old`` in ``*dropped``, for the caller to let go once every pointer is in place. */
+static void
+drop_later(PyObject *old, PyObject **dropped)
+{
+    if (*dropped == NULL)
+        *dropped = PyList_New(0);
+    if (*dropped != NULL && PyList_Append(*dropped, old) == 0)
+        Py_DECREF(old); /* the list holds it now */
+    else
+        PyErr_Clear(); /* out of memory: ``old`` is kept alive, never freed early */
+}
+
 static void
 hook_one(PyObject *fn, HookSlot *slot, PyObject *wrapper, PyObject **dropped)
 {
+    if (slot->original_func != NULL) { /* a bound method: its function is the wrapper */
+        PyMethodObject *m = (PyMethodObject *)fn;
+        if (slot->wrapper != wrapper) {
+            if (slot->wrapper != NULL)
+                drop_later(slot->wrapper, dropped);
+            slot->wrapper = Py_NewRef(wrapper);
+        }
+        if (m->im_func != wrapper) {
+            PyObject *old = m->im_func; /* its own function (the slot holds it too) or an older wrapper */
+            m->im_func = Py_NewRef(wrapper);
+            drop_later(old, dropped);
+        }
+        return;
+    }
     PyCFunctionObject *f = (PyCFunctionObject *)fn;
     if (!is_hooked(fn, slot)) {
         slot->original_vc = f->vectorcall;
@@ -448,6 +490,16 @@ hook_one(PyObject *fn, HookSlot *slot, PyObject *wrapper, PyObject **dropped)
 static void
 unhook_one(PyObject *fn, HookSlot *slot)
 {
+    if (slot->original_func != NULL) {
+        PyMethodObject *m = (PyMethodObject *)fn;
+        if (m->im_func != slot->original_func) {
+            /* The wrapper (the slot holds it too): letting this reference go frees nothing. */
+            PyObject *old = m->im_func;
+            m->im_func = Py_NewRef(slot->original_func);
+            Py_DECREF(old);
+        }
+        return;
+    }
     if (is_hooked(fn, slot)) {
         PyCFunctionObject *f = (PyCFunctionObject *)fn;
         f->vectorcall = slot->original_vc;
@@ -549,12 +601,12 @@ hook_builtins(PyObject *module, PyObject *args)
         PyObject *pair = PyList_GET_ITEM(pairs, i);
         if (!PyTuple_CheckExact(pair) || PyTuple_GET_SIZE(pair) != 2) {
             PyMem_Free(slots);
-            PyErr_SetString(PyExc_TypeError, "hook_builtins: pairs must be (builtin, wrapper) tuples");
+            PyErr_SetString(PyExc_TypeError, "hook_builtins: pairs must be (builtin or bound method, wrapper) tuples");
             return NULL;
         }
         PyObject *fn = PyTuple_GET_ITEM(pair, 0);
         /* A builtin with a slot was found hookable when the slot was made, and stays so. */
-        HookSlot *slot = PyCFunction_CheckExact(fn) ? hook_slot_of(fn) : NULL;
+        HookSlot *slot = PyCFunction_CheckExact(fn) || PyMethod_Check(fn) ? hook_slot_of(fn) : NULL;
         if (slot == NULL && !hookable(fn)) {
             PyMem_Free(slots);
             Py_RETURN_FALSE;

@@ -8,7 +8,7 @@ source imports them from here.
 
 from __future__ import annotations
 
-from ._recorder import draw_wrapper, inplace_count, recorder, seed_recorder, seed_wrapper, twin_of
+from ._recorder import draw_wrapper, inplace_count, method_in_place, recorder, seed_recorder, seed_wrapper, twin_of
 from ._restoring import getter_wrapper, restore_wrapper
 from ._source import IN_PLACE, INTERNAL, Hit, Patch, Source, library_of, same_state, source_classes, unmoved
 from ._wrapping import (
@@ -42,6 +42,7 @@ __all__ = [
     "getter_wrapper",
     "inplace_count",
     "library_of",
+    "method_in_place",
     "moved_note",
     "named",
     "recorded_by_catchall",

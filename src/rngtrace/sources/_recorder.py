@@ -314,6 +314,14 @@ def twin_of(fn: Any) -> Callable | None:
         return None
 
 
+def method_in_place(method: Any) -> bool:
+    """Whether bound method ``method`` can record in place (its ``__func__`` the wrapper while hooked).
+
+    False without the accelerator: the method is then replaced where a module holds it.
+    """
+    return _speedups is not None and type(method) is MethodType
+
+
 def inplace_count(args: tuple, kwargs: dict, name: str = "x") -> int | None:
     """Values drawn by an in-place shuffle: the length of the sequence it shuffled."""
     seq = args[0] if args else kwargs.get(name)

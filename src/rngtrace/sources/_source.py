@@ -21,7 +21,7 @@ from .._streams import Stream
 # whose public call site was (or will be) seen on its own: skip it for good.
 INTERNAL = "internal"
 
-Patch = tuple  # (parent object, attribute name, replacement callable), or (builtin, IN_PLACE, wrapper)
+Patch = tuple  # (parent object, attribute name, replacement callable), or (builtin or bound method, IN_PLACE, wrapper)
 #: A patch's attribute name for a builtin that records in place: the builtin object itself calls
 #: the wrapper (``_speedups.hook_builtins``), so code that holds it or checks its identity
 #: (torch.compile's guards) sees the same object traced or not.

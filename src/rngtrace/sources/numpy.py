@@ -27,6 +27,7 @@ _bit_generator = importlib.import_module("numpy.random.bit_generator")
 
 from .._kinds import DRAW, SEED  # noqa: E402 (after numpy.random, see above)
 from ._base import (  # noqa: E402 (after numpy.random, see above)
+    IN_PLACE,
     INTERNAL,
     Hit,
     Patch,
@@ -34,6 +35,7 @@ from ._base import (  # noqa: E402 (after numpy.random, see above)
     draw_wrapper,
     getter_wrapper,
     inplace_count,
+    method_in_place,
     recorder,
     restore_wrapper,
     seed_wrapper,
@@ -108,26 +110,25 @@ class NumpySource(Source):
         # applies each patch as it is yielded, so the module functions below can be
         # re-bound to these wrappers: one wrapper per call, not two.
         state_type = type(rand)
-        wrapped = set()
+        wrapped: dict[str, Any] = {}  # name -> the wrapper on the type
+        wrapper: Any
         mine = lambda args: "numpy" if args and args[0] is rand else None  # noqa: E731
         for name, original in list(vars(state_type).items()):
             if name == "get_state":  # the states handed out, so a restore is told apart from a reseed
-                yield state_type, name, getter_wrapper(hub, original, mine, state_digest)
+                wrapper = getter_wrapper(hub, original, mine, state_digest)
             elif name.startswith("_") or name in _NOT_DRAWS or not callable(original):
                 continue
             elif name == "set_state":
                 api = f"numpy.random.{name}"
-                yield state_type, name, restore_wrapper(hub, "numpy", api, original, self._holds, rand, state_digest)
+                wrapper = restore_wrapper(hub, "numpy", api, original, self._holds, rand, state_digest)
             else:
                 kind = SEED if name in _SEEDS else DRAW
                 count_of = None if kind == SEED else _method_count
-                yield (
-                    state_type,
-                    name,
-                    recorder(hub, "numpy", kind, f"numpy.random.{name}", original, count_of=count_of, owner=rand),
-                )
-            wrapped.add(name)
+                wrapper = recorder(hub, "numpy", kind, f"numpy.random.{name}", original, count_of=count_of, owner=rand)
+            yield state_type, name, wrapper
+            wrapped[name] = wrapper
         seen: dict[int, Any] = {}
+        hooked: set[int] = set()
         for module in (_nprandom, _mtrand):
             for name in dir(module):
                 original = getattr(module, name)
@@ -139,8 +140,16 @@ class NumpySource(Source):
                 if not (bound or stale or name in _MODULE_FUNCTIONS) or (name in _NOT_DRAWS and name not in wrapped):
                     continue
                 if bound and original.__name__ in wrapped:
-                    # np.random.rand is rand.rand bound at import: bind it to the wrapper.
-                    yield module, name, getattr(rand, original.__name__)
+                    # np.random.rand is rand.rand bound at import. With the accelerator that bound
+                    # method records in place: its function is the type's wrapper while tracing,
+                    # so every reference to it (numpy.random.mtrand's, one bound before the trace:
+                    # ``from numpy.random import rand``) records, with no dict written. Else the
+                    # module's attribute is rebound to the wrapper.
+                    if not method_in_place(original):
+                        yield module, name, getattr(rand, original.__name__)
+                    elif id(original) not in hooked:  # numpy.random's and mtrand's are one object
+                        hooked.add(id(original))
+                        yield original, IN_PLACE, wrapped[original.__name__]
                     continue
                 if name in _NOT_DRAWS:
                     continue  # get_state bound to a singleton _rand no longer names: not the stream's getter
