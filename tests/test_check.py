@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -273,6 +274,25 @@ def test_a_run_stopped_at_the_timeout_leaves_no_spool_folder_behind(tmp_path):
     source = "import numpy as np, time\nnp.random.seed(0)\nnp.random.rand()\ntime.sleep(60)\n"
     status, _out, report = check(tmp_path, source, "--timeout", "4", env={"TMPDIR": str(temp)})
     assert status == 2, report
+    assert sorted(p.name for p in temp.iterdir()) == []
+
+
+def test_a_run_stopped_at_the_timeout_leaves_no_spool_folder_behind_where_check_ignores_interrupts(tmp_path):
+    # As from a background job or nohup: SIGINT ignored, which the runs would inherit.
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    (tmp_path / "prog.py").write_text("import numpy as np, time\nnp.random.rand()\ntime.sleep(60)\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "rngtrace", "check", "--timeout", "4", "prog.py"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env={**{k: v for k, v in os.environ.items() if k != "PYTHONHASHSEED"}, "TMPDIR": str(temp)},
+        timeout=240,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+    )
+    assert done.returncode == 2, done.stderr
+    assert "ran past --timeout 4 s and was stopped" in done.stderr
     assert sorted(p.name for p in temp.iterdir()) == []
 
 

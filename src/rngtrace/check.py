@@ -215,6 +215,10 @@ def _run(
         stderr=subprocess.PIPE,
         env=env,
         start_new_session=True,  # its own group: a timeout stops its children too
+        # Started from a background job or nohup, this process ignores SIGINT, and a run would
+        # inherit that: the interrupt a timeout sends first would not end its trace, and the
+        # kill after it would leave the run's spool folder behind. The run takes it as usual.
+        preexec_fn=_interruptible if signal.getsignal(signal.SIGINT) == signal.SIG_IGN else None,
     )
     pipes = _Pipes(bytearray(), bytearray())
     readers = [
@@ -272,6 +276,11 @@ def _feed(pipe: IO[bytes] | None, data: bytes) -> None:
         pipe.close()
     except OSError:  # the program stopped reading: it has what it wanted
         pass
+
+
+def _interruptible() -> None:
+    """In a run's process before it starts: SIGINT raises KeyboardInterrupt there (it was ignored here)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def _stop(process: subprocess.Popen) -> None:
