@@ -11,7 +11,7 @@ import uuid
 
 import pytest
 
-from rngtrace import rng_trace
+from rngtrace import _hotpath, rng_trace
 
 HERE = __file__
 
@@ -100,6 +100,21 @@ def test_a_draw_made_by_c_code_through_a_prebound_reference_is_never_silent():
     event = trace.events[0]
     assert (event.kind, event.api) in {("draw", "random.randint"), ("unattributed", "random state")}
     assert event.stream == "random"
+
+
+@pytest.mark.skipif(_hotpath.SPEEDUPS is None, reason="records in place with the C accelerator")
+def test_a_module_function_bound_before_the_trace_records_in_place_as_the_same_object():
+    with rng_trace(print=False) as trace:
+        assert random.randint is prebound_randint and random.shuffle.__self__ is random._inst
+        line = _lineno() + 1
+        list(map(prebound_randint, [1], [6]))  # from C code, through a reference bound at import
+        random.seed(5)
+    assert [(e.kind, e.api, e.stack[0].filename, e.stack[0].lineno) for e in trace.events] == [
+        ("draw", "random.randint", HERE, line),
+        ("seed", "random.seed", HERE, line + 1),
+    ]
+    assert trace.events[1].detail == "5"
+    assert random.randint.__func__ is random.Random.randint  # given back
 
 
 def test_explicit_generators_and_os_entropy_record_nothing():

@@ -99,12 +99,13 @@ def test_the_accelerator_records_exactly_what_the_python_wrappers_record():
 
 @accelerated
 def test_patched_callables_are_recorders_that_look_like_the_originals():
-    original_uniform, original_sample = random.uniform, np.random.mtrand.RandomState.random_sample
+    original_uniform, original_sample = random.Random.uniform, np.random.mtrand.RandomState.random_sample
     with rng_trace(print=False):
-        patched = random.uniform
+        patched = random.Random.uniform
         assert type(patched).__name__ == "Recorder"
         assert patched.__name__ == "uniform" and patched.__wrapped__ is original_uniform
         assert patched.__doc__ == original_uniform.__doc__
+        assert random.uniform.__func__ is patched  # the module's, bound to the hidden instance: in place
         assert weakref.ref(patched)() is patched  # caches keyed weakly by function accept it
         method = np.random.mtrand.RandomState.random_sample
         assert inspect.signature(method) == inspect.signature(original_sample)

@@ -125,8 +125,8 @@ def test_a_monitoring_callback_is_shielded_in_c():
 def test_draws_and_seeds_of_random_and_numpy_are_c_recorders():
     with rng_trace(print=False):
         recorders = {
-            "random.uniform": random.uniform,
-            "random.seed": random.seed,
+            "random.uniform": random.uniform.__func__,  # bound to the hidden instance, recording in place
+            "random.seed": random.seed.__func__,
             "numpy.random.seed": np.random.seed,
             "RandomState.random_sample": vars(np.random.mtrand.RandomState)["random_sample"],
             "numpy.random.rand": np.random.rand.__func__,  # bound to the singleton

@@ -22,6 +22,7 @@ from ._base import (
     draw_wrapper,
     getter_wrapper,
     inplace_count,
+    method_in_place,
     recorder,
     restore_wrapper,
     seed_wrapper,
@@ -119,6 +120,7 @@ class RandomSource(Source):
         # own random.Random(seed) goes straight to the method. The module's functions below
         # are bound to the original methods, so one call is still one event.
         inst = self._inst
+        on_class: dict[str, Any] = {}  # name -> the wrapper on the class
         if type(inst) is _random.Random:
             self._methods_patched = True
             for name in _method_names():
@@ -127,19 +129,25 @@ class RandomSource(Source):
                 kind = SEED if name in _SEEDS else DRAW
                 counted = _method_count if name in _MANY else None
                 if name == "setstate":
-                    restore = restore_wrapper(hub, "random", api, original, self._current, inst, state_digest)
-                    yield _random.Random, name, restore
-                    continue
-                if name == "seed":  # another instance's seed from OS entropy: its own event, behind the recorder
-                    original = entropy_wrapper(hub, "random", original, self._entropy_call)
-                yield (
-                    _random.Random,
-                    name,
-                    recorder(hub, "random", kind, api, original, count_of=counted, owner=inst, through=self._through),
-                )
+                    wrapper = restore_wrapper(hub, "random", api, original, self._current, inst, state_digest)
+                else:
+                    if name == "seed":  # another instance's seed from OS entropy: its own event, behind the recorder
+                        original = entropy_wrapper(hub, "random", original, self._entropy_call)
+                    wrapper = recorder(
+                        hub, "random", kind, api, original, count_of=counted, owner=inst, through=self._through
+                    )
+                yield _random.Random, name, wrapper
+                on_class[name] = wrapper
         for name in _public_names(self._inst):
             original = getattr(_random, name)
             api = f"random.{name}"
+            if name in on_class and method_in_place(original):
+                # random.randint is the hidden instance's randint, bound at import. With the
+                # accelerator that bound method records in place: its function is the class's
+                # wrapper while tracing, so every reference to it (``from random import randint``
+                # at import) records, and no module entry is written.
+                yield original, IN_PLACE, on_class[name]
+                continue
             if name == "setstate":
                 yield _random, name, restore_wrapper(hub, "random", api, original, self._current, digest=state_digest)
             elif name in _SEEDS:
