@@ -65,7 +65,7 @@ def _check_stream(
         rec.unattributed(name, frame, "moved after the last recorded event; noticed when the block ended")
         explained.add(name)
     states = source.snapshot()  # again, now under the lock: the read without it only said "moved"
-    for raw in raws:  # a loop, not any() over a generator: see RawStore.touched
+    for raw in raws:  # a loop, not any() over a generator: see sources._source.unmoved
         if raw[0] == name and raw[1] == SEED:
             # torch.manual_seed() is one event on "torch" and reseeds every CUDA device too
             explained.update(states)
@@ -106,7 +106,9 @@ def read_settings(trace: RawStore) -> None:
     """Each traced library's flags at the trace's end (torch's determinism), where it has an event."""
     if not trace.raw and not trace.overflow:
         return  # no event: no library to read (most decorated calls)
+    # The libraries with an event, from one pass over the events (not one per stream).
+    touched = {stream.split(".", 1)[0] for stream in trace.streams_with_events()}
     for name in trace.streams:
         # module_of: a stream never imported needs no declaration read (a traced child's end).
-        if sys.modules.get(module_of(name)) is not None and trace.touched(name):
+        if name in touched and sys.modules.get(module_of(name)) is not None:
             trace.settings.update(source_class(name).settings())

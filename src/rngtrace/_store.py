@@ -154,15 +154,6 @@ class RawStore:
         self.live = None
         self._events = None
 
-    def touched(self, library: str) -> bool:
-        """Whether any event (kept or counted) is of ``library``'s streams."""
-        # A loop, not any() over a generator: one left unfinished is closed, and on 3.12+ that unwind
-        # runs the catch-all's Python exit callback, where a Ctrl-C (without the accelerator) is lost.
-        for key in itertools.chain(self.raw, self.overflow):
-            if key[0].split(".", 1)[0] == library:
-                return True
-        return False
-
     def streams_with_events(self) -> set[str]:
         """The (sub-)streams this store has an event of."""
         return {raw[0] for raw in self.raw} | {key[0] for key in self.overflow}
