@@ -15,8 +15,18 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def check(tmp_path: Path, source: str, *options: str, stdin: str | None = None, env: dict | None = None) -> tuple:
-    """Write ``source`` as prog.py and run ``rngtrace check [options] prog.py``: (status, stdout, report)."""
+def check(
+    tmp_path: Path,
+    source: str,
+    *options: str,
+    stdin: str | None = None,
+    env: dict | None = None,
+    ignoring_interrupts: bool = False,
+) -> tuple:
+    """Write ``source`` as prog.py and run ``rngtrace check [options] prog.py``: (status, stdout, report).
+
+    ``ignoring_interrupts``: check starts with SIGINT ignored, as from a background job or nohup.
+    """
     (tmp_path / "prog.py").write_text(textwrap.dedent(source))
     run_env = {k: v for k, v in os.environ.items() if k != "PYTHONHASHSEED"}
     run_env.update(env or {})
@@ -28,6 +38,7 @@ def check(tmp_path: Path, source: str, *options: str, stdin: str | None = None, 
         text=True,
         env=run_env,
         timeout=240,
+        preexec_fn=(lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if ignoring_interrupts else None,
     )
     return done.returncode, done.stdout, done.stderr
 
@@ -281,18 +292,12 @@ def test_a_run_stopped_at_the_timeout_leaves_no_spool_folder_behind_where_check_
     # As from a background job or nohup: SIGINT ignored, which the runs would inherit.
     temp = tmp_path / "tmp"
     temp.mkdir()
-    (tmp_path / "prog.py").write_text("import numpy as np, time\nnp.random.rand()\ntime.sleep(60)\n")
-    done = subprocess.run(
-        [sys.executable, "-m", "rngtrace", "check", "--timeout", "4", "prog.py"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        env={**{k: v for k, v in os.environ.items() if k != "PYTHONHASHSEED"}, "TMPDIR": str(temp)},
-        timeout=240,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+    source = "import numpy as np, time\nnp.random.rand()\ntime.sleep(60)\n"
+    status, _out, report = check(
+        tmp_path, source, "--timeout", "4", env={"TMPDIR": str(temp)}, ignoring_interrupts=True
     )
-    assert done.returncode == 2, done.stderr
-    assert "ran past --timeout 4 s and was stopped" in done.stderr
+    assert status == 2, report
+    assert "ran past --timeout 4 s and was stopped" in report
     assert sorted(p.name for p in temp.iterdir()) == []
 
 

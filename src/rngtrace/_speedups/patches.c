@@ -427,9 +427,6 @@ builtin_twin(PyObject *module, PyObject *fn)
     return PyCFunction_NewEx(original_def(fn), f->m_self, f->m_module);
 }
 
-/* Put ``fn``'s hook in place (its slot made already), calling ``wrapper``. A wrapper it replaces
- * goes to ``*dropped``, let go by the caller once every pointer is in place: dropping one may run
- * Python. */
 /* Put ``old`` in ``*dropped``, for the caller to let go once every pointer is in place. */
 static void
 drop_later(PyObject *old, PyObject **dropped)
@@ -442,16 +439,19 @@ drop_later(PyObject *old, PyObject **dropped)
         PyErr_Clear(); /* out of memory: ``old`` is kept alive, never freed early */
 }
 
+/* Put ``fn``'s hook in place (its slot made already), calling ``wrapper``. A wrapper it replaces
+ * goes to ``*dropped``, let go by the caller once every pointer is in place: dropping one may run
+ * Python. */
 static void
 hook_one(PyObject *fn, HookSlot *slot, PyObject *wrapper, PyObject **dropped)
 {
+    if (slot->wrapper != wrapper) {
+        if (slot->wrapper != NULL)
+            drop_later(slot->wrapper, dropped);
+        slot->wrapper = Py_NewRef(wrapper);
+    }
     if (slot->original_func != NULL) { /* a bound method: its function is the wrapper */
         PyMethodObject *m = (PyMethodObject *)fn;
-        if (slot->wrapper != wrapper) {
-            if (slot->wrapper != NULL)
-                drop_later(slot->wrapper, dropped);
-            slot->wrapper = Py_NewRef(wrapper);
-        }
         if (m->im_func != wrapper) {
             PyObject *old = m->im_func; /* its own function (the slot holds it too) or an older wrapper */
             m->im_func = Py_NewRef(wrapper);
@@ -471,17 +471,6 @@ hook_one(PyObject *fn, HookSlot *slot, PyObject *wrapper, PyObject **dropped)
          * pickling stay its own. */
         slot->def = *f->m_ml;
         slot->def.ml_flags |= METH_COEXIST;
-    }
-    if (slot->wrapper != wrapper) {
-        if (slot->wrapper != NULL) {
-            if (*dropped == NULL)
-                *dropped = PyList_New(0);
-            if (*dropped != NULL && PyList_Append(*dropped, slot->wrapper) == 0)
-                Py_DECREF(slot->wrapper); /* the list holds it now */
-            else
-                PyErr_Clear(); /* out of memory: the old wrapper is kept alive, never freed early */
-        }
-        slot->wrapper = Py_NewRef(wrapper);
     }
     f->m_ml = &slot->def;
     f->vectorcall = hook_trampolines[slot - hook_slots];
