@@ -16,7 +16,7 @@ from typing import Any
 from ._hublock import call_if_free
 from ._kinds import SEED
 from ._store import RawStore
-from .sources import module_of, source_class
+from .sources import Source, module_of, source_class
 from .sources._base import same_state, unmoved
 
 
@@ -102,13 +102,33 @@ def _all_in(states: dict, streams: set) -> bool:
     return True
 
 
+#: stream -> [the module whose import makes it exist, its source class's ``settings`` where it
+#: overrides it, None where it does not (its library has no flags), _UNREAD until its library is
+#: imported at a trace's end]; a declaration and a class never change within a process
+_READERS: dict[str, list] = {}
+_UNREAD = object()
+
+
 def read_settings(trace: RawStore) -> None:
     """Each traced library's flags at the trace's end (torch's determinism), where it has an event."""
     if not trace.raw and not trace.overflow:
         return  # no event: no library to read (most decorated calls)
-    # The libraries with an event, from one pass over the events (not one per stream).
-    touched = {stream.split(".", 1)[0] for stream in trace.streams_with_events()}
+    touched: set[str] | None = None
+    modules = sys.modules
     for name in trace.streams:
-        # module_of: a stream never imported needs no declaration read (a traced child's end).
-        if name in touched and sys.modules.get(module_of(name)) is not None:
-            trace.settings.update(source_class(name).settings())
+        entry = _READERS.get(name)
+        if entry is None:
+            # module_of: a stream never imported needs no declaration read (a traced child's end).
+            entry = _READERS[name] = [module_of(name), _UNREAD]
+        reader = entry[1]
+        if reader is None or modules.get(entry[0]) is None:
+            continue  # no flags (random, numpy: most traces stop here), or the library is not imported
+        if reader is _UNREAD:
+            settings = source_class(name).settings
+            reader = entry[1] = None if settings.__func__ is Source.settings.__func__ else settings
+            if reader is None:
+                continue
+        if touched is None:  # the libraries with an event, from one pass over the events (not one per stream)
+            touched = {stream.split(".", 1)[0] for stream in trace.streams_with_events()}
+        if name in touched:
+            trace.settings.update(reader())

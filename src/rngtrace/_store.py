@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from ._model import Event, Frame, Process
 
 _THREAD_OF = operator.itemgetter(5)  # a raw event's thread
+_STREAM_OF = operator.itemgetter(0)  # a raw event's stream, or an overflow key's
 _THREAD_KEYS = itertools.count(1)
 
 
@@ -149,14 +150,21 @@ class RawStore:
         # replaced, never cleared), so resolving later gives what resolving now would.
         self._unresolved = resolve_stack
         if raw:
-            # The distinct threads first, in C: a long trace has few threads and many events.
-            self.threads = {t: thread_names.get(t, f"thread-{t}") for t in set(map(_THREAD_OF, raw))}
+            # The distinct threads first, in C: a long trace has few threads and many events. A loop,
+            # not a comprehension: no frame of its own (3.10 and 3.11 make one per comprehension).
+            threads: dict[int, str] = {}
+            for t in set(map(_THREAD_OF, raw)):
+                threads[t] = thread_names.get(t, f"thread-{t}")
+            self.threads = threads
         self.live = None
         self._events = None
 
     def streams_with_events(self) -> set[str]:
         """The (sub-)streams this store has an event of."""
-        return {raw[0] for raw in self.raw} | {key[0] for key in self.overflow}
+        found = set(map(_STREAM_OF, self.raw))  # in C: every block's end that saw a stream move asks
+        if self.overflow:
+            found.update(map(_STREAM_OF, self.overflow))
+        return found
 
     # -- reading ------------------------------------------------------------
     @property
