@@ -54,6 +54,32 @@ def test_a_hook_for_a_module_already_imported_fires_at_once_and_installs_nothing
     assert seen == [json] and not _postimport.installed()
 
 
+def test_register_many_and_unregister_many_do_what_register_and_unregister_do_one_pair_at_a_time():
+    # A lone trace's start and end register its watches in one pass (C where the accelerator is built).
+    first, second, third = [], [], []
+    pairs = [
+        (first.append, "rngtrace_never_imported_a"),
+        (second.append, "rngtrace_never_imported_b"),
+        (third.append, "json"),  # imported already: called at once, nothing waits for it
+        (first.append, "rngtrace_never_imported_a"),  # registered again: still once
+    ]
+    _postimport.register(second.append, "rngtrace_never_imported_a")  # another hook, waiting already
+    try:
+        _postimport.register_many(pairs)
+        assert third == [json] and first == second == []
+        assert _postimport.installed() and sys.meta_path.count(_postimport.FINDER) == 1
+        assert _postimport.describe() == {
+            "rngtrace_never_imported_a": [second.append, first.append],
+            "rngtrace_never_imported_b": [second.append],
+        }
+        _postimport.unregister_many(pairs)
+        assert _postimport.describe() == {"rngtrace_never_imported_a": [second.append]}
+        assert _postimport.installed()  # a hook still waits: the finder stays
+    finally:
+        _postimport.unregister(second.append, "rngtrace_never_imported_a")
+    assert not _postimport.installed() and _postimport.describe() == {}
+
+
 # numpy imported inside the trace: the stream is installed by the post-import hook, and nothing is left.
 _LATE_NUMPY = """
 import json, sys

@@ -146,7 +146,7 @@ def _register(hook: Callable[[Any], None], name: str) -> Any:
 
 def register_many(pairs: list[tuple[Callable[[Any], None], str]]) -> None:
     """``register`` each ``(hook, name)`` of ``pairs``, in one pass under the lock (a lone trace's watches)."""
-    for hook, module in _locked(_register_many, pairs):
+    for hook, module in _locked(_REGISTER_MANY, pairs):
         hook(module)
 
 
@@ -161,7 +161,7 @@ def _register_many(pairs: list[tuple[Callable[[Any], None], str]]) -> list[tuple
 
 def unregister_many(pairs: list[tuple[Callable[[Any], None], str]]) -> None:
     """``unregister`` each ``(hook, name)`` of ``pairs``, in one pass under the lock."""
-    _locked(_unregister_many, pairs)
+    _locked(_UNREGISTER_MANY, pairs)
 
 
 def _unregister_many(pairs: list[tuple[Callable[[Any], None], str]]) -> None:
@@ -183,6 +183,20 @@ def _unregister(hook: Callable[[Any], None], name: str) -> None:
         if not _hooks:  # (``_settle`` where no hook waits any more)
             while FINDER in sys.meta_path:
                 sys.meta_path.remove(FINDER)
+
+
+#: every trace's start and end: the two passes above in C where the accelerator is built
+#: (``_speedups.watch_many``, the same steps with no Python frame per pair)
+_REGISTER_MANY: Callable[..., Any] = (
+    functools.partial(SPEEDUPS.watch_many, _hooks, FINDER, True)
+    if SPEEDUPS is not None
+    else _register_many
+)
+_UNREGISTER_MANY: Callable[..., Any] = (
+    functools.partial(SPEEDUPS.watch_many, _hooks, FINDER, False)
+    if SPEEDUPS is not None
+    else _unregister_many
+)
 
 
 def describe() -> dict[str, list[Callable[[Any], None]]]:

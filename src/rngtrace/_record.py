@@ -130,11 +130,19 @@ class Recording:
         """The last trace ended (the hub calls this once it took its thread names): nothing records now."""
         self.new_table()
         self.handed.forget()
-        self.let_go_stray_locks()  # before busy is reset below: it reads it
+        st = self.states.get(get_ident())
+        if st is None or not st.busy:  # (inside a recorded call, its own exit lets go: read before busy is reset below)
+            # The stream locks this thread holds outside any recorded call. Without the accelerator, the
+            # 3.12+ catch-all's callback is Python code that runs just before a recorded call's ``with
+            # lock:`` exit, each time that site is instrumented anew (code run while the events are off
+            # loses its DISABLE). A Ctrl-C landing there skips the exit, and the next draw from another
+            # thread would wait for good. (The accelerator raises such an interrupt after the call instead.)
+            for lock in list(self._locks.values()):
+                while lock._is_owned():
+                    lock.release()
         # Without the accelerator a Ctrl-C at the first line of a wrapper's finally leaves this
         # thread marked inside a recorded call, and every later trace would take its moves for
         # part of that call: it is not in one.
-        st = self.states.get(get_ident())
         if st is not None:
             st.busy, st.pending = False, None
 
@@ -146,22 +154,6 @@ class Recording:
     def stream_locks_held(self) -> list[str]:
         """The streams whose lock this thread holds: inside a recorded call, or left held (see below)."""
         return [stream for stream, lock in list(self._locks.items()) if lock._is_owned()]
-
-    def let_go_stray_locks(self) -> None:
-        """Release the stream locks this thread holds outside any recorded call.
-
-        Without the accelerator, the 3.12+ catch-all's callback is Python code that runs just
-        before a recorded call's ``with lock:`` exit, each time that site is instrumented anew
-        (code run while the events are off loses its DISABLE). A Ctrl-C landing there skips the
-        exit, and the next draw from another thread would wait for good. (The accelerator raises
-        such an interrupt after the call instead.) Called once nothing records.
-        """
-        st = self.states.get(get_ident())
-        if st is not None and st.busy:
-            return  # inside a recorded call: its own exit lets go
-        for lock in list(self._locks.values()):
-            while lock._is_owned():
-                lock.release()
 
     def after_fork(self) -> None:
         """In a forked child: only the forking thread exists, and no lock may be held."""

@@ -86,6 +86,17 @@ def hook_builtins(pairs: list[tuple[Callable[..., Any], Callable[..., Any]]], fo
 def hooked_builtins() -> list[Callable[..., Any]]:
     """The builtins and bound methods whose calls reach a wrapper now (none once every trace ended)."""
 
+def watch_many(
+    hooks: dict[str, list[Callable[[Any], None]]],
+    finder: object,
+    forward: bool,
+    pairs: Sequence[tuple[Callable[[Any], None], str]],
+    /,
+) -> list[tuple[Callable[[Any], None], Any]] | None:
+    """``_postimport``'s ``register_many`` (forward: the (hook, module) pairs already imported, to call)
+    or ``unregister_many`` (None) over its ``hooks`` and ``finder``, in one C pass; the caller holds its lock.
+    """
+
 #: Whether ``capture`` walks the interpreter's own frames (3.11-3.13, their layout proven at import).
 internal_frames: bool
 

@@ -30,6 +30,7 @@
  *   patches.c   _patches.py: swap, and the builtins recorded in place (hook_builtins)
  *   shield.c    _catchall.py's Shielded, _processes.py's ChildWriter SIGTERM handler
  *   profile.c   _catchall_profile.py's profile function: ProfileHook, the 3.10/3.11 c_call hook in C
+ *   postimport.c _postimport.py's register_many and unregister_many: watch_many
  * The declarations of speedups.h say which file defines what; _speedups.pyi is the
  * interface Python sees.
  */
@@ -63,6 +64,8 @@ static PyMethodDef module_methods[] = {
     {"hooked_builtins", hooked_builtins, METH_NOARGS, "hooked_builtins(): the builtins whose calls reach a wrapper now."},
     {"hook_builtins", hook_builtins, METH_VARARGS,
      "hook_builtins(pairs, forward): make each builtin or bound method of (callable, wrapper) pairs call its wrapper, in place, or undo."},
+    {"watch_many", watch_many, METH_VARARGS,
+     "watch_many(hooks, finder, forward, pairs): _postimport's register_many (the imported (hook, module) pairs) or unregister_many."},
     {"swap", swap, METH_VARARGS,
      "swap(entries, forward, INHERITED, stamps={}): apply or undo a patch set in one pass."},
     {NULL},

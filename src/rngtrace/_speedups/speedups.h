@@ -184,6 +184,10 @@ PyObject *builtin_twin(PyObject *module, PyObject *fn);
 PyObject *hook_builtins(PyObject *module, PyObject *args);
 PyObject *hooked_builtins(PyObject *module, PyObject *unused);
 
+/* -- postimport.c (_postimport.py) ------------------------------------------------------- */
+
+PyObject *watch_many(PyObject *module, PyObject *args);
+
 /* -- shield.c (_catchall.py's Shielded, _processes.py's SIGTERM) ------------------------- */
 
 extern PyTypeObject ShieldedType;
