@@ -310,6 +310,17 @@ def test_a_cpu_run_with_default_flags_or_no_torch_draw_has_no_settings_finding()
     assert build(draw("numpy.random.rand", 1, (HERE, 3, "f")), settings=benchmark).findings == []
 
 
+def test_settings_are_read_only_for_a_library_with_an_event_and_flags_of_its_own():
+    torch = pytest.importorskip("torch")
+    with rng_trace(print=False) as numpy_only:
+        np.random.rand()
+    assert numpy_only.settings == {}  # torch imported, traced, but it drew nothing; numpy has no flags
+    with rng_trace(print=False) as both:
+        np.random.rand()
+        torch.rand(1)
+    assert set(both.settings) == {"cudnn.benchmark", "cudnn.deterministic", "deterministic_algorithms", "cuda"}
+
+
 def test_cuda_without_deterministic_algorithms_is_a_settings_finding():
     flags = {"cuda": True, "cudnn.benchmark": False, "cudnn.deterministic": False, "deterministic_algorithms": False}
     (finding,) = build(draw("torch.rand", 2, (HERE, 3, "f")), settings=flags).findings

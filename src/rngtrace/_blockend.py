@@ -124,8 +124,10 @@ def read_settings(trace: RawStore) -> None:
         if reader is None or modules.get(entry[0]) is None:
             continue  # no flags (random, numpy: most traces stop here), or the library is not imported
         if reader is _UNREAD:
-            settings = source_class(name).settings
-            reader = entry[1] = None if settings.__func__ is Source.settings.__func__ else settings
+            cls = source_class(name)
+            # Whose ``settings`` the class has: the base's reads nothing.
+            owner = next(base for base in cls.__mro__ if "settings" in base.__dict__)
+            reader = entry[1] = cls.settings if owner is not Source else None
             if reader is None:
                 continue
         if touched is None:  # the libraries with an event, from one pass over the events (not one per stream)

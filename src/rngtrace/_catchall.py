@@ -204,7 +204,7 @@ class ArmedCatchAll(PinningCatchAll):
         return spare
 
     def uninstall(self) -> None:
-        super().uninstall()
+        PinningCatchAll.uninstall(self)  # not super(): no proxy object at every trace's end
         ArmedCatchAll._spare = self  # only once off whole: an undo cut short makes a new one next time
 
     def arm(self) -> CatchAll | None:

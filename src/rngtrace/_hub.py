@@ -128,8 +128,9 @@ class Hub(HubStreams, HubChildren):
             self.catchall.begin()
 
     def _open(self, session: Session) -> None:
-        self._end_gone()
         rec, trace = self.rec, session.trace
+        if rec.hot.now.active:  # (a lone trace's start: none to ask)
+            self._end_gone()
         if not self.hooks.forks_watched:  # asked first: the handlers' bound methods are made once
             self.hooks.watch_forks(self._before_fork, self._after_fork_in_child)
         try:

@@ -10,7 +10,7 @@ for the profile hook by the first move it could have seen (``_arm``).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
@@ -65,7 +65,7 @@ class HubStreams:
             self.catchall.uninstall()
         self.catchall = None
 
-    def forget_streams(self, names: list[str]) -> None:
+    def forget_streams(self, names: Iterable[str]) -> None:
         """Streams whose patches came off: no longer installed, their fingerprints unknown."""
         installed, fingerprints = self.rec.sources, self.rec.fingerprints
         for name in names:

@@ -35,6 +35,7 @@ class Plan:
         "entries",
         "stamps",
         "sources",
+        "names",
         "modules",
         "watches",
         "start",
@@ -66,6 +67,8 @@ class Plan:
         self.entries, self.stamps = joined
         #: (stream, source), in install order
         self.sources = sources
+        #: their stream names, in the same order
+        self.names = tuple(name for name, _source in sources)
         self.modules = tuple(declared()[name].module for name, _source in sources)
         #: (stream, module) for each stream whose library is not imported: watched for its import
         self.watches = watches
@@ -190,7 +193,7 @@ def uninstall_alone(hub: Any) -> bool:
         return False  # multiprocessing imported meanwhile, BaseProcess.start hooked: the general way takes it off
     rec.publish(())  # first: wrappers stop recording at once
     patches.swap_out(parts, plan.entries, plan.stamps)
-    hub.forget_streams([name for name, _source in plan.sources])
+    hub.forget_streams(plan.names)
     if plan.watches or start_watch is not None:
         pairs = [(watching[name][1], module) for name, module in plan.watches]
         if start_watch is not None:

@@ -188,14 +188,10 @@ def _unregister(hook: Callable[[Any], None], name: str) -> None:
 #: every trace's start and end: the two passes above in C where the accelerator is built
 #: (``_speedups.watch_many``, the same steps with no Python frame per pair)
 _REGISTER_MANY: Callable[..., Any] = (
-    functools.partial(SPEEDUPS.watch_many, _hooks, FINDER, True)
-    if SPEEDUPS is not None
-    else _register_many
+    functools.partial(SPEEDUPS.watch_many, _hooks, FINDER, True) if SPEEDUPS is not None else _register_many
 )
 _UNREGISTER_MANY: Callable[..., Any] = (
-    functools.partial(SPEEDUPS.watch_many, _hooks, FINDER, False)
-    if SPEEDUPS is not None
-    else _unregister_many
+    functools.partial(SPEEDUPS.watch_many, _hooks, FINDER, False) if SPEEDUPS is not None else _unregister_many
 )
 
 

@@ -44,15 +44,18 @@ class RngTrace(Options):
     def _checked(cls, values: dict[str, Any]) -> RngTrace:
         """A tracer from option values an earlier one checked and normalised (``rng_trace``'s cache)."""
         tracer = cls.__new__(cls)
-        tracer.__dict__.update(values)  # what the frozen dataclass's __init__ would have set
-        tracer._own_state(values["_sorted_streams"])
+        state = tracer.__dict__
+        state.update(values)  # what the frozen dataclass's __init__ would have set, _sorted_streams with it
+        # The rest of _own_state, inline (every ``with rng_trace(...)`` in a loop makes a tracer).
+        state["_last"] = [None]
+        state["_open"] = []
         return tracer
 
-    def _own_state(self, order: tuple[str, ...] | None = None) -> None:
+    def _own_state(self) -> None:
         # Options freezes its own fields only, so a subclass may still keep state of its own;
         # written to __dict__ directly: the frozen base's __setattr__ is Python code.
         state = self.__dict__
-        state["_sorted_streams"] = install_order(self.streams) if order is None else order  # type: ignore[arg-type]
+        state["_sorted_streams"] = install_order(self.streams)  # type: ignore[arg-type]
         # A list, not an attribute: this changes every call.
         state["_last"] = [None]
         # A with statement's exit knows its own block (_blocks); an exit called by hand
@@ -401,7 +404,8 @@ def rng_trace(func: Callable | None = None, /, **options: Any) -> Any:
     ``rank-0.2.json`` for a process's second block), for ``rngtrace ranks DIR``.
     """
     # Types too: depth=True equals depth=1, and only one of them is valid.
-    key: tuple | None = tuple([(name, type(value), value) for name, value in options.items()])
+    # (name, type, value) per option, zipped in C: no comprehension frame per ``with rng_trace(...)``.
+    key: tuple | None = tuple(zip(options, map(type, options.values()), options.values()))
     try:
         values = _CHECKED.get(key)  # type: ignore[arg-type]  # only options checked already (no log_dir, file)
     except TypeError:  # an unhashable value (streams as a list): checked each time
