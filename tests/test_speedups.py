@@ -186,6 +186,29 @@ def test_draws_in_a_loop_take_the_fast_path_and_run_no_python_wrapper():
 
 
 @accelerated
+def test_a_decorated_function_drawing_a_few_times_is_recorded_in_c_before_any_frame_is_pinned():
+    # Each call is a short trace: its draws walk the whole stack (frame mode WALK), and pinning
+    # never starts. The C Recorder walks them itself, with no Python record() per draw.
+    tracer = rng_trace(print=False)
+
+    @tracer
+    def draws():
+        random.random()
+        np.random.rand()
+        np.random.rand(3)
+
+    wrapper_calls = python_path_calls(draws, 40)
+    events = tracer.last_trace.events
+    assert wrapper_calls == []
+    assert [(e.api, e.count) for e in events] == [
+        ("random.random", 1),
+        ("numpy.random.rand", 1),
+        ("numpy.random.rand", 3),
+    ]
+    assert [e.stack[0].function.rsplit(".", 1)[-1] for e in events] == ["draws"] * 3
+
+
+@accelerated
 def test_a_loop_drawing_on_one_line_allocates_no_event_per_draw_for_the_collector_to_count():
     # Each allocation of a tracked object counts towards the collector's next pass, whether it is
     # untracked afterwards or not; in a program holding many objects those passes are the cost.

@@ -3,7 +3,7 @@
 The C accelerator (``_speedups/``, declared in ``_speedups.pyi``) and the
 Python wrappers read the same things, and only these: ``HotPath.now`` (a
 ``Snapshot`` of what the hub wants right now), ``HotPath.states`` (each
-thread's ``ThreadState``) and the three hub callbacks. ``configure()`` hands
+thread's ``ThreadState``) and the hub's callbacks. ``configure()`` hands
 the slot layouts to the accelerator once; a renamed slot fails there, loudly,
 instead of silently sending every draw down the slow path.
 
@@ -83,10 +83,16 @@ class Snapshot:
 class HotPath:
     """The one object the wrappers read; the hub writes it."""
 
-    __slots__ = ("now", "states", "record", "unattributed", "raised", "seeded")
+    __slots__ = ("now", "states", "record", "unattributed", "raised", "seeded", "walked")
 
     def __init__(
-        self, now: Snapshot, record: Callable, unattributed: Callable, raised: Callable, seeded: Callable
+        self,
+        now: Snapshot,
+        record: Callable,
+        unattributed: Callable,
+        raised: Callable,
+        seeded: Callable,
+        walked: Callable,
     ) -> None:
         self.now = now
         #: OS thread ident -> ThreadState; one dict for the process, cleared, never replaced
@@ -99,6 +105,8 @@ class HotPath:
         self.raised = raised
         #: hub.seed_recorded(stream): a seed was recorded, its fingerprint is re-keyed
         self.seeded = seeded
+        #: walked(): a draw's whole stack was walked (frame mode WALK), counted towards pinning
+        self.walked = walked
 
 
 def configure(speedups: Any) -> None:

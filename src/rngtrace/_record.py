@@ -39,7 +39,7 @@ class Recording:
         self.stacks = StackTable()
         self.mode = FrameMode.WALK
         empty = Snapshot((), None, False, None, Cache(self.stacks, self.mode))
-        self.hot = HotPath(empty, self.record, self.unattributed, self.raised, self.seed_recorded)
+        self.hot = HotPath(empty, self.record, self.unattributed, self.raised, self.seed_recorded, self._count_walk)
         self.states = self.hot.states
         self._guards = threading.local()
         #: ThreadState.key -> thread name, for the live threads and those seen by an active trace

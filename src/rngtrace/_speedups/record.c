@@ -182,6 +182,51 @@ take_finished_pins(PyObject *known, Released *r)
     r->more = gone;
 }
 
+/* A draw's event in frame mode WALK, where the thread keeps no cache of live frames (a short trace,
+ * before pinning starts): as record() makes it there -- a draw counted towards pinning (the hub's
+ * walked()), its whole stack walked by the table's capture_flat -- appended to the one recording
+ * trace. 1 when appended, 0 when record() must do it, -1 on error. */
+static int
+walk_record(Recorder *self, PyObject *st, PyFrameObject *frame, PyObject *stream, PyObject *count, PyObject *detail,
+            PyObject *sink, PyObject *flat)
+{
+    Py_INCREF(sink); /* held while we work: walked() and capture_flat run Python code */
+    Py_INCREF(flat);
+    int done = -1;
+    PyObject *depth = NULL, *sid = NULL, *raw = NULL;
+    int contained = PySequence_Contains(PyTuple_GET_ITEM(sink, 2), stream);
+    if (contained <= 0) {
+        done = contained;
+        goto out;
+    }
+    int draw = PyUnicode_CheckExact(self->kind) && PyUnicode_CompareWithASCIIString(self->kind, "draw") == 0;
+    if (draw) { /* seeds never start pinning: pytest-randomly's come from fresh stacks */
+        PyObject *walked = SLOT(self->hot, hp_walked);
+        PyObject *r = walked != NULL ? PyObject_CallNoArgs(walked) : NULL;
+        if (r == NULL) {
+            if (walked == NULL)
+                done = 0;
+            goto out;
+        }
+        Py_DECREF(r);
+    }
+    if ((depth = PyObject_GetAttr(PyTuple_GET_ITEM(sink, 3), s_depth)) == NULL)
+        goto out;
+    if ((sid = PyObject_CallFunctionObjArgs(flat, (PyObject *)frame, depth, NULL)) == NULL)
+        goto out;
+    raw = repeated_event(sink, self, stream, count, sid, SLOT(st, st_key), detail);
+    if (raw == NULL && (raw = raw_event(self, stream, count, sid, SLOT(st, st_key), detail)) == NULL)
+        goto out;
+    done = sink_append(sink, raw);
+out:
+    Py_XDECREF(raw);
+    Py_XDECREF(sid);
+    Py_XDECREF(depth);
+    Py_DECREF(flat);
+    Py_DECREF(sink);
+    return done;
+}
+
 /* The event's stack and its append, as Recording.record() does them while exactly one trace
  * records (``sink``), with the Snapshot ``now`` read once when the call began (its sink and stack
  * table belong together): from the thread's cache where it knows the caller's caller, else by the
@@ -208,6 +253,13 @@ fast_record(Recorder *self, PyObject *now, PyObject *st, PyFrameObject *frame, P
         flat = SLOT(cache, ca_pin) != Py_True && SLOT(st, st_hooked) != Py_True;
 #endif
         return site_record(self, sink, cache, frame, stream, count, flat);
+    }
+    if (known == Py_None) { /* no cache of live frames: in frame mode WALK the whole stack is walked */
+        PyObject *flat = SLOT(cache, ca_flat);
+        if (flat == NULL || flat == Py_None || !PyTuple_CheckExact(sink) || PyTuple_GET_SIZE(sink) < 4 ||
+            SLOT(st, st_key) == NULL)
+            return 0;
+        return walk_record(self, st, frame, stream, count, detail, sink, flat);
     }
     if (known == NULL)
         return 0;

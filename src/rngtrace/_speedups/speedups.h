@@ -20,7 +20,7 @@
 
 /* Offsets of the __slots__ the hot path reads (rngtrace/_hotpath.py, _threads.py), found from
  * their member descriptors by configure(): a renamed slot fails there, not silently here. */
-extern Py_ssize_t hp_now, hp_states, hp_record, hp_unattributed, hp_raised, hp_seeded;
+extern Py_ssize_t hp_now, hp_states, hp_record, hp_unattributed, hp_raised, hp_seeded, hp_walked;
 extern Py_ssize_t sn_active, sn_sink, sn_strict, sn_profile_hook, sn_cache, ca_ids, ca_table, ca_walk, ca_pin, ca_flat,
     ca_sites;
 extern Py_ssize_t st_busy, st_pending, st_frames, st_epoch, st_key, st_hooked;
