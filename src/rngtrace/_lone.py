@@ -11,12 +11,14 @@ what the general way does for the same sessions; anything else goes that way.
 
 from __future__ import annotations
 
+import functools
 import sys
 from collections.abc import Callable
 from typing import Any
 
 from . import _postimport
 from ._hooks import PROCESS_MODULE
+from ._hotpath import SPEEDUPS
 from ._patches import PatchSet
 from .sources import declared
 
@@ -108,11 +110,12 @@ def make_plan(hub: Any, session: Any) -> Plan | None:
     return Plan(session.streams, patches.version, parts, joined, sources, tuple(watches), start, start_watch)
 
 
-def install_alone(hub: Any, session: Any) -> bool:
+def install_alone_python(hub: Any, session: Any) -> bool:
     """Install what the last lone trace did, in one swap; False where the general way must.
 
     What it does, and in what order, is what ``_reconcile`` does for the same
-    sessions, less the questions the plan answered already.
+    sessions, less the questions the plan answered already. The reference for
+    ``install_alone``, which is ``_speedups.lone_install`` where the accelerator is built.
     """
     plan, rec, patches = hub.plan, hub.rec, hub.patches
     if (
@@ -167,8 +170,11 @@ def install_alone(hub: Any, session: Any) -> bool:
     return True
 
 
-def uninstall_alone(hub: Any) -> bool:
-    """Take off what ``install_alone`` (or the general way, for a lone trace) put in; False where it cannot."""
+def uninstall_alone_python(hub: Any) -> bool:
+    """Take off what ``install_alone`` (or the general way, for a lone trace) put in; False where it cannot.
+
+    The reference for ``uninstall_alone``, which is ``_speedups.lone_uninstall`` where the accelerator is built.
+    """
     plan, rec, patches = hub.plan, hub.rec, hub.patches
     installed = rec.sources
     if plan is None or plan.version != patches.version or len(installed) != len(plan.sources):
@@ -210,3 +216,17 @@ def uninstall_alone(hub: Any) -> bool:
     else:
         hub.hooks.start_swapped(False)  # taken off in the swap above
     return True
+
+
+#: every trace's start and end: the same questions and steps with the checks and loops between
+#: the steps in C, where the accelerator is built (each step is the same Python call)
+install_alone: Callable[[Any, Any], bool] = (
+    functools.partial(SPEEDUPS.lone_install, _postimport.register_many, PROCESS_MODULE)
+    if SPEEDUPS is not None
+    else install_alone_python
+)
+uninstall_alone: Callable[[Any], bool] = (
+    functools.partial(SPEEDUPS.lone_uninstall, _postimport.unregister_many, PROCESS_MODULE)
+    if SPEEDUPS is not None
+    else uninstall_alone_python
+)

@@ -86,6 +86,20 @@ def hook_builtins(pairs: list[tuple[Callable[..., Any], Callable[..., Any]]], fo
 def hooked_builtins() -> list[Callable[..., Any]]:
     """The builtins and bound methods whose calls reach a wrapper now (none once every trace ended)."""
 
+def lone_install(
+    register_many: Callable[[list[tuple[Callable[[Any], None], str]]], None],
+    process_module: str,
+    hub: Any,
+    session: Any,
+    /,
+) -> bool:
+    """``_lone.install_alone(hub, session)``, its checks and loops in C (``register_many``: ``_postimport``'s)."""
+
+def lone_uninstall(
+    unregister_many: Callable[[list[tuple[Callable[[Any], None], str]]], None], process_module: str, hub: Any, /
+) -> bool:
+    """``_lone.uninstall_alone(hub)``, its checks and loops in C (``unregister_many``: ``_postimport``'s)."""
+
 def watch_many(
     hooks: dict[str, list[Callable[[Any], None]]],
     finder: object,

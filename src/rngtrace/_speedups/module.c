@@ -31,6 +31,7 @@
  *   shield.c    _catchall.py's Shielded, _processes.py's ChildWriter SIGTERM handler
  *   profile.c   _catchall_profile.py's profile function: ProfileHook, the 3.10/3.11 c_call hook in C
  *   postimport.c _postimport.py's register_many and unregister_many: watch_many
+ *   lone.c      _lone.py's install_alone and uninstall_alone: lone_install, lone_uninstall
  * The declarations of speedups.h say which file defines what; _speedups.pyi is the
  * interface Python sees.
  */
@@ -66,6 +67,10 @@ static PyMethodDef module_methods[] = {
      "hook_builtins(pairs, forward): make each builtin or bound method of (callable, wrapper) pairs call its wrapper, in place, or undo."},
     {"watch_many", watch_many, METH_VARARGS,
      "watch_many(hooks, finder, forward, pairs): _postimport's register_many (the imported (hook, module) pairs) or unregister_many."},
+    {"lone_install", (PyCFunction)(void (*)(void))lone_install, METH_FASTCALL,
+     "lone_install(register_many, process_module, hub, session): _lone.install_alone(hub, session)."},
+    {"lone_uninstall", (PyCFunction)(void (*)(void))lone_uninstall, METH_FASTCALL,
+     "lone_uninstall(unregister_many, process_module, hub): _lone.uninstall_alone(hub)."},
     {"swap", swap, METH_VARARGS,
      "swap(entries, forward, INHERITED, stamps={}): apply or undo a patch set in one pass."},
     {NULL},

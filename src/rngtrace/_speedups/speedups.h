@@ -188,6 +188,11 @@ PyObject *hooked_builtins(PyObject *module, PyObject *unused);
 
 PyObject *watch_many(PyObject *module, PyObject *args);
 
+/* -- lone.c (_lone.py) ------------------------------------------------------------------- */
+
+PyObject *lone_install(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+PyObject *lone_uninstall(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+
 /* -- shield.c (_catchall.py's Shielded, _processes.py's SIGTERM) ------------------------- */
 
 extern PyTypeObject ShieldedType;
