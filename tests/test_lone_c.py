@@ -22,10 +22,10 @@ PROGRAM = textwrap.dedent(
     from rngtrace._hub import HUB
 
     if os.environ.get("REFERENCE"):
-        _lone.install_alone, _lone.uninstall_alone = _lone.install_alone_python, _lone.uninstall_alone_python
-    else:
-        assert _lone.install_alone is not _lone.install_alone_python
-    install, uninstall = _lone.install_alone, _lone.uninstall_alone
+        install, uninstall = _lone.install_alone_python, _lone.uninstall_alone_python
+    else:  # the C functions, whichever of the two this Python calls by default
+        install, uninstall = _lone.install_alone_c, _lone.uninstall_alone_c
+        assert install is not None and uninstall is not None
     said = []
     _lone.install_alone = lambda hub, session: said.append(("install", install(hub, session))) or said[-1][1]
     _lone.uninstall_alone = lambda hub: said.append(("undo", uninstall(hub))) or said[-1][1]

@@ -57,6 +57,9 @@ class CatchAll:
     SEES_CALLS = True
     #: the profile hook found a call that no patch can reach (3.10/3.11): it is not taken off
     needed = False
+    #: whether ``begin`` and ``pause`` do anything (``sys.monitoring``'s events on and off); the hub
+    #: calls neither where not: every trace's start and end would call two no-ops
+    SWITCHES = False
 
     def __init__(self, hub: Any) -> None:
         self.hub = hub

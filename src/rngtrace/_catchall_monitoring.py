@@ -163,6 +163,8 @@ class MonitoringCatchAll(CatchAll):
 
         return on_exit
 
+    SWITCHES = True  # begin and pause turn its events on and off
+
     def begin(self) -> None:
         """Turn the events on, as the last step of a trace's start: rngtrace's own code runs unseen."""
         if self._on:

@@ -122,10 +122,11 @@ class Hub(HubStreams, HubChildren):
 
     def _start(self, session: Session) -> None:
         self._open(session)
-        if self.catchall is not None:
+        catchall = self.catchall
+        if catchall is not None and catchall.SWITCHES:
             # Last, and from a small frame: turning events on re-instruments the code of every
             # frame running, so rngtrace's own start runs unseen and its big frames are not there.
-            self.catchall.begin()
+            catchall.begin()
 
     def _open(self, session: Session) -> None:
         rec, trace = self.rec, session.trace
@@ -211,8 +212,9 @@ class Hub(HubStreams, HubChildren):
             self._stop(session, None)
 
     def _stop(self, session: Session, frame: FrameType | None) -> None:
-        if self.catchall is not None and self.rec.hot.now.active == (session,):
-            self.catchall.pause()  # first, from a small frame (see _start): the last trace's end runs unseen
+        catchall = self.catchall
+        if catchall is not None and catchall.SWITCHES and self.rec.hot.now.active == (session,):
+            catchall.pause()  # first, from a small frame (see _start): the last trace's end runs unseen
         self._close(session, frame)
 
     def _close(self, session: Session, frame: FrameType | None) -> None:

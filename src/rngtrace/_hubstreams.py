@@ -72,7 +72,7 @@ class HubStreams:
             installed.pop(name).forget()
             fingerprint = fingerprints.get(name)
             if fingerprint is not None:  # (none made yet: nothing to clear)
-                fingerprint.clear()
+                fingerprint.view = fingerprint.last = None  # Fingerprint.clear, inline: every trace's end
 
     def wrappers(self) -> list[object]:
         """Every replacement currently patched in."""

@@ -404,8 +404,7 @@ def rng_trace(func: Callable | None = None, /, **options: Any) -> Any:
     ``rank-0.2.json`` for a process's second block), for ``rngtrace ranks DIR``.
     """
     # Types too: depth=True equals depth=1, and only one of them is valid.
-    # (name, type, value) per option, zipped in C: no comprehension frame per ``with rng_trace(...)``.
-    key: tuple | None = tuple(zip(options, map(type, options.values()), options.values()))
+    key: tuple | None = tuple([(name, type(value), value) for name, value in options.items()])
     try:
         values = _CHECKED.get(key)  # type: ignore[arg-type]  # only options checked already (no log_dir, file)
     except TypeError:  # an unhashable value (streams as a list): checked each time
