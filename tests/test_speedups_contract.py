@@ -105,6 +105,19 @@ def test_patch_sets_are_swapped_in_c():
     assert _patches._swapper() is SPEEDUPS.swap
 
 
+def test_a_lone_traces_watches_are_registered_in_c_and_its_install_runs_in_c_on_3_10():
+    from rngtrace import _lone, _postimport
+
+    assert _postimport._REGISTER_MANY.func is SPEEDUPS.watch_many
+    assert _postimport._UNREGISTER_MANY.func is SPEEDUPS.watch_many
+    assert _lone.install_alone_c.func is SPEEDUPS.lone_install
+    assert _lone.uninstall_alone_c.func is SPEEDUPS.lone_uninstall
+    # The C install and undo only where they are the faster (3.10); the Python reference on 3.11+.
+    on_310 = sys.version_info < (3, 11)
+    assert (_lone.install_alone is _lone.install_alone_c) is on_310
+    assert (_lone.uninstall_alone is _lone.uninstall_alone_c) is on_310
+
+
 def test_the_hub_takes_its_locks_in_c():
     from rngtrace import _hublock
 

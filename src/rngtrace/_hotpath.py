@@ -48,7 +48,7 @@ class Cache:
         #: the cache holds its frames (no hook reports their exits)
         self.pin = mode is FrameMode.PINNED
         #: in frame mode WALK, the table's capture with no cache of live frames (``capture_flat``),
-        #: which a seed recorded in C calls; None in the other modes
+        #: which a draw or seed recorded in C calls; None in the other modes
         self.flat: Callable | None = table.capture_flat if mode is FrameMode.WALK else None
         #: what a draw past max_events recorded in C reads (``StackTable.site_state``): its call-site
         #: form is walked there, and counted once the table holds it

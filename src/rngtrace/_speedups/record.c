@@ -230,7 +230,8 @@ out:
 /* The event's stack and its append, as Recording.record() does them while exactly one trace
  * records (``sink``), with the Snapshot ``now`` read once when the call began (its sink and stack
  * table belong together): from the thread's cache where it knows the caller's caller, else by the
- * C walk (StackTable.capture). 1 when appended, 0 when the Python record() must do it (the
+ * C walk (StackTable.capture); in frame mode WALK, where the thread keeps no cache, by walk_record
+ * above. 1 when appended, 0 when the Python record() must do it (the
  * thread's cache is not kept under this Cache, several traces record, the walk met something it
  * does not expect), -1 on error. After a walk that may have pinned a frame, ``released`` holds the
  * finished pins taken out of the cache (take_finished_pins), for the caller to drop. */
