@@ -115,7 +115,7 @@ def install_alone_python(hub: Any, session: Any) -> bool:
 
     What it does, and in what order, is what ``_reconcile`` does for the same
     sessions, less the questions the plan answered already. The reference for
-    ``install_alone``, which is ``_speedups.lone_install`` where the accelerator is built.
+    ``install_alone``, which is ``_speedups.lone_install`` on 3.10 with the accelerator (see below).
     """
     plan, rec, patches = hub.plan, hub.rec, hub.patches
     if (
@@ -173,7 +173,7 @@ def install_alone_python(hub: Any, session: Any) -> bool:
 def uninstall_alone_python(hub: Any) -> bool:
     """Take off what ``install_alone`` (or the general way, for a lone trace) put in; False where it cannot.
 
-    The reference for ``uninstall_alone``, which is ``_speedups.lone_uninstall`` where the accelerator is built.
+    The reference for ``uninstall_alone``, which is ``_speedups.lone_uninstall`` on 3.10 with the accelerator.
     """
     plan, rec, patches = hub.plan, hub.rec, hub.patches
     installed = rec.sources

@@ -2,7 +2,9 @@
  * trace's install repeated, and taken off, from its Plan. The same questions and the same steps in
  * the same order, each step the same Python method or attribute (the Python functions stay the
  * reference, and run without the accelerator); only the checks and the loops between the steps
- * run here, with no Python frame. Every trace's start and end comes through one of them.
+ * run here, with no Python frame. _lone calls them on 3.10, where every trace's start and end then
+ * comes through one of them; on 3.11+ the specializing interpreter runs the Python ones faster
+ * than these generic attribute lookups and calls do.
  *
  * An interruption (Ctrl-C) can land only inside a step that runs Python code; it propagates from
  * that step, as it would from the Python function at the same line, and the hub finishes the job
