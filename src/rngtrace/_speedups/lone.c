@@ -129,6 +129,18 @@ pairs_of(PyObject *seq)
     return 0;
 }
 
+/* Append (a, b) to ``list``: 0, or -1 with the error set. */
+static int
+append_pair(PyObject *list, PyObject *a, PyObject *b)
+{
+    PyObject *pair = PyTuple_Pack(2, a, b);
+    if (pair == NULL)
+        return -1;
+    int appended = PyList_Append(list, pair);
+    Py_DECREF(pair);
+    return appended;
+}
+
 #define GET(var, obj, name)                                                                                       \
     do {                                                                                                          \
         if ((var = PyObject_GetAttr((obj), names[name])) == NULL)                                                 \
@@ -140,6 +152,14 @@ pairs_of(PyObject *seq)
         if (_c < 0)                                                                                               \
             goto fail;                                                                                            \
         if (_c)                                                                                                   \
+            goto no;                                                                                              \
+    } while (0)
+#define NO_UNLESS(cond)                                                                                           \
+    do {                                                                                                          \
+        int _c = (cond);                                                                                          \
+        if (_c < 0)                                                                                               \
+            goto fail;                                                                                            \
+        if (!_c)                                                                                                  \
             goto no;                                                                                              \
     } while (0)
 
@@ -173,8 +193,7 @@ lone_install(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     Py_CLEAR(a);
     Py_CLEAR(b);
     NO(attr_truth(rec, N_SOURCES));
-    int none = attr_is_none(hub, N_CATCHALL);
-    NO(none < 0 ? -1 : !none);
+    NO_UNLESS(attr_is_none(hub, N_CATCHALL));
     NO(attr_truth(patches, N_STRAYS));
     GET(a, hub, N_IMPORTS);
     NO(attr_truth(a, N_HOOKS));
@@ -196,8 +215,8 @@ lone_install(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     if (pairs_of(watches) < 0)
         goto fail;
     for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(watches); i++) {
-        int absent = not_imported(modules, PyTuple_GET_ITEM(PySequence_Fast_GET_ITEM(watches, i), 1));
-        NO(absent < 0 ? -1 : !absent); /* imported since: its stream is installed the general way */
+        /* Imported since: its stream is installed the general way. */
+        NO_UNLESS(not_imported(modules, PyTuple_GET_ITEM(PySequence_Fast_GET_ITEM(watches, i), 1)));
     }
     GET(parts, plan, N_PARTS);
     PyObject *part_list = PySequence_Fast(parts, "a lone plan's parts must be a sequence");
@@ -210,18 +229,14 @@ lone_install(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     GET(start_watch, plan, N_START_WATCH);
     GET(hooks, hub, N_HOOKS);
     if (start != Py_None) {
-        none = attr_is_none(hub, N_RECORDING_CHILD);
-        NO(none < 0 ? -1 : !none);
-        int swappable = call_truth(hooks, N_START_SWAPPABLE, start, NULL);
-        NO(swappable < 0 ? -1 : !swappable);
+        NO_UNLESS(attr_is_none(hub, N_RECORDING_CHILD));
+        NO_UNLESS(call_truth(hooks, N_START_SWAPPABLE, start, NULL));
     }
     if (start_watch != Py_None) {
-        none = attr_is_none(hub, N_RECORDING_CHILD);
-        NO(none < 0 ? -1 : !none);
-        int absent = not_imported(modules, process_module);
-        NO(absent < 0 ? -1 : !absent); /* multiprocessing imported since: BaseProcess.start is hooked the general way */
-        int free = call_truth(hooks, N_START_WATCH_FREE, NULL, NULL);
-        NO(free < 0 ? -1 : !free);
+        NO_UNLESS(attr_is_none(hub, N_RECORDING_CHILD));
+        /* Multiprocessing imported since: BaseProcess.start is hooked the general way. */
+        NO_UNLESS(not_imported(modules, process_module));
+        NO_UNLESS(call_truth(hooks, N_START_WATCH_FREE, NULL, NULL));
     }
     /* The questions answered: the steps, in _lone.install_alone's order. */
     if (start != Py_None && call_for_effect(hooks, N_START_SWAPPED, Py_True, NULL) < 0)
@@ -267,23 +282,16 @@ lone_install(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             PyObject *hook = call_method(hub, N_HELD_IMPORT, PyTuple_GET_ITEM(watch, 0), module_name);
             if (hook == NULL)
                 goto fail;
-            PyObject *pair = PyTuple_Pack(2, hook, module_name);
+            int appended = append_pair(pairs, hook, module_name);
             Py_DECREF(hook);
-            if (pair == NULL || PyList_Append(pairs, pair) < 0) {
-                Py_XDECREF(pair);
+            if (appended < 0)
                 goto fail;
-            }
-            Py_DECREF(pair);
         }
         if (start_watch != Py_None) {
             if (call_for_effect(hooks, N_HOLD_START_WATCH, start_watch, NULL) < 0)
                 goto fail;
-            PyObject *pair = PyTuple_Pack(2, start_watch, process_module);
-            if (pair == NULL || PyList_Append(pairs, pair) < 0) {
-                Py_XDECREF(pair);
+            if (append_pair(pairs, start_watch, process_module) < 0)
                 goto fail;
-            }
-            Py_DECREF(pair);
         }
         PyObject *r = PyObject_CallOneArg(register_many, pairs);
         if (r == NULL)
@@ -367,8 +375,7 @@ lone_uninstall(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     if (n_watching != n_watches)
         goto no;
     for (Py_ssize_t i = 0; i < n_watches; i++) {
-        int in = PySequence_Contains(watching, PyTuple_GET_ITEM(PySequence_Fast_GET_ITEM(watches, i), 0));
-        NO(in < 0 ? -1 : !in);
+        NO_UNLESS(PySequence_Contains(watching, PyTuple_GET_ITEM(PySequence_Fast_GET_ITEM(watches, i), 0)));
     }
     for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(sources); i++) {
         PyObject *pair = PySequence_Fast_GET_ITEM(sources, i);
@@ -400,17 +407,13 @@ lone_uninstall(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     int none;
     if (start != Py_None) {
         /* A child's hooks went on beside it (a forked child): ``set_process_hooks`` takes them off. */
-        none = attr_is_none(hub, N_RECORDING_CHILD);
-        NO(none < 0 ? -1 : !none);
-        int swappable = call_truth(hooks, N_START_SWAPPABLE, start, Py_True);
-        NO(swappable < 0 ? -1 : !swappable);
+        NO_UNLESS(attr_is_none(hub, N_RECORDING_CHILD));
+        NO_UNLESS(call_truth(hooks, N_START_SWAPPABLE, start, Py_True));
     }
     if (start_watch != Py_None) {
         /* Multiprocessing imported meanwhile, BaseProcess.start hooked: the general way takes it off. */
-        none = attr_is_none(hub, N_RECORDING_CHILD);
-        NO(none < 0 ? -1 : !none);
-        int held = call_truth(hooks, N_START_WATCH_HELD, start_watch, NULL);
-        NO(held < 0 ? -1 : !held);
+        NO_UNLESS(attr_is_none(hub, N_RECORDING_CHILD));
+        NO_UNLESS(call_truth(hooks, N_START_WATCH_HELD, start_watch, NULL));
     }
     /* The questions answered: the steps, in _lone.uninstall_alone's order. */
     PyObject *empty = PyTuple_New(0);
@@ -445,21 +448,14 @@ lone_uninstall(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             Py_DECREF(entry);
             if (hook == NULL)
                 goto fail;
-            PyObject *pair = PyTuple_Pack(2, hook, PyTuple_GET_ITEM(watch, 1));
+            int appended = append_pair(pairs, hook, PyTuple_GET_ITEM(watch, 1));
             Py_DECREF(hook);
-            if (pair == NULL || PyList_Append(pairs, pair) < 0) {
-                Py_XDECREF(pair);
+            if (appended < 0)
                 goto fail;
-            }
-            Py_DECREF(pair);
         }
         if (start_watch != Py_None) {
-            PyObject *pair = PyTuple_Pack(2, start_watch, process_module);
-            if (pair == NULL || PyList_Append(pairs, pair) < 0) {
-                Py_XDECREF(pair);
+            if (append_pair(pairs, start_watch, process_module) < 0)
                 goto fail;
-            }
-            Py_DECREF(pair);
         }
         if ((r = PyObject_CallOneArg(unregister_many, pairs)) == NULL)
             goto fail;

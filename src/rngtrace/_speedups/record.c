@@ -182,10 +182,11 @@ take_finished_pins(PyObject *known, Released *r)
     r->more = gone;
 }
 
-/* A draw's event in frame mode WALK, where the thread keeps no cache of live frames (a short trace,
- * before pinning starts): as record() makes it there -- a draw counted towards pinning (the hub's
- * walked()), its whole stack walked by the table's capture_flat -- appended to the one recording
- * trace. 1 when appended, 0 when record() must do it, -1 on error. */
+/* A draw's or seed's event in frame mode WALK, where no thread keeps a cache of live frames (a short
+ * trace, before pinning starts): as record() makes it there -- a draw counted towards pinning (the
+ * hub's walked(); a seed's walk is not: pytest-randomly's come from fresh stacks), its whole stack
+ * walked by the table's capture_flat -- appended to the one recording trace. 1 when appended, 0
+ * when record() must do it, -1 on error. */
 static int
 walk_record(Recorder *self, PyObject *st, PyFrameObject *frame, PyObject *stream, PyObject *count, PyObject *detail,
             PyObject *sink, PyObject *flat)
@@ -200,7 +201,7 @@ walk_record(Recorder *self, PyObject *st, PyFrameObject *frame, PyObject *stream
         goto out;
     }
     int draw = PyUnicode_CheckExact(self->kind) && PyUnicode_CompareWithASCIIString(self->kind, "draw") == 0;
-    if (draw) { /* seeds never start pinning: pytest-randomly's come from fresh stacks */
+    if (draw) {
         PyObject *walked = SLOT(self->hot, hp_walked);
         PyObject *r = walked != NULL ? PyObject_CallNoArgs(walked) : NULL;
         if (r == NULL) {
@@ -255,10 +256,11 @@ fast_record(Recorder *self, PyObject *now, PyObject *st, PyFrameObject *frame, P
 #endif
         return site_record(self, sink, cache, frame, stream, count, flat);
     }
-    if (known == Py_None) { /* no cache of live frames: in frame mode WALK the whole stack is walked */
-        PyObject *flat = SLOT(cache, ca_flat);
-        if (flat == NULL || flat == Py_None || !PyTuple_CheckExact(sink) || PyTuple_GET_SIZE(sink) < 4 ||
-            SLOT(st, st_key) == NULL)
+    PyObject *flat = SLOT(cache, ca_flat);
+    if (flat != NULL && flat != Py_None) {
+        /* Frame mode WALK: no thread keeps a cache of live frames (one left from another mode is
+         * stale), and record() walks the whole stack, as walk_record does. */
+        if (!PyTuple_CheckExact(sink) || PyTuple_GET_SIZE(sink) < 4 || SLOT(st, st_key) == NULL)
             return 0;
         return walk_record(self, st, frame, stream, count, detail, sink, flat);
     }
@@ -325,47 +327,6 @@ out:
     return done;
 }
 
-/* A seed's event in frame mode WALK, where the thread keeps no cache of live frames: the stack as
- * record() captures it there (the table's capture_flat), appended to the one recording trace. A
- * seed's walk does not count towards pinning (record() counts only a draw's). 1 when appended, 0
- * when record() must do it (several traces, another frame mode), -1 on error. */
-static int
-flat_record(Recorder *self, PyObject *now, PyObject *st, PyObject *frame, PyObject *detail)
-{
-    PyObject *sink = SLOT(now, sn_sink), *cache = SLOT(now, sn_cache);
-    if (sink == NULL || cache == NULL || Py_TYPE(cache) != cache_type || !PyTuple_CheckExact(sink) ||
-        PyTuple_GET_SIZE(sink) < 4)
-        return 0;
-    PyObject *flat = SLOT(cache, ca_flat);
-    if (flat == NULL || flat == Py_None)
-        return 0;
-    if (sink_full(sink))
-        return 0; /* past max_events: record() keeps the call-site form */
-    Py_INCREF(sink);
-    Py_INCREF(flat);
-    int done = -1;
-    PyObject *depth = NULL, *sid = NULL, *raw = NULL;
-    int contained = PySequence_Contains(PyTuple_GET_ITEM(sink, 2), self->stream);
-    if (contained <= 0) {
-        done = contained;
-        goto out;
-    }
-    if ((depth = PyObject_GetAttr(PyTuple_GET_ITEM(sink, 3), s_depth)) == NULL)
-        goto out;
-    if ((sid = PyObject_CallFunctionObjArgs(flat, frame, depth, NULL)) == NULL)
-        goto out;
-    if ((raw = raw_event(self, self->stream, Py_None, sid, SLOT(st, st_key), detail)) == NULL)
-        goto out;
-    done = sink_append(sink, raw);
-out:
-    Py_XDECREF(raw);
-    Py_XDECREF(sid);
-    Py_XDECREF(depth);
-    Py_DECREF(flat);
-    Py_DECREF(sink);
-    return done;
-}
-
 /* A short description of the seed argument, or None: sources/_wrapping.py's seed_detail one-to-one.
  * The value is the positional argument at ``self->seed_argument``, else the first keyword's. */
 static PyObject *
@@ -413,8 +374,6 @@ record_seed(Recorder *self, PyObject *now, PyObject *st, PyObject *frame, PyObje
     int done = 0;
     if (frame != Py_None) {
         done = fast_record(self, now, st, (PyFrameObject *)frame, self->stream, Py_None, released, detail);
-        if (done == 0)
-            done = flat_record(self, now, st, frame, detail);
     }
     if (done == 0) {
         PyObject *r = PyObject_CallFunctionObjArgs(SLOT(self->hot, hp_record), self->stream, self->kind, self->api,
