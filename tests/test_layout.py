@@ -110,6 +110,7 @@ LAYERS = (
         "hub",
         (
             "_hublock",
+            "_blocks",
             "_patches",
             "_postimport",
             "_hooks",
@@ -122,7 +123,6 @@ LAYERS = (
             "_catchall_profile",
             "_catchall",
             "_lone",
-            "_blocks",
             "_digests",
             "_session",
             "_blockend",

@@ -19,6 +19,11 @@ until the next error). Only the statement holds it.
 Where no statement bound the exit just before (``ExitStack``, a manual
 ``__enter__()``), ``claim`` finds nothing and the manager pairs its entries and
 exits as it did before.
+
+The classes and function here are the reference; where the accelerator is built,
+``_speedups`` (blocks.c) stands in for all three, with the same steps and no
+Python frame, partial or weak reference per block: its bound exit is an object of
+its own whose finalizer is the weak reference's callback.
 """
 
 from __future__ import annotations
@@ -31,33 +36,37 @@ from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
+from ._hotpath import SPEEDUPS
+
 
 class Binding:
     """What one ``with`` statement's exit of a manager knows: the ``payload`` its ``__enter__`` left."""
 
-    __slots__ = ("payload", "_watch", "_lost")
+    __slots__ = ("payload", "_watch", "_lost", "_lost_arg")
 
     def __init__(self) -> None:
         #: what ``__enter__`` put here for the exit (None: no ``__enter__`` claimed this binding)
         self.payload: Any = None
         self._watch: weakref.ref | None = None
-        self._lost: Callable[[], Any] | None = None
+        self._lost: Callable[[Any], Any] | None = None
+        self._lost_arg: Any = None
 
-    def on_lost(self, callback: Callable[[], Any]) -> None:
-        """Call ``callback()`` if the statement is over before ``done()``: its exit never finished."""
+    def on_lost(self, callback: Callable[[Any], Any], arg: Any) -> None:
+        """Call ``callback(arg)`` if the statement is over before ``done()``: its exit never finished."""
         self._lost = callback
+        self._lost_arg = arg
 
     def done(self) -> None:
         """The exit did its work: nothing is lost when the statement lets go of it."""
         # Dropping the weak reference first means the usual exit runs no Python code when
         # the statement lets go (a Ctrl-C landing in a callback is printed and lost).
         self._watch = None
-        self._lost = None
+        self._lost = self._lost_arg = None
 
     def _gone(self, _ref: Any) -> None:
-        lost, self._lost, self._watch = self._lost, None, None
+        lost, arg, self._lost, self._lost_arg, self._watch = self._lost, self._lost_arg, None, None, None
         if lost is not None:
-            lost()
+            lost(arg)
 
 
 #: per thread, the exit bound last and where: (binding, bound exit, code, instruction, id of the frame)
@@ -80,7 +89,7 @@ class ExitSlot:
     def __get__(self, manager: Any, owner: type | None = None) -> Any:
         if manager is None:
             return self.unbound
-        binding = Binding()
+        binding = BindingPython()  # (the name Binding is the C one where the accelerator is built)
         exit = functools.partial(self.bound, manager, binding)
         frame = sys._getframe(1)
         # Where: only the __enter__ that the same instruction of the same frame calls next claims it.
@@ -88,13 +97,14 @@ class ExitSlot:
         return exit
 
 
-def claim(manager: Any, frame: FrameType) -> Binding | None:
-    """The binding of the ``with`` statement running in ``frame`` that is entering ``manager``, or None.
+def claim(manager: Any) -> Binding | None:
+    """The binding of the ``with`` statement entering ``manager``, or None.
 
-    Called by ``__enter__`` with the frame that called it: a ``with`` statement binds
-    the exit and calls ``__enter__`` from one instruction, so an exit bound at another
-    (``manager.__exit__`` read by hand) is never taken for this block's.
+    Called by ``__enter__`` itself: its caller's frame is the statement's. A ``with``
+    statement binds the exit and calls ``__enter__`` from one instruction, so an exit
+    bound at another (``manager.__exit__`` read by hand) is never taken for this block's.
     """
+    frame: FrameType = sys._getframe(2)
     entry = getattr(_made, "entry", None)
     if entry is None:
         return None
@@ -106,4 +116,15 @@ def claim(manager: Any, frame: FrameType) -> Binding | None:
     return binding
 
 
-__all__ = ["Binding", "ExitSlot", "claim"]
+#: The reference implementations, whichever is used (tests compare the two).
+BindingPython, ExitSlotPython, claim_python = Binding, ExitSlot, claim
+#: What a with statement's bound exit is: ``functools.partial`` here, its own type in C.
+BOUND_EXIT_TYPES: tuple[type, ...] = (functools.partial,)
+
+if SPEEDUPS is not None:
+    Binding = SPEEDUPS.Binding  # type: ignore[misc]
+    ExitSlot = SPEEDUPS.ExitSlot  # type: ignore[misc]
+    claim = SPEEDUPS.claim
+    BOUND_EXIT_TYPES = (functools.partial, SPEEDUPS.BoundExit)
+
+__all__ = ["BOUND_EXIT_TYPES", "Binding", "ExitSlot", "claim"]

@@ -22,10 +22,10 @@ import threading
 import weakref
 from _thread import get_ident
 from collections.abc import Callable
-from functools import partial
 from types import CodeType
 from typing import Any
 
+from ._blocks import BOUND_EXIT_TYPES
 from ._caller import is_stand_in
 from ._catchall_common import OURS, CatchAll, own_failure, shielded
 from ._hotpath import FrameMode
@@ -112,8 +112,8 @@ class MonitoringCatchAll(CatchAll):
                     # the caller's file name): a call recorded already. Not kept in ``own``: it can
                     # be freed, and its id reused by the user's code.
                     return disable
-                if type(callee) is partial and _ours(callee.func):
-                    # A with statement's exit of ours (``_blocks.ExitSlot`` binds it as a partial): the
+                if type(callee) in BOUND_EXIT_TYPES and _ours(callee.func):
+                    # A with statement's exit of ours (``_blocks.ExitSlot`` binds it, a partial or in C): the
                     # site ends a block, never draws. Not remembered: enabling it again at uninstall
                     # would re-instrument the user's function, twice, after every block.
                     return disable

@@ -130,6 +130,37 @@ class Shielded:
     def __init__(self, fn: Callable[..., Any], main_thread_ident: int) -> None: ...
     def __call__(self, *args: Any) -> Any: ...
 
+class Binding:
+    """What one with statement's exit of a manager knows (``_blocks.Binding``)."""
+
+    #: what ``__enter__`` put here for the exit (None: no ``__enter__`` claimed this binding)
+    payload: Any
+    def on_lost(self, callback: Callable[[Any], Any], arg: Any, /) -> None:
+        """Call ``callback(arg)`` if the statement is over before ``done()``: its exit never finished."""
+    def done(self) -> None:
+        """The exit did its work: nothing is lost when the statement lets go of it."""
+
+class BoundExit:
+    """A with statement's bound exit: calls ``func(manager, binding, *exc)``; let go of with the
+    binding's work undone (``on_lost`` set, ``done`` not called), it calls the binding's callback."""
+
+    func: Callable[..., Any]
+    binding: Binding
+    def __call__(self, *args: Any, **kwargs: Any) -> Any: ...
+    def __del__(self) -> None:
+        """Its finalizer: the binding's ``on_lost`` callback, where the work is undone."""
+
+class ExitSlot:
+    """A class's ``__exit__``, bound anew by each with statement (``_blocks.ExitSlot``)."""
+
+    bound: Callable[..., Any]
+    unbound: Callable[..., Any]
+    def __init__(self, bound: Callable[..., Any], unbound: Callable[..., Any]) -> None: ...
+    def __get__(self, manager: Any, owner: type | None = None) -> Any: ...
+
+def claim(manager: Any, /) -> Binding | None:
+    """The binding of the with statement entering ``manager`` (called from its ``__enter__``), or None."""
+
 class ProfileHook:
     """The 3.10/3.11 catch-all's ``c_call`` profile function, in C (``_catchall.CProfileCatchAll``).
 

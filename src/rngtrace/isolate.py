@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import sys
 from collections.abc import Callable, Iterable
 from contextvars import ContextVar
@@ -33,7 +32,7 @@ class rng_isolate:
         self._saved: ContextVar[tuple[list[tuple[Any, Any]], ...]] = ContextVar("rngtrace.isolated")
 
     def __enter__(self) -> rng_isolate:
-        binding = claim(self, sys._getframe(1))
+        binding = claim(self)
         sources = [
             load_source(name) for name in sorted(self.streams) if sys.modules.get(declared()[name].module) is not None
         ]
@@ -41,7 +40,7 @@ class rng_isolate:
         if binding is not None:
             binding.payload = saved
             # The statement left without its exit having restored (a Ctrl-C at its first instruction).
-            binding.on_lost(functools.partial(_restore_quietly, saved))
+            binding.on_lost(_restore_quietly, saved)
         else:
             self._saved.set(self._saved.get(()) + (saved,))
         return self

@@ -78,14 +78,14 @@ class RngTrace(Options):
     # the exit's first instruction, before any `try` of ours, frees the statement's binding with
     # the session in it, and the hub ends it (HUB.orphaned).
     def __enter__(self) -> Trace:
-        binding = claim(self, sys._getframe(1))
+        binding = claim(self)
         session = self._session()
         try:
             if binding is None:
                 self._register(session)
             else:
                 binding.payload = session
-                binding.on_lost(functools.partial(HUB.orphaned, session))
+                binding.on_lost(HUB.orphaned, session)
             # ``_start``'s usual case (no log_dir) with one call less per block:
             (HUB.start if self.log_dir is None else self._start)(session)
         except BaseException:

@@ -32,6 +32,7 @@
  *   profile.c   _catchall_profile.py's profile function: ProfileHook, the 3.10/3.11 c_call hook in C
  *   postimport.c _postimport.py's register_many and unregister_many: watch_many
  *   lone.c      _lone.py's install_alone and uninstall_alone: lone_install, lone_uninstall
+ *   blocks.c    _blocks.py: ExitSlot, Binding, claim (a with statement's own exit), and BoundExit
  * The declarations of speedups.h say which file defines what; _speedups.pyi is the
  * interface Python sees.
  */
@@ -71,6 +72,8 @@ static PyMethodDef module_methods[] = {
      "lone_install(register_many, process_module, hub, session): _lone.install_alone(hub, session)."},
     {"lone_uninstall", (PyCFunction)(void (*)(void))lone_uninstall, METH_FASTCALL,
      "lone_uninstall(unregister_many, process_module, hub): _lone.uninstall_alone(hub)."},
+    {"claim", claim, METH_O,
+     "claim(manager): the binding of the with statement entering manager (called from its __enter__), or None."},
     {"swap", swap, METH_VARARGS,
      "swap(entries, forward, INHERITED, stamps={}): apply or undo a patch set in one pass."},
     {NULL},
@@ -114,6 +117,10 @@ PyInit__speedups(void)
         PyModule_AddObjectRef(module, "StreamLock", (PyObject *)&StreamLockType) < 0 ||
         PyModule_AddObjectRef(module, "Shielded", (PyObject *)&ShieldedType) < 0 ||
         PyModule_AddObjectRef(module, "ProfileHook", (PyObject *)&ProfileHookType) < 0) {
+        Py_DECREF(module);
+        return NULL;
+    }
+    if (blocks_ready(module) < 0) {
         Py_DECREF(module);
         return NULL;
     }

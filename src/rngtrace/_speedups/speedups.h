@@ -193,6 +193,11 @@ PyObject *watch_many(PyObject *module, PyObject *args);
 PyObject *lone_install(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *lone_uninstall(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 
+/* -- blocks.c (_blocks.py) --------------------------------------------------------------- */
+
+PyObject *claim(PyObject *module, PyObject *manager);
+int blocks_ready(PyObject *module); /* its types and key, added to the module */
+
 /* -- shield.c (_catchall.py's Shielded, _processes.py's SIGTERM) ------------------------- */
 
 extern PyTypeObject ShieldedType;
