@@ -1,4 +1,5 @@
-"""A lone trace's install and undo in C (``_speedups.lone_install``, ``lone_uninstall``) do what ``_lone`` does."""
+"""A lone trace's install and undo in C (``_speedups.lone_install``, ``lone_uninstall``, ``swap_parts``) do what
+``_lone`` does."""
 
 from __future__ import annotations
 
@@ -22,7 +23,10 @@ PROGRAM = textwrap.dedent(
     from rngtrace._hub import HUB
 
     if os.environ.get("REFERENCE"):
+        from rngtrace import _patches
+
         install, uninstall = _lone.install_alone_python, _lone.uninstall_alone_python
+        _patches._SWAP_PARTS = None  # Patches.swap_in and swap_out's Python steps, not swap_parts
     else:  # the C functions, whichever of the two this Python calls by default
         install, uninstall = _lone.install_alone_c, _lone.uninstall_alone_c
         assert install is not None and uninstall is not None

@@ -103,6 +103,7 @@ def test_patch_sets_are_swapped_in_c():
     from rngtrace import _patches
 
     assert _patches._swapper() is SPEEDUPS.swap
+    assert _patches._SWAP_PARTS is SPEEDUPS.swap_parts
 
 
 def test_a_lone_traces_watches_are_registered_in_c_and_its_install_runs_in_c_on_3_10():

@@ -19,7 +19,7 @@ from typing import Any
 from . import _postimport
 from ._hooks import PROCESS_MODULE
 from ._hotpath import SPEEDUPS
-from ._patches import PatchSet
+from ._patches import INHERITED, PatchSet
 from .sources import declared
 
 
@@ -221,12 +221,12 @@ def uninstall_alone_python(hub: Any) -> bool:
 #: The same questions and steps with the checks and loops between the steps in C (each step the
 #: same Python call), where the accelerator is built; None where it is not.
 install_alone_c: Callable[[Any, Any], bool] | None = (
-    functools.partial(SPEEDUPS.lone_install, _postimport.register_many, PROCESS_MODULE)
+    functools.partial(SPEEDUPS.lone_install, _postimport.register_many, PROCESS_MODULE, INHERITED)
     if SPEEDUPS is not None
     else None
 )
 uninstall_alone_c: Callable[[Any], bool] | None = (
-    functools.partial(SPEEDUPS.lone_uninstall, _postimport.unregister_many, PROCESS_MODULE)
+    functools.partial(SPEEDUPS.lone_uninstall, _postimport.unregister_many, PROCESS_MODULE, INHERITED)
     if SPEEDUPS is not None
     else None
 )

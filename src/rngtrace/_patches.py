@@ -97,6 +97,11 @@ def _swapper() -> Callable[..., Any]:
     return _swap_python if _speedups is None else _speedups.swap
 
 
+#: ``Patches.swap_in`` and ``swap_out`` whole, in C where the accelerator is built (``swap_parts``:
+#: the same steps in the same order); the Python below is the reference.
+_SWAP_PARTS: Callable[..., Any] | None = None if _speedups is None else _speedups.swap_parts
+
+
 class PatchSet:
     """One source's patches, made once per process and reused while nobody patched over them."""
 
@@ -271,6 +276,8 @@ class Patches:
 
     def swap_in(self, parts: list[PatchSet], entries: list[Entry], stamps: dict) -> bool:
         """Apply ``parts`` (joined by ``entries``) in one swap; False, nothing changed, where one no longer fits."""
+        if _SWAP_PARTS is not None:  # the steps below, in one C call (every trace's start)
+            return _SWAP_PARTS(parts, entries, True, INHERITED, stamps, self.strays)
         for patch_set in parts:
             patch_set.applied = True  # first: a pure-Python pass cut short is undone by the next call
         if self._swap(entries, True, INHERITED, stamps):
@@ -282,6 +289,9 @@ class Patches:
 
     def swap_out(self, parts: list[PatchSet], entries: list[Entry], stamps: dict) -> None:
         """Undo ``parts``, whose entries ``entries`` joins, in one swap; what someone patched over becomes a stray."""
+        if _SWAP_PARTS is not None:  # the steps below, in one C call (every trace's end)
+            _SWAP_PARTS(parts, entries, False, INHERITED, stamps, self.strays)
+            return
         _hook(parts, False)
         strays = self._swap(entries, False, INHERITED, stamps)
         if strays:

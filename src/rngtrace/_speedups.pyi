@@ -14,6 +14,13 @@ from typing import Any
 def configure(hot_path: type, snapshot: type, cache: type, thread_state: type, fingerprint: type, /) -> None:
     """Name the types whose slots the fast path reads (HotPath, Snapshot, Cache, ThreadState, Fingerprint)."""
 
+def swap_parts(
+    parts: list[Any], entries: list[Any], forward: bool, inherited: object, stamps: dict, strays: list[Any], /
+) -> bool | None:
+    """``_patches.Patches.swap_in`` (forward: each set marked applied, the swap, each set's builtins hooked;
+    True, or False with nothing changed) or ``swap_out`` (the builtins unhooked, the swap, the entries
+    someone patched over added to ``strays``, each set marked not applied; None), in one call."""
+
 def swap(
     entries: list[tuple[dict[str, Any], str, Any, Any, type | None]],
     forward: bool,
@@ -89,16 +96,23 @@ def hooked_builtins() -> list[Callable[..., Any]]:
 def lone_install(
     register_many: Callable[[list[tuple[Callable[[Any], None], str]]], None],
     process_module: str,
+    inherited: object,
     hub: Any,
     session: Any,
     /,
 ) -> bool:
-    """``_lone.install_alone(hub, session)``, its checks and loops in C (``register_many``: ``_postimport``'s)."""
+    """``_lone.install_alone(hub, session)``, its checks and loops in C (``register_many``: ``_postimport``'s;
+    ``inherited``: ``_patches.INHERITED``, for the swap, made by ``swap_parts`` as ``Patches.swap_in`` makes it)."""
 
 def lone_uninstall(
-    unregister_many: Callable[[list[tuple[Callable[[Any], None], str]]], None], process_module: str, hub: Any, /
+    unregister_many: Callable[[list[tuple[Callable[[Any], None], str]]], None],
+    process_module: str,
+    inherited: object,
+    hub: Any,
+    /,
 ) -> bool:
-    """``_lone.uninstall_alone(hub)``, its checks and loops in C (``unregister_many``: ``_postimport``'s)."""
+    """``_lone.uninstall_alone(hub)``, its checks and loops in C (``unregister_many``: ``_postimport``'s;
+    the swap by ``swap_parts``, as ``Patches.swap_out`` makes it)."""
 
 def watch_many(
     hooks: dict[str, list[Callable[[Any], None]]],

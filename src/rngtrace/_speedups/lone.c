@@ -1,7 +1,8 @@
 /* rngtrace._speedups, lone.c -- mirrors rngtrace/_lone.py's install_alone and uninstall_alone: a lone
  * trace's install repeated, and taken off, from its Plan. The same questions and the same steps in
- * the same order, each step the same Python method or attribute (the Python functions stay the
- * reference, and run without the accelerator); only the checks and the loops between the steps
+ * the same order, each step the same Python method or attribute but the swap, which is the C that
+ * Patches.swap_in and swap_out call themselves (swap_parts); the Python functions stay the
+ * reference, and run without the accelerator. Only the checks and the loops between the steps
  * run here, with no Python frame. _lone calls them on 3.10, where every trace's start and end then
  * comes through one of them; on 3.11+ the specializing interpreter runs the Python ones faster
  * than these generic attribute lookups and calls do.
@@ -15,14 +16,14 @@
 enum {
     N_PLAN, N_REC, N_PATCHES, N_STREAMS, N_VERSION, N_SOURCES, N_CATCHALL, N_STRAYS, N_IMPORTS, N_HOOKS,
     N_MODULES, N_WATCHES, N_PARTS, N_APPLIED, N_START, N_START_WATCH, N_RECORDING_CHILD, N_ENTRIES, N_STAMPS,
-    N_NAMES, N_PREPARE, N_SWAP_IN, N_SWAP_OUT, N_RESEEDED, N_HELD_IMPORT, N_HOLD_START_WATCH, N_PUT_CATCHALL,
+    N_NAMES, N_PREPARE, N_RESEEDED, N_HELD_IMPORT, N_HOLD_START_WATCH, N_PUT_CATCHALL,
     N_TAKE_CATCHALL, N_SET_PROCESS_HOOKS, N_START_SWAPPABLE, N_START_WATCH_FREE, N_START_WATCH_HELD,
     N_START_SWAPPED, N_PUBLISH, N_FORGET_STREAMS, N_LET_GO, N_LET_GO_START_WATCH, N_CLEAR, N_GET, N_COUNT
 };
 static const char *const name_text[N_COUNT] = {
     "plan", "rec", "patches", "streams", "version", "sources", "catchall", "strays", "imports", "hooks",
     "modules", "watches", "parts", "applied", "start", "start_watch", "recording_child", "entries", "stamps",
-    "names", "prepare", "swap_in", "swap_out", "reseeded", "held_import", "hold_start_watch", "put_catchall",
+    "names", "prepare", "reseeded", "held_import", "hold_start_watch", "put_catchall",
     "take_catchall", "set_process_hooks", "start_swappable", "start_watch_free", "start_watch_held",
     "start_swapped", "publish", "forget_streams", "let_go", "let_go_start_watch", "clear", "get",
 };
@@ -163,17 +164,37 @@ append_pair(PyObject *list, PyObject *a, PyObject *b)
             goto no;                                                                                              \
     } while (0)
 
-/* lone_install(register_many, process_module, hub, session): _lone.install_alone(hub, session). */
+/* patches.swap_in(parts, entries, stamps) or swap_out: Patches' steps in one C call (swap_parts, which
+ * they call themselves where the accelerator is built), with no Python frame; a new reference. */
+static PyObject *
+swap_parts_of(PyObject *patches, PyObject *parts, PyObject *plan, PyObject *inherited, int forward)
+{
+    PyObject *entries = PyObject_GetAttr(plan, names[N_ENTRIES]);
+    PyObject *stamps = entries == NULL ? NULL : PyObject_GetAttr(plan, names[N_STAMPS]);
+    PyObject *strays = stamps == NULL ? NULL : PyObject_GetAttr(patches, names[N_STRAYS]);
+    PyObject *result = NULL;
+    if (strays != NULL) {
+        PyObject *argv[6] = {parts, entries, forward ? Py_True : Py_False, inherited, stamps, strays};
+        result = swap_parts(NULL, argv, 6);
+    }
+    Py_XDECREF(entries);
+    Py_XDECREF(stamps);
+    Py_XDECREF(strays);
+    return result;
+}
+
+/* lone_install(register_many, process_module, INHERITED, hub, session): _lone.install_alone(hub, session). */
 PyObject *
 lone_install(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 4) {
-        PyErr_SetString(PyExc_TypeError, "lone_install(register_many, process_module, hub, session)");
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "lone_install(register_many, process_module, INHERITED, hub, session)");
         return NULL;
     }
     if (intern_names() < 0)
         return NULL;
-    PyObject *register_many = args[0], *process_module = args[1], *hub = args[2], *session = args[3];
+    PyObject *register_many = args[0], *process_module = args[1], *inherited = args[2], *hub = args[3],
+             *session = args[4];
     PyObject *result = NULL, *plan = NULL, *rec = NULL, *patches = NULL, *a = NULL, *b = NULL, *modules = NULL,
              *watches = NULL, *parts = NULL, *start = NULL, *start_watch = NULL, *hooks = NULL, *installed = NULL,
              *sources = NULL, *pairs = NULL;
@@ -219,12 +240,12 @@ lone_install(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         NO_UNLESS(not_imported(modules, PyTuple_GET_ITEM(PySequence_Fast_GET_ITEM(watches, i), 1)));
     }
     GET(parts, plan, N_PARTS);
-    PyObject *part_list = PySequence_Fast(parts, "a lone plan's parts must be a sequence");
-    if (part_list == NULL)
+    if (!PyList_Check(parts)) {
+        PyErr_SetString(PyExc_TypeError, "a lone plan's parts must be a list");
         goto fail;
-    Py_SETREF(parts, part_list);
-    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(parts); i++)
-        NO(attr_truth(PySequence_Fast_GET_ITEM(parts, i), N_APPLIED));
+    }
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(parts); i++)
+        NO(attr_truth(PyList_GET_ITEM(parts, i), N_APPLIED));
     GET(start, plan, N_START);
     GET(start_watch, plan, N_START_WATCH);
     GET(hooks, hub, N_HOOKS);
@@ -251,18 +272,13 @@ lone_install(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             PyObject_SetItem(installed, PyTuple_GET_ITEM(pair, 0), PyTuple_GET_ITEM(pair, 1)) < 0)
             goto fail;
     }
-    GET(a, plan, N_ENTRIES);
-    GET(b, plan, N_STAMPS);
-    PyObject *argv[4] = {patches, parts, a, b};
-    PyObject *swapped = PyObject_VectorcallMethod(names[N_SWAP_IN], argv, 4 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+    PyObject *swapped = swap_parts_of(patches, parts, plan, inherited, 1); /* patches.swap_in(...) */
     if (swapped == NULL)
         goto fail;
     int in = PyObject_IsTrue(swapped);
     Py_DECREF(swapped);
     if (in < 0)
         goto fail;
-    Py_CLEAR(a);
-    Py_CLEAR(b);
     if (!in) { /* someone patched over a set: the general way finds out which */
         if (call_for_effect(installed, N_CLEAR, NULL, NULL) < 0)
             goto fail;
@@ -331,17 +347,17 @@ fail:
     return result;
 }
 
-/* lone_uninstall(unregister_many, process_module, hub): _lone.uninstall_alone(hub). */
+/* lone_uninstall(unregister_many, process_module, INHERITED, hub): _lone.uninstall_alone(hub). */
 PyObject *
 lone_uninstall(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 3) {
-        PyErr_SetString(PyExc_TypeError, "lone_uninstall(unregister_many, process_module, hub)");
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "lone_uninstall(unregister_many, process_module, INHERITED, hub)");
         return NULL;
     }
     if (intern_names() < 0)
         return NULL;
-    PyObject *unregister_many = args[0], *process_module = args[1], *hub = args[2];
+    PyObject *unregister_many = args[0], *process_module = args[1], *inherited = args[2], *hub = args[3];
     PyObject *result = NULL, *plan = NULL, *rec = NULL, *patches = NULL, *a = NULL, *b = NULL, *installed = NULL,
              *sources = NULL, *imports = NULL, *watching = NULL, *watches = NULL, *parts = NULL, *start = NULL,
              *start_watch = NULL, *hooks = NULL, *pairs = NULL;
@@ -388,19 +404,12 @@ lone_uninstall(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             goto no;
     }
     GET(parts, plan, N_PARTS);
-    PyObject *part_list = PySequence_Fast(parts, "a lone plan's parts must be a sequence");
-    if (part_list == NULL)
+    if (!PyList_Check(parts)) {
+        PyErr_SetString(PyExc_TypeError, "a lone plan's parts must be a list");
         goto fail;
-    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(part_list); i++) {
-        int applied = attr_truth(PySequence_Fast_GET_ITEM(part_list, i), N_APPLIED);
-        if (applied <= 0) {
-            Py_DECREF(part_list);
-            if (applied < 0)
-                goto fail;
-            goto no;
-        }
     }
-    Py_DECREF(part_list);
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(parts); i++)
+        NO_UNLESS(attr_truth(PyList_GET_ITEM(parts, i), N_APPLIED));
     GET(start, plan, N_START);
     GET(start_watch, plan, N_START_WATCH);
     GET(hooks, hub, N_HOOKS);
@@ -423,15 +432,10 @@ lone_uninstall(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     Py_DECREF(empty);
     if (published < 0)
         goto fail;
-    GET(a, plan, N_ENTRIES);
-    GET(b, plan, N_STAMPS);
-    PyObject *argv[4] = {patches, parts, a, b};
-    PyObject *r = PyObject_VectorcallMethod(names[N_SWAP_OUT], argv, 4 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+    PyObject *r = swap_parts_of(patches, parts, plan, inherited, 0); /* patches.swap_out(...) */
     if (r == NULL)
         goto fail;
     Py_DECREF(r);
-    Py_CLEAR(a);
-    Py_CLEAR(b);
     GET(a, plan, N_NAMES);
     if (call_for_effect(hub, N_FORGET_STREAMS, a, NULL) < 0)
         goto fail;

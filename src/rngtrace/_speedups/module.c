@@ -39,7 +39,7 @@
 #include "speedups.h"
 
 PyObject *s_value, *s_add, *s_is_cpu, *s_numel, *s_depth, *s_watch_code, *s_acquire, *s_release,
-    *s_finished, *s_overflow, *s_dropped;
+    *s_finished, *s_overflow, *s_dropped, *s_hooks, *s_applied;
 PyObject *one, *zero;
 PyObject *root; /* ROOT in _stack.py: the parent of an outermost frame */
 
@@ -69,11 +69,13 @@ static PyMethodDef module_methods[] = {
     {"watch_many", watch_many, METH_VARARGS,
      "watch_many(hooks, finder, forward, pairs): _postimport's register_many (the imported (hook, module) pairs) or unregister_many."},
     {"lone_install", (PyCFunction)(void (*)(void))lone_install, METH_FASTCALL,
-     "lone_install(register_many, process_module, hub, session): _lone.install_alone(hub, session)."},
+     "lone_install(register_many, process_module, INHERITED, hub, session): _lone.install_alone(hub, session)."},
     {"lone_uninstall", (PyCFunction)(void (*)(void))lone_uninstall, METH_FASTCALL,
-     "lone_uninstall(unregister_many, process_module, hub): _lone.uninstall_alone(hub)."},
+     "lone_uninstall(unregister_many, process_module, INHERITED, hub): _lone.uninstall_alone(hub)."},
     {"claim", claim, METH_O,
      "claim(manager): the binding of the with statement entering manager (called from its __enter__), or None."},
+    {"swap_parts", (PyCFunction)(void (*)(void))swap_parts, METH_FASTCALL,
+     "swap_parts(parts, entries, forward, INHERITED, stamps, strays): Patches.swap_in (forward) or swap_out, in one call."},
     {"swap", swap, METH_VARARGS,
      "swap(entries, forward, INHERITED, stamps={}): apply or undo a patch set in one pass."},
     {NULL},
@@ -100,6 +102,8 @@ PyInit__speedups(void)
     INTERN(s_finished, "finished");
     INTERN(s_overflow, "overflow");
     INTERN(s_dropped, "dropped");
+    INTERN(s_hooks, "hooks");
+    INTERN(s_applied, "applied");
 #undef INTERN
     if ((one = PyLong_FromLong(1)) == NULL || (root = PyLong_FromLong(-1)) == NULL ||
         (zero = PyLong_FromLong(0)) == NULL)

@@ -228,6 +228,8 @@ swap_cols(PyObject **cols, Py_ssize_t n, int forward, PyObject *inherited, PyObj
  * stamps, so the next one checks every attribute.
  * Nothing here runs Python code -- every value written or dropped is also held by the
  * entries -- so no signal handler can run halfway through. */
+static PyObject *swap_entries(PyObject *entries, int forward, PyObject *inherited, PyObject *stamps);
+
 PyObject *
 swap(PyObject *module, PyObject *args)
 {
@@ -235,6 +237,12 @@ swap(PyObject *module, PyObject *args)
     int forward;
     if (!PyArg_ParseTuple(args, "O!pO|O:swap", &PyList_Type, &entries, &forward, &inherited, &stamps))
         return NULL;
+    return swap_entries(entries, forward, inherited, stamps);
+}
+
+static PyObject *
+swap_entries(PyObject *entries, int forward, PyObject *inherited, PyObject *stamps)
+{
     SwapList *known = swap_list_of(entries);
     if (known != NULL) /* its entries were checked when it was kept */
         return swap_cols(known->cols, known->n, forward, inherited, stamps);
@@ -560,6 +568,8 @@ hook_list_keep(PyObject *pairs, HookSlot **slots)
 /* hook_builtins(pairs, forward): with forward, make every call of each builtin of ``pairs``
  * ((builtin, wrapper), ...) reach its wrapper; else give each its own calls back. All or
  * nothing: False (nothing changed) where a builtin cannot be hooked or the slots ran out. */
+static PyObject *hook_pairs(PyObject *pairs, int forward);
+
 PyObject *
 hook_builtins(PyObject *module, PyObject *args)
 {
@@ -567,6 +577,12 @@ hook_builtins(PyObject *module, PyObject *args)
     int forward;
     if (!PyArg_ParseTuple(args, "O!p:hook_builtins", &PyList_Type, &pairs, &forward))
         return NULL;
+    return hook_pairs(pairs, forward);
+}
+
+static PyObject *
+hook_pairs(PyObject *pairs, int forward)
+{
     PyObject *dropped = NULL;
     HookList *known = hook_list_of(pairs);
     if (known != NULL) { /* every pair checked and every slot made when it was kept */
@@ -641,4 +657,97 @@ hooked_builtins(PyObject *module, PyObject *unused)
         if (is_hooked(hook_slots[i].fn, &hook_slots[i]) && PyList_Append(out, hook_slots[i].fn) < 0)
             Py_CLEAR(out);
     return out;
+}
+
+/* -- a lone trace's parts in one call ------------------------------------------------------ */
+
+/* Each part's in-place builtins hooked or unhooked (_patches._hook): 0, or -1 with the error set. */
+static int
+hook_parts(PyObject *parts, int forward)
+{
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(parts); i++) {
+        PyObject *hooks = PyObject_GetAttr(PyList_GET_ITEM(parts, i), s_hooks);
+        if (hooks == NULL)
+            return -1;
+        if (!PyList_Check(hooks)) {
+            Py_DECREF(hooks);
+            PyErr_SetString(PyExc_TypeError, "a patch set's hooks must be a list");
+            return -1;
+        }
+        PyObject *done = PyList_GET_SIZE(hooks) > 0 ? hook_pairs(hooks, forward) : Py_NewRef(Py_None);
+        Py_DECREF(hooks);
+        if (done == NULL)
+            return -1;
+        Py_DECREF(done);
+    }
+    return 0;
+}
+
+/* Each part's ``applied`` set to ``value``: 0, or -1 with the error set. */
+static int
+mark_parts(PyObject *parts, PyObject *value)
+{
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(parts); i++)
+        if (PyObject_SetAttr(PyList_GET_ITEM(parts, i), s_applied, value) < 0)
+            return -1;
+    return 0;
+}
+
+/* swap_parts(parts, entries, forward, INHERITED, stamps, strays): _patches.Patches.swap_in (forward:
+ * each set marked applied, the one swap, each set's builtins hooked; True, or False with nothing
+ * changed and the marks taken back) or swap_out (backward: each set's builtins unhooked, the swap,
+ * the entries someone patched over added to ``strays``, each set marked not applied; None). The same
+ * steps in the same order, with no Python frame between them. */
+PyObject *
+swap_parts(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 6 || !PyList_Check(args[0]) || !PyList_Check(args[1]) || !PyList_Check(args[5])) {
+        PyErr_SetString(PyExc_TypeError, "swap_parts(parts: list, entries: list, forward, INHERITED, stamps, strays: list)");
+        return NULL;
+    }
+    PyObject *parts = args[0], *entries = args[1], *inherited = args[3], *stamps = args[4], *strays = args[5];
+    int forward = PyObject_IsTrue(args[2]);
+    if (forward < 0)
+        return NULL;
+    if (forward) {
+        if (mark_parts(parts, Py_True) < 0) /* first: a pass cut short is undone by the next call */
+            return NULL;
+        PyObject *swapped = swap_entries(entries, 1, inherited, stamps);
+        if (swapped == NULL)
+            return NULL;
+        int in = PyObject_IsTrue(swapped);
+        Py_DECREF(swapped);
+        if (in < 0)
+            return NULL;
+        if (!in) { /* the swap changed nothing */
+            if (mark_parts(parts, Py_False) < 0)
+                return NULL;
+            Py_RETURN_FALSE;
+        }
+        if (hook_parts(parts, 1) < 0)
+            return NULL;
+        Py_RETURN_TRUE;
+    }
+    if (hook_parts(parts, 0) < 0)
+        return NULL;
+    PyObject *left = swap_entries(entries, 0, inherited, stamps);
+    if (left == NULL)
+        return NULL;
+    for (Py_ssize_t i = 0; PyList_Check(left) && i < PyList_GET_SIZE(left); i++) {
+        Py_ssize_t at = PyLong_AsSsize_t(PyList_GET_ITEM(left, i));
+        if (at < 0 || at >= PyList_GET_SIZE(entries)) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_IndexError, "swap_parts: a stray's index out of range");
+            Py_DECREF(left);
+            return NULL;
+        }
+        if (PyList_Append(strays, PyList_GET_ITEM(entries, at)) < 0) {
+            Py_DECREF(left);
+            return NULL;
+        }
+    }
+    Py_DECREF(left);
+    if (mark_parts(parts, Py_False) < 0) /* only now: an interrupted undo is completed by the next call */
+        return NULL;
+    Py_RETURN_NONE;
 }

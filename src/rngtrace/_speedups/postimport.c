@@ -4,6 +4,29 @@
  * Python frame per pair. The caller holds _postimport.LOCK (call_locked). */
 #include "speedups.h"
 
+/* ``obj in list``, as Python answers it: an identical item first (no comparison runs: a hook or
+ * the finder is there as itself), then list.__contains__'s own search, which compares. */
+static int
+list_has(PyObject *list, PyObject *obj)
+{
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(list); i++)
+        if (PyList_GET_ITEM(list, i) == obj)
+            return 1;
+    return PySequence_Contains(list, obj);
+}
+
+/* ``list.remove(obj)``: where the first item is obj itself, that one goes, as list.remove would take
+ * it (it looks at the first item first); else list.remove's own search. */
+static int
+list_remove(PyObject *list, PyObject *obj)
+{
+    if (PyList_GET_SIZE(list) > 0 && PyList_GET_ITEM(list, 0) == obj)
+        return PyList_SetSlice(list, 0, 1, NULL);
+    PyObject *r = PyObject_CallMethod(list, "remove", "O", obj);
+    Py_XDECREF(r);
+    return r == NULL ? -1 : 0;
+}
+
 /* _postimport._register: hook waits for module ``name`` unless it is imported; the module or None. */
 static PyObject *
 register_one(PyObject *hooks, PyObject *finder, PyObject *meta_path, PyObject *modules, PyObject *hook, PyObject *name)
@@ -24,10 +47,10 @@ register_one(PyObject *hooks, PyObject *finder, PyObject *meta_path, PyObject *m
         PyErr_SetString(PyExc_TypeError, "watch_many: a hook list that is not a list");
         return NULL;
     }
-    int has = PySequence_Contains(waiting, hook); /* never twice: a registration cut short is made again */
+    int has = list_has(waiting, hook); /* never twice: a registration cut short is made again */
     if (has < 0 || (!has && PyList_Append(waiting, hook) < 0))
         return NULL;
-    int placed = PySequence_Contains(meta_path, finder);
+    int placed = list_has(meta_path, finder);
     if (placed < 0 || (!placed && PyList_Insert(meta_path, 0, finder) < 0))
         return NULL;
     Py_RETURN_NONE;
@@ -41,20 +64,20 @@ unregister_one(PyObject *hooks, PyObject *finder, PyObject *meta_path, PyObject 
     if (waiting == NULL && PyErr_Occurred())
         return -1;
     if (waiting != NULL) {
+        if (!PyList_Check(waiting)) {
+            PyErr_SetString(PyExc_TypeError, "watch_many: a hook list that is not a list");
+            return -1;
+        }
         Py_INCREF(waiting);
         int size = PyObject_IsTrue(waiting);
-        int has = size > 0 ? PySequence_Contains(waiting, hook) : 0;
+        int has = size > 0 ? list_has(waiting, hook) : 0;
         if (size < 0 || has < 0) {
             Py_DECREF(waiting);
             return -1;
         }
-        if (has) {
-            PyObject *r = PyObject_CallMethod(waiting, "remove", "O", hook);
-            if (r == NULL) {
-                Py_DECREF(waiting);
-                return -1;
-            }
-            Py_DECREF(r);
+        if (has && list_remove(waiting, hook) < 0) {
+            Py_DECREF(waiting);
+            return -1;
         }
         size = PyObject_IsTrue(waiting);
         Py_DECREF(waiting);
@@ -72,13 +95,11 @@ unregister_one(PyObject *hooks, PyObject *finder, PyObject *meta_path, PyObject 
     if (PyDict_GET_SIZE(hooks) != 0)
         return 0;
     for (;;) {
-        int placed = PySequence_Contains(meta_path, finder);
+        int placed = list_has(meta_path, finder);
         if (placed <= 0)
             return placed;
-        PyObject *r = PyObject_CallMethod(meta_path, "remove", "O", finder);
-        if (r == NULL)
+        if (list_remove(meta_path, finder) < 0)
             return -1;
-        Py_DECREF(r);
     }
 }
 

@@ -32,7 +32,7 @@ PyObject *configure(PyObject *module, PyObject *args);
 /* -- module.c: made once, at import --------------------------------------------------- */
 
 extern PyObject *s_value, *s_add, *s_is_cpu, *s_numel, *s_depth, *s_watch_code, *s_acquire, *s_release,
-    *s_finished, *s_overflow, *s_dropped;
+    *s_finished, *s_overflow, *s_dropped, *s_hooks, *s_applied;
 extern PyObject *one, *zero;
 extern PyObject *root; /* ROOT in _stack.py: the parent of an outermost frame */
 
@@ -183,6 +183,7 @@ PyObject *swap(PyObject *module, PyObject *args);
 PyObject *builtin_twin(PyObject *module, PyObject *fn);
 PyObject *hook_builtins(PyObject *module, PyObject *args);
 PyObject *hooked_builtins(PyObject *module, PyObject *unused);
+PyObject *swap_parts(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 
 /* -- postimport.c (_postimport.py) ------------------------------------------------------- */
 
