@@ -146,6 +146,10 @@ def test_a_modules_own_reference_to_random_random_is_recorded_on_its_line_by_the
     if sys.getprofile() is not None:
         pytest.skip("another profiler is active")
     holder = types.SimpleNamespace(random=random.random)
+    # 3.10/3.11: where an earlier test's last trace met a move only the profile hook attributes, the
+    # next trace starts with the hook on (EARLY_NOTE); this one takes that over and meets none.
+    with rng_trace(print=False):
+        pass
     for _ in range(2):
         with rng_trace(print=False) as trace:
             prebound.pick()
