@@ -43,7 +43,7 @@ class Session:
         self.origins: list[tuple[str, str, str, int]] = []
         self.streams = streams
         #: the streams in install order (sorted: the same order whichever trace installs them)
-        self.order = install_order(streams)
+        self.order = _ORDER.get(streams) or install_order(streams)  # (install_order's usual case inline)
         self.on_draw = on_draw
         #: stream -> the quick states (``Source.snapshot()``) of its sub-streams at the start
         self.start_states: dict[str, dict[str, Any]] = {}

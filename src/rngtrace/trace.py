@@ -40,7 +40,7 @@ class Trace(RawStore):
     """Everything one traced block or call recorded, in order."""
 
     def __init__(self, streams: Any = (), depth: int = 16, max_events: int = 100_000) -> None:
-        super().__init__(streams, depth, max_events)
+        RawStore.__init__(self, streams, depth, max_events)  # not super(): no proxy object at every trace's start
         self._findings: list[Finding] | None = None
         #: kind -> the kept events counted per (stream, api, stack id), once the trace is finished
         self._per_stack: dict[str, dict[tuple[str, str, int], list[int]]] = {}
