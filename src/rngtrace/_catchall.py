@@ -278,10 +278,4 @@ def install(hub: Any, hook: bool = False) -> CatchAll:
         catchall = profile_hook(hub)
         catchall.note = EARLY_NOTE
         return catchall
-    # ArmedCatchAll.again(hub), inline: every trace's start on 3.10/3.11 comes here.
-    spare = ArmedCatchAll._spare
-    if spare is None or spare.hub is not hub:
-        return ArmedCatchAll(hub)
-    ArmedCatchAll._spare = None
-    hub.rec.offer_pinning(spare)  # as __init__ does; the rest is as a new one has it
-    return spare
+    return ArmedCatchAll.again(hub)
