@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import struct
 
 import numpy as np
 import pytest
@@ -54,6 +55,65 @@ def test_a_proved_digest_is_read_in_place_without_building_the_state(stream, mon
         monkeypatch.setattr(source, "state", no_state)
         assert state_digests(source) == first
         random.seed(3), np.random.seed(3)
+        moved = state_digests(source)
+        assert moved != first
+        monkeypatch.undo()
+        assert moved == state_digests(_StateOnly(source, source.state()))
+
+
+def _torch_moves(torch) -> list:
+    """Ways to leave torch's CPU generator: seeded, drawn past a block, a double normal cached and taken,
+    a float normal cached (put there through set_state(), as a checkpoint restores one), a state put back."""
+    saved = torch.get_rng_state()
+
+    def float_cached() -> None:
+        state = bytearray(torch.get_rng_state().numpy().tobytes())
+        state[-8:-4] = struct.pack("<f", 0.75)  # next_float_normal_sample
+        state[-4] = 1  # and its flag
+        torch.set_rng_state(torch.frombuffer(state, dtype=torch.uint8))
+
+    return [
+        lambda: None,
+        lambda: torch.manual_seed(7),
+        lambda: torch.rand(700),  # past the twister's 624 words
+        lambda: torch.randn(1, dtype=torch.float64),  # a pair of normals: the second cached
+        lambda: torch.randn(1, dtype=torch.float64),  # and taken
+        float_cached,
+        lambda: torch.set_rng_state(saved),
+    ]
+
+
+def test_torch_s_digest_read_in_place_equals_the_digest_of_get_state():
+    """A DataLoader worker digests torch at the manual_seed it starts with: get_state() there cost ~0.8 ms."""
+    torch = pytest.importorskip("torch")
+    with rng_trace(print=False):
+        torch.rand(1)
+        source = HUB.rec.sources["torch"]
+        for move in _torch_moves(torch):
+            move()
+            whole = state_digests(_StateOnly(source, source.state()))
+            assert state_digests(source) == whole
+            fast = source.digest_input()
+            if _hotpath.SPEEDUPS is not None and not torch.cuda.is_initialized():
+                assert fast is not None
+            if fast is not None:  # the very bytes get_state() returns, not only an equal digest
+                assert fast[1]["torch"] == torch.get_rng_state().numpy().tobytes()
+
+
+@pytest.mark.skipif(_hotpath.SPEEDUPS is None, reason="the pure-Python mode reads no state in place")
+def test_torch_s_proved_digest_is_read_in_place_without_get_state(monkeypatch):
+    torch = pytest.importorskip("torch")
+    with rng_trace(print=False):
+        torch.rand(1)
+        source = HUB.rec.sources["torch"]
+        first = state_digests(source)  # proves the in-place layout against state()
+
+        def no_state() -> None:
+            raise AssertionError("state() read for a digest the in-place read gives")
+
+        monkeypatch.setattr(source, "state", no_state)
+        assert state_digests(source) == first
+        torch.manual_seed(3)
         moved = state_digests(source)
         assert moved != first
         monkeypatch.undo()

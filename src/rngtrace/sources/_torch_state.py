@@ -128,6 +128,58 @@ def fingerprint(generator: Any) -> Any | None:
     return CPUStateCopy(generator)
 
 
+def whole(generator: Any) -> Any | None:
+    """A view of ``generator``'s whole plain-data state (``seed_`` through the double's flag), read in place.
+
+    Proved as ``fingerprint()``'s view is, on this very generator: its bytes say what
+    ``get_state()`` says. None where the layout is not proved or the generator not readable.
+    """
+    offset = _layout()
+    if offset is None or not _readable(generator):
+        return None
+    span = _span(generator, offset)
+    if span is None:
+        return None
+    start = ctypes.addressof(span)
+    read = read_with_state([(start, _SPAN)], lambda: _legacy(generator))
+    if read is None or not _matches(read[0][0], read[1]):
+        return None
+    return in_place([(start, _SPAN)], generator)
+
+
+_ZERO4, _ZERO8 = bytes(4), bytes(8)
+
+
+def as_state_bytes(raw: bytes) -> bytes:
+    """``get_state()``'s bytes, made from ``whole()``'s: the legacy struct torch fills from the same members.
+
+    Each word widened to 8 bytes; ``normal_x`` and ``normal_rho`` are torch's zeros, and each
+    cached sample is written only where its flag says it is there. ``_digests`` compares the
+    digest of these with that of ``get_state()`` itself once before it uses them.
+    """
+    words = bytearray(_N * 8)
+    for k in range(4):
+        words[k::8] = raw[_STATE + k : _WORDS_END : 4]
+    double_valid, float_valid = raw[_DOUBLE + 8], raw[_FLOAT + 4]
+    return b"".join(
+        (
+            raw[:_SEEDED],  # seed_ (u64), left_ (i32)
+            raw[_SEEDED : _SEEDED + 1],  # seeded_ widened to an int
+            b"\0\0\0",
+            raw[_NEXT:_STATE],  # next_ widened to a u64
+            _ZERO4,
+            words,
+            _ZERO8,  # normal_x
+            raw[_DOUBLE : _DOUBLE + 8] if double_valid else _ZERO8,  # normal_y: the cached double
+            _ZERO8,  # normal_rho
+            b"\1\0\0\0" if double_valid else _ZERO4,  # normal_is_valid
+            _ZERO4,
+            raw[_FLOAT : _FLOAT + 4] if float_valid else _ZERO4,  # the cached float
+            b"\1\0\0\0" if float_valid else _ZERO4,  # its flag, then padding
+        )
+    )
+
+
 def impl_address(generator: Any) -> int:
     """Where the generator's implementation lives (0 if unknown): the fingerprint is valid while it stays."""
     return _impl(generator) if _layout() is not None and _readable(generator) else 0

@@ -94,6 +94,8 @@ class TorchSource(Source):
             self._remember(getattr(_Tensor, name), f"torch.Tensor.{name}")
         self._view: Any | None = None
         self._view_key: tuple | None = None
+        self._whole: Any | None = None
+        self._whole_key: tuple | None = None
         self._tables_filled = False
 
     def _remember(self, original: object, api: str) -> None:
@@ -178,6 +180,21 @@ class TorchSource(Source):
             return state.numpy().tobytes()
         except (RuntimeError, TypeError):
             return state.detach().cpu().numpy().tobytes()
+
+    def digest_input(self) -> tuple[Any, dict[str, bytes]] | None:
+        # get_state()'s bytes built from the CPU generator read in place: a DataLoader worker digests
+        # torch at the manual_seed it starts with, where get_state() (its first call in a process
+        # just forked) cost ~0.8 ms. CUDA generators have no in-place read: state() is digested then.
+        if initialised_cuda_generators():
+            return None
+        generator = cpu_generator()
+        key = (id(generator), _torch_state.impl_address(generator))
+        if key != self._whole_key:
+            self._whole, self._whole_key = _torch_state.whole(generator), key
+        view = self._whole
+        if view is None:
+            return None
+        return view, {"torch": _torch_state.as_state_bytes(view.value)}
 
     def state(self) -> dict[str, Any]:
         # The generators' own methods: torch.get_rng_state() is torch code the catch-all would see.
