@@ -86,3 +86,39 @@ def test_a_log_whose_rows_are_each_their_own_object_keeps_no_list_of_runs_beside
     assert sum(s.calls for s in trace.statistics()) == 2_000
     assert walked.walks >= 2  # walked again by each reader, not kept as runs
     assert sum(n for _row, n in trace.runs()) == 2_000
+
+
+def _alternating_log():
+    """A log read back from a file: a row object per line, a loop over call sites of several kinds, counts and
+    streams, so nearly every row is a run of its own (rngtrace show of a 9.1 M-row log walked 9.1 M runs per reader)."""
+    sites = [
+        draw("random.random", None, ("train.py", 3, "main")),
+        draw("numpy.random.rand", 4, ("train.py", 4, "main"), ("lib.py", 9, "f")),
+        draw("torch.rand", 2, ("train.py", 5, "main")),
+        draw("numpy.random.rand", 1, ("train.py", 4, "main"), ("lib.py", 9, "f")),  # another count, one site
+        seed("random.seed", "7", ("train.py", 6, "main")),
+    ]
+    rows = [dict(sites[(i * 7) % 5 if i % 11 else 1]) for i in range(6_000)]
+    rows[100:160] = [dict(sites[2])] * 60  # and one long run in the middle
+    return build(*rows, overflow=((sites[0], 5, 0), (sites[1], 2, 8)))
+
+
+def test_a_log_whose_rows_are_runs_of_their_own_is_counted_per_row_as_it_is_per_run(monkeypatch):
+    per_row = _alternating_log()
+    assert per_row.few_runs() is None  # most rows are a run of their own: counted one by one, in C
+    per_run = _alternating_log()
+    runs = list(per_run.runs())
+    monkeypatch.setattr(per_run, "few_runs", lambda: runs)
+    assert list(per_row.counts().items()) == list(per_run.counts().items())
+    for key_type in ("lineno", "traceback"):
+        for kind in ("draw", "seed"):
+            assert per_row.statistics(key_type, kind) == per_run.statistics(key_type, kind)
+    assert per_row.counts()[("numpy", "draw")] == sum(1 for r in per_row.raw if r[0] == "numpy") + 2
+
+
+def test_a_trace_of_long_runs_is_still_counted_per_run():
+    # A live trace keeps a loop's row again and again (one object): its runs are few, and kept.
+    trace = build(draw("numpy.random.rand", 3, HERE), draw("random.random", None, ("train.py", 4, "main")))
+    trace.raw = [trace.raw[0]] * 5_000 + [trace.raw[1]]
+    runs = trace.few_runs()
+    assert runs is not None and [n for _row, n in runs] == [5_000, 1]

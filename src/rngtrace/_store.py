@@ -23,6 +23,9 @@ if TYPE_CHECKING:
 
 _THREAD_OF = operator.itemgetter(5)  # a raw event's thread
 _STREAM_OF = operator.itemgetter(0)  # a raw event's stream, or an overflow key's
+_STREAM_KIND = operator.itemgetter(0, 1)  # a raw event's (stream, kind)
+#: rows ``few_runs`` looks at first: more runs than an eighth of them, and the rows are counted one by one
+_PROBE = 4096
 _THREAD_KEYS = itertools.count(1)
 
 
@@ -66,6 +69,10 @@ class RawStore:
     _events: list[Event] | None = None
     #: ((the rows, their number), row_runs of them), once found for a finished trace
     _runs: tuple[tuple[list, int], list[tuple[RawEvent, int]]] | None = None
+    #: (the rows, their number) where ``few_runs`` found most rows runs of their own
+    _many_runs: tuple[list, int] | None = None
+    #: ((the rows, their number), ``counts()``), once found for a finished trace
+    _counts: tuple[tuple[list, int], dict[tuple[str, str], int]] | None = None
     #: set once by ``finish``; a late draw of another thread is dropped after it
     finished = False
     #: while recording: the hub's (resolve_stack, thread_names), to read events mid-block
@@ -248,6 +255,7 @@ class RawStore:
     def _forget(self) -> None:
         """Drop what was worked out from the events (a subclass drops its own too)."""
         self._events = None
+        self._counts = None
 
     @property
     def draws(self) -> list[Event]:
@@ -282,14 +290,49 @@ class RawStore:
             self._runs = (key, runs)
         return runs
 
+    def few_runs(self) -> list[tuple[RawEvent, int]] | None:
+        """``runs()`` where the kept events make few runs beside their rows; None where most rows are runs of their own.
+
+        A log read back from a file has a row object per line, so a loop over 32 call sites is
+        a run per row: its readers count the rows in C (``collections.Counter`` over an
+        ``itemgetter``) rather than walk a million runs in Python, each reader again.
+        """
+        raw = self.raw
+        many = self._many_runs
+        if many is not None and many[0] is raw and many[1] == len(raw):
+            return None
+        kept = self._runs
+        if kept is None or kept[0][0] is not raw or kept[0][1] != len(raw):
+            # Its first rows tell, before runs() walks an eighth of a million-row log to find out.
+            head = raw[:_PROBE]
+            if len(head) == _PROBE and sum(1 for _run in itertools.groupby(head, key=id)) > _PROBE // 8:
+                self._many_runs = (raw, len(raw))
+                return None
+        runs = self.runs()
+        if isinstance(runs, list):
+            return runs
+        self._many_runs = (raw, len(raw))
+        return None
+
     def counts(self) -> dict[tuple[str, str], int]:
         """Events per (stream, kind), dropped ones included."""
         # Per run of one row: a log of 100,000 rows is read for its header and again for its elision line.
-        out: dict[tuple[str, str], int] = {}
-        for raw, n in self.runs():
-            out[raw[0], raw[1]] = out.get((raw[0], raw[1]), 0) + n
+        key = (self.raw, len(self.raw))
+        kept = self._counts
+        if kept is not None and kept[0][0] is key[0] and kept[0][1] == key[1]:
+            return dict(kept[1])
+        runs = self.few_runs()
+        out: dict[tuple[str, str], int]
+        if runs is None:
+            out = dict(collections.Counter(map(_STREAM_KIND, self.raw)))
+        else:
+            out = {}
+            for raw, n in runs:
+                out[raw[0], raw[1]] = out.get((raw[0], raw[1]), 0) + n
         for (stream, kind, _api, _sid), (calls, _values) in self.overflow.items():
             out[stream, kind] = out.get((stream, kind), 0) + calls
+        if self.finished and self.live is None:  # nothing is added to a finished trace but a merged child's rows
+            self._counts = (key, dict(out))
         return out
 
     # -- child processes ------------------------------------------------------

@@ -8,7 +8,9 @@ on top: statistics by call site, the findings (worked out when first read) and
 from __future__ import annotations
 
 import json
+import operator
 import os
+from collections import Counter
 from typing import Any
 
 from ._errors import LogError
@@ -34,6 +36,9 @@ from ._model import (  # noqa: F401 (the value classes are this module's public 
     moved_parts,
 )
 from ._store import RawStore
+
+#: a raw event's (kind, stream, api, stack id, count): what ``_counted`` tallies per row
+_COUNTED_KEY = operator.itemgetter(1, 0, 2, 4, 3)
 
 
 class Trace(RawStore):
@@ -105,8 +110,11 @@ class Trace(RawStore):
         # Counted per stack id first: a long log has few ids and many rows, and hashing an id is
         # cheaper than hashing its frames. Ids keep their first row's order, so the sites do too.
         # Per run of one row (a loop's draws are one row kept again and again), in order.
+        runs = self.few_runs()
+        if runs is None:
+            return self._counted_per_row(kind)
         by_sid: dict[tuple[str, str, int], list[int]] = {}
-        for raw, n in self.runs():
+        for raw, n in runs:
             if raw[1] == kind:
                 slot = by_sid.get((raw[0], raw[2], raw[4]))
                 if slot is None:
@@ -117,6 +125,28 @@ class Trace(RawStore):
         if self.finished and self.live is None:
             self._per_stack[kind] = by_sid
         return by_sid
+
+    def _counted_per_row(self, kind: str) -> dict[tuple[str, str, int], list[int]]:
+        """``_counted`` of rows that are mostly runs of their own (a log read back), every kind at once.
+
+        The rows are tallied in C by (kind, stream, api, stack id, count), then the few tallies
+        grouped: in the same order as per run, each stack id where its first row is.
+        """
+        per_kind: dict[str, dict[tuple[str, str, int], list[int]]] = {}
+        for (k, stream, api, sid, count), n in Counter(map(_COUNTED_KEY, self.raw)).items():
+            by_sid = per_kind.get(k)
+            if by_sid is None:
+                by_sid = per_kind[k] = {}
+            slot = by_sid.get((stream, api, sid))
+            if slot is None:
+                by_sid[stream, api, sid] = [n, (count or 0) * n]
+            else:
+                slot[0] += n
+                slot[1] += (count or 0) * n
+        if self.finished and self.live is None:
+            self._per_stack.update(per_kind)
+            self._per_stack.setdefault(kind, {})
+        return per_kind.get(kind, {})
 
     # -- serialisation ------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
