@@ -55,7 +55,7 @@ bench: $(VENV)/.installed
 	$(PY) benchmarks/run.py
 	$(PY) benchmarks/pytest_suite.py
 	$(PY) benchmarks/distinct_stacks.py
-	$(PY) benchmarks/big_log.py --events 1000000
+	$(PY) benchmarks/big_log.py
 
 clean:
 	rm -rf $(VENV) .venv-* build src/*.egg-info
