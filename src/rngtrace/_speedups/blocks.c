@@ -45,17 +45,6 @@ static PyObject *made_key;
 
 static PyTypeObject BindingType, BoundExitType, ExitSlotType;
 
-/* frame.f_lasti, the same measure for the binding and the claim. */
-static long
-frame_lasti(PyFrameObject *frame)
-{
-#if PY_VERSION_HEX >= 0x030B0000
-    return PyFrame_GetLasti(frame);
-#else
-    return frame->f_lasti;
-#endif
-}
-
 /* -- Binding ------------------------------------------------------------------------------ */
 
 static PyObject *
@@ -270,7 +259,7 @@ exit_slot_get(PyObject *op, PyObject *manager, PyObject *owner)
     PyObject *made = PyThreadState_GetDict(); /* borrowed */
     if (frame != NULL && made != NULL) {
         bound_exit->code = (PyObject *)PyFrame_GetCode(frame);
-        bound_exit->lasti = frame_lasti(frame);
+        bound_exit->lasti = frame_lasti(frame); /* stack.c's: the same measure for the claim */
         bound_exit->frame = frame;
         if (PyDict_SetItem(made, made_key, (PyObject *)bound_exit) < 0) {
             Py_DECREF(bound_exit);

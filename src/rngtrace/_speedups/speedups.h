@@ -168,6 +168,7 @@ PyObject *flat_key(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *site_key(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *site_key_of(PyObject *frame, long depth, long limit, PyObject *state);
 PyObject *lineno_at(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+long frame_lasti(PyFrameObject *frame); /* frame.f_lasti as Python reports it (bytes, -1: not started) */
 
 /* The capture walk reads the interpreter's own frames on 3.11-3.13 (stack.c), where
  * prove_internal_frames() finds their layout as compiled, at import. */

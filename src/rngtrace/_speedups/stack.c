@@ -350,6 +350,17 @@ walk_code(const WalkFrame *w)
 }
 
 /* frame.f_lasti as Python reports it (bytes on 3.10 too, where the struct counts code units). */
+long
+frame_lasti(PyFrameObject *frame)
+{
+#if PY_VERSION_HEX >= 0x030B0000
+    return PyFrame_GetLasti(frame);
+#else
+    return frame->f_lasti < 0 ? -1 : (long)frame->f_lasti * (long)sizeof(_Py_CODEUNIT);
+#endif
+}
+
+/* The walk's frame's f_lasti, as frame_lasti measures it. */
 static long
 walk_lasti(const WalkFrame *w)
 {
@@ -357,11 +368,7 @@ walk_lasti(const WalkFrame *w)
     if (w->frame != NULL)
         return internal_lasti(w->frame);
 #endif
-#if PY_VERSION_HEX >= 0x030B0000
-    return PyFrame_GetLasti(w->object);
-#else
-    return w->object->f_lasti < 0 ? -1 : (long)w->object->f_lasti * (long)sizeof(_Py_CODEUNIT);
-#endif
+    return frame_lasti(w->object);
 }
 
 /* The frame's object if it has one, borrowed: the only frames ``known`` can name. */
@@ -634,8 +641,8 @@ capture_first_step(PyFrameObject *frame, Depth *depth, PyObject *known, PyObject
             goto out;
     }
     code = walk_code(&start);
-    long frame_lasti = walk_lasti(&start);
-    long memo_hit = memo_node_get(memo, hit_node, code, frame_lasti);
+    long start_lasti = walk_lasti(&start);
+    long memo_hit = memo_node_get(memo, hit_node, code, start_lasti);
     if (memo_hit >= 0) {
         if ((*node = PyLong_FromLong(memo_hit)) == NULL)
             goto error;
@@ -643,7 +650,7 @@ capture_first_step(PyFrameObject *frame, Depth *depth, PyObject *known, PyObject
         goto out;
     }
     code_id = PyLong_FromVoidPtr(code);
-    lasti = PyLong_FromLong(frame_lasti);
+    lasti = PyLong_FromLong(start_lasti);
     if (code_id == NULL || lasti == NULL)
         goto error;
     if ((lookup = PyTuple_Pack(3, PyTuple_GET_ITEM(hit, 1), code_id, lasti)) == NULL)
@@ -656,7 +663,7 @@ capture_first_step(PyFrameObject *frame, Depth *depth, PyObject *known, PyObject
         if (value == -1 && PyErr_Occurred())
             PyErr_Clear();
         else if (value >= 0 && memo_kind_get(memo, code) >= 0)
-            memo_node_put(memo, hit_node, code, frame_lasti, value);
+            memo_node_put(memo, hit_node, code, start_lasti, value);
     }
     else if (PyErr_Occurred())
         goto error;
