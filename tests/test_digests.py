@@ -26,41 +26,6 @@ def _moves() -> list:
     ]
 
 
-@pytest.mark.parametrize("stream", ["random", "numpy"])
-def test_a_digest_read_in_place_equals_the_digest_of_the_whole_state(stream):
-    with rng_trace(print=False):
-        random.random(), np.random.rand()
-        source = HUB.rec.sources[stream]
-        for move in _moves():
-            move()
-            state = source.state()
-            whole = state_digests(_StateOnly(source, state))
-            assert state_digests(source) == whole
-            if _hotpath.SPEEDUPS is not None:  # the pure-Python mode reads no state in place
-                assert source.digest_input() is not None  # the in-place read was there to compare
-
-
-@pytest.mark.skipif(_hotpath.SPEEDUPS is None, reason="the pure-Python mode reads no state in place")
-@pytest.mark.parametrize("stream", ["random", "numpy"])
-def test_a_proved_digest_is_read_in_place_without_building_the_state(stream, monkeypatch):
-    """A DataLoader worker digests its streams at its fork and at each seed: getstate()'s tuple cost it page faults."""
-    with rng_trace(print=False):
-        random.random(), np.random.rand()
-        source = HUB.rec.sources[stream]
-        first = state_digests(source)  # proves the in-place layout against state()
-
-        def no_state() -> None:
-            raise AssertionError("state() read for a digest the in-place read gives")
-
-        monkeypatch.setattr(source, "state", no_state)
-        assert state_digests(source) == first
-        random.seed(3), np.random.seed(3)
-        moved = state_digests(source)
-        assert moved != first
-        monkeypatch.undo()
-        assert moved == state_digests(_StateOnly(source, source.state()))
-
-
 def _torch_moves(torch) -> list:
     """Ways to leave torch's CPU generator: seeded, drawn past a block, a double normal cached and taken,
     a float normal cached (put there through set_state(), as a checkpoint restores one), a state put back."""
@@ -83,29 +48,45 @@ def _torch_moves(torch) -> list:
     ]
 
 
-def test_torch_s_digest_read_in_place_equals_the_digest_of_get_state():
-    """A DataLoader worker digests torch at the manual_seed it starts with: get_state() there cost ~0.8 ms."""
-    torch = pytest.importorskip("torch")
+def _stream(name: str) -> tuple:
+    """(a draw that brings the stream into the trace, a reseed, its moves, torch or None) for ``name``.
+
+    torch (skipped where it is not installed): a DataLoader worker digests it at the manual_seed it
+    starts with, where get_state() cost ~0.8 ms.
+    """
+    if name == "torch":
+        torch = pytest.importorskip("torch")
+        return (lambda: torch.rand(1)), (lambda: torch.manual_seed(3)), (lambda: _torch_moves(torch)), torch
+    return (lambda: (random.random(), np.random.rand())), (lambda: (random.seed(3), np.random.seed(3))), _moves, None
+
+
+@pytest.mark.parametrize("stream", ["random", "numpy", "torch"])
+def test_a_digest_read_in_place_equals_the_digest_of_the_whole_state(stream):
+    draw, _reseed, moves, torch = _stream(stream)
     with rng_trace(print=False):
-        torch.rand(1)
-        source = HUB.rec.sources["torch"]
-        for move in _torch_moves(torch):
+        draw()
+        source = HUB.rec.sources[stream]
+        for move in moves():
             move()
-            whole = state_digests(_StateOnly(source, source.state()))
+            state = source.state()
+            whole = state_digests(_StateOnly(source, state))
             assert state_digests(source) == whole
             fast = source.digest_input()
-            if _hotpath.SPEEDUPS is not None and not torch.cuda.is_initialized():
-                assert fast is not None
-            if fast is not None:  # the very bytes get_state() returns, not only an equal digest
+            # The pure-Python mode reads no state in place, nor does torch once CUDA holds generators.
+            if _hotpath.SPEEDUPS is not None and (torch is None or not torch.cuda.is_initialized()):
+                assert fast is not None  # the in-place read was there to compare
+            if torch is not None and fast is not None:  # the very bytes get_state() returns, not only an equal digest
                 assert fast[1]["torch"] == torch.get_rng_state().numpy().tobytes()
 
 
 @pytest.mark.skipif(_hotpath.SPEEDUPS is None, reason="the pure-Python mode reads no state in place")
-def test_torch_s_proved_digest_is_read_in_place_without_get_state(monkeypatch):
-    torch = pytest.importorskip("torch")
+@pytest.mark.parametrize("stream", ["random", "numpy", "torch"])
+def test_a_proved_digest_is_read_in_place_without_building_the_state(stream, monkeypatch):
+    """A DataLoader worker digests its streams at its fork and at each seed: getstate()'s tuple cost it page faults."""
+    draw, reseed, _moves_of, _torch = _stream(stream)
     with rng_trace(print=False):
-        torch.rand(1)
-        source = HUB.rec.sources["torch"]
+        draw()
+        source = HUB.rec.sources[stream]
         first = state_digests(source)  # proves the in-place layout against state()
 
         def no_state() -> None:
@@ -113,7 +94,7 @@ def test_torch_s_proved_digest_is_read_in_place_without_get_state(monkeypatch):
 
         monkeypatch.setattr(source, "state", no_state)
         assert state_digests(source) == first
-        torch.manual_seed(3)
+        reseed()
         moved = state_digests(source)
         assert moved != first
         monkeypatch.undo()

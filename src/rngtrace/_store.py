@@ -276,8 +276,8 @@ class RawStore:
         such a log's rows are walked again by each reader instead.
         """
         raw = self.raw
-        key = (raw, len(raw))  # rows are only ever appended (a child merged), or the list replaced
-        if self._runs is not None and self._runs[0][0] is raw and self._runs[0][1] == key[1]:
+        key = (raw, len(raw))
+        if self._runs is not None and self._rows_are(self._runs[0]):
             return self._runs[1]
         each = _each_run(raw)
         runs: list[tuple[RawEvent, int]] = []
@@ -290,6 +290,13 @@ class RawStore:
             self._runs = (key, runs)
         return runs
 
+    def _rows_are(self, key: tuple[list, int]) -> bool:
+        """Whether the kept rows are still those of ``key`` (the list, its length), which something was worked out of.
+
+        Rows are only ever appended (a child merged) or the list replaced.
+        """
+        return key[0] is self.raw and key[1] == len(self.raw)
+
     def few_runs(self) -> list[tuple[RawEvent, int]] | None:
         """``runs()`` where the kept events make few runs beside their rows; None where most rows are runs of their own.
 
@@ -298,11 +305,9 @@ class RawStore:
         ``itemgetter``) rather than walk a million runs in Python, each reader again.
         """
         raw = self.raw
-        many = self._many_runs
-        if many is not None and many[0] is raw and many[1] == len(raw):
+        if self._many_runs is not None and self._rows_are(self._many_runs):
             return None
-        kept = self._runs
-        if kept is None or kept[0][0] is not raw or kept[0][1] != len(raw):
+        if self._runs is None or not self._rows_are(self._runs[0]):
             # Its first rows tell, before runs() walks an eighth of a million-row log to find out.
             head = raw[:_PROBE]
             if len(head) == _PROBE and sum(1 for _run in itertools.groupby(head, key=id)) > _PROBE // 8:
@@ -318,9 +323,8 @@ class RawStore:
         """Events per (stream, kind), dropped ones included."""
         # Per run of one row: a log of 100,000 rows is read for its header and again for its elision line.
         key = (self.raw, len(self.raw))
-        kept = self._counts
-        if kept is not None and kept[0][0] is key[0] and kept[0][1] == key[1]:
-            return dict(kept[1])
+        if self._counts is not None and self._rows_are(self._counts[0]):
+            return dict(self._counts[1])
         runs = self.few_runs()
         out: dict[tuple[str, str], int]
         if runs is None:

@@ -117,23 +117,24 @@ def fingerprint(generator: Any) -> Any | None:
     """
     if not isinstance(generator, _GENERATOR):
         return None
-    offset = _layout()
-    if offset is not None and _readable(generator):
-        span = _span(generator, offset)
-        if span is not None:
-            start = ctypes.addressof(span)
-            read = read_with_state([(start, _SPAN)], lambda: _legacy(generator))
-            if read is not None and _matches(read[0][0], read[1]):
-                return in_place([(start, _STATE + 4), (start + _FLOAT, _SPAN - _FLOAT)], generator)
+    start = _proved_start(generator)
+    if start is not None:
+        return in_place([(start, _STATE + 4), (start + _FLOAT, _SPAN - _FLOAT)], generator)
     return CPUStateCopy(generator)
 
 
 def whole(generator: Any) -> Any | None:
     """A view of ``generator``'s whole plain-data state (``seed_`` through the double's flag), read in place.
 
-    Proved as ``fingerprint()``'s view is, on this very generator: its bytes say what
-    ``get_state()`` says. None where the layout is not proved or the generator not readable.
+    Proved as ``fingerprint()``'s view is, on this very generator. None where the layout is not
+    proved or the generator not readable.
     """
+    start = _proved_start(generator)
+    return None if start is None else in_place([(start, _SPAN)], generator)
+
+
+def _proved_start(generator: Any) -> int | None:
+    """Where ``generator``'s ``seed_`` lives, once the bytes read there say what its ``get_state()`` says; else None."""
     offset = _layout()
     if offset is None or not _readable(generator):
         return None
@@ -142,9 +143,7 @@ def whole(generator: Any) -> Any | None:
         return None
     start = ctypes.addressof(span)
     read = read_with_state([(start, _SPAN)], lambda: _legacy(generator))
-    if read is None or not _matches(read[0][0], read[1]):
-        return None
-    return in_place([(start, _SPAN)], generator)
+    return start if read is not None and _matches(read[0][0], read[1]) else None
 
 
 _ZERO4, _ZERO8 = bytes(4), bytes(8)
