@@ -78,6 +78,7 @@ class PinningCatchAll(CatchAll):
         self._sweeper = Sweeper(rec.states, thread=False)  # the parent's thread is not in this process
         rec.set_mode(FrameMode.PINNED)  # drops the inherited pins too, which nothing here would sweep
         rec.pinnable = None
+        rec.ready_frames()  # the child's first draw walks in C, as every later one does
         child.sweep = self._sweeper.sweep
 
     def uninstall(self) -> None:

@@ -8,6 +8,7 @@ same numbers: a ``duplicate`` finding (see ``trace``).
 from __future__ import annotations
 
 import array
+import os
 from typing import Any
 
 try:  # the builtin module itself: hashlib's import (OpenSSL's whole table) costs a traced child's start ms
@@ -88,17 +89,22 @@ class ForkDigests:
     whose quick state (``Source.snapshot()``, which moves with every draw and seed)
     is what it was at the last read still has that read's digest: a DataLoader's
     second worker reuses the first's, and each worker its parent's, except for the
-    streams CPython reseeds in the child.
+    streams CPython reseeds in the child, which only the process that read them reuses
+    (the parent forking its next worker).
     """
 
     def __init__(self) -> None:
         #: stream -> (its snapshot, its digests), as last read
         self._last: dict[str, tuple[Any, list[tuple[str, str]]]] = {}
+        #: the process that made ``_last``: a forked child inherits it, read before its streams were reseeded
+        self._pid = 0
 
     def read(self, rec: Any) -> list[tuple[str, str]]:
         """(sub-stream, digest) for every installed stream, as it stands now."""
         found: list[tuple[str, str]] = []
         last, now = self._last, {}
+        pid = os.getpid()
+        ours = self._pid == pid
         for name, source in list(rec.sources.items()):
             try:
                 snapshot = source.snapshot()  # first: a draw between the two reads makes them differ
@@ -108,7 +114,7 @@ class ForkDigests:
             if (
                 kept is not None
                 and snapshot is not None
-                and not source.stream.reseeded_at_fork
+                and (ours or not source.stream.reseeded_at_fork)
                 and unmoved(source, kept[0], snapshot)
             ):
                 digests = kept[1]
@@ -120,7 +126,7 @@ class ForkDigests:
             if snapshot is not None:
                 now[name] = (snapshot, digests)
             found.extend(digests)
-        self._last = now
+        self._last, self._pid = now, pid
         return found
 
     def forget(self) -> None:

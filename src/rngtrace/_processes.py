@@ -25,6 +25,7 @@ in a forked child, lets go of the frames the stack cache pinned).
 
 from __future__ import annotations
 
+import _signal
 import _thread
 import operator
 import os
@@ -76,15 +77,26 @@ class ChildWriter:
         header = ("process", os.getpid(), os.getppid(), start, time.time(), tuple(tags))
         # The parent made the file; a folder already gone (its block ended) means: do not record.
         self._fd = os.open(self.file, os.O_WRONLY | os.O_APPEND)
-        self._write(record(header))
+        # SIGTERM wakes the writer before the header says the child started: a Pool terminated
+        # while this worker still starts (its sibling took every task) had it die between the two,
+        # noted as ended abruptly; now its writer, once started, writes how it ended.
         self._wake_on_sigterm()
-        # A bare thread: threading.Thread.start() would wait until the new thread runs, and
-        # right after a fork (the parent forking the next worker, siblings starting) that
-        # can take milliseconds of the child's start. It never draws, so it needs no name.
-        # It is made with SIGTERM blocked, from its first instant: a SIGTERM it took would trip
-        # the handler but leave the main thread asleep in a lock (a pool worker waiting for a
-        # task), never to run it, and the worker would never die.
-        _start_without_sigterm(self._run)
+        wake = self._wake
+        try:
+            self._write(record(header))
+            # A bare thread: threading.Thread.start() would wait until the new thread runs, and
+            # right after a fork (the parent forking the next worker, siblings starting) that
+            # can take milliseconds of the child's start. It never draws, so it needs no name.
+            # It is made with SIGTERM blocked, from its first instant: a SIGTERM it took would trip
+            # the handler but leave the main thread asleep in a lock (a pool worker waiting for a
+            # task), never to run it, and the worker would never die.
+            _start_without_sigterm(self._run)
+        except BaseException:
+            # No writer will read the pipe: SIGTERM must kill at once again, or nothing ever would.
+            self._stop_waking()
+            for fd in wake or ():
+                os.close(fd)
+            raise
 
     # -- ways out (called by the hub's hooks: ``_hooks.ProcessHooks``) ------------------------
     def _wake_on_sigterm(self) -> None:
@@ -340,7 +352,9 @@ class ChildWriter:
 
 def _start_without_sigterm(run: Any) -> None:
     """Start a thread running ``run`` with SIGTERM blocked in it (a new thread takes its maker's mask)."""
-    mask = getattr(signal, "pthread_sigmask", None)
+    # The builtin, not signal's wrapper: that turns each number of the old mask into an enum
+    # member, ~0.1 ms of a DataLoader worker's start spent on names nobody reads.
+    mask = getattr(_signal, "pthread_sigmask", None)
     if mask is None:
         _thread.start_new_thread(run, ())
         return

@@ -406,6 +406,12 @@ class Recording:
             st.epoch = cache  # type: ignore[assignment]  # the cache object stands for its epoch
         return frames
 
+    def ready_frames(self) -> None:
+        """This thread's cache of live frames made now, where its first draw would make it in Python."""
+        st = self.states.get(get_ident())
+        if st is not None:
+            self.known_frames(st, self.hot.now.cache)
+
     def new_warnings(self) -> None:
         """Each outermost trace warns afresh."""
         self.on_draw.new_warnings()
