@@ -283,6 +283,23 @@ def test_the_events_past_a_tests_first_thousand_are_said_to_be_counted_but_not_l
     assert "... and 1,500 more events past the test's first 1,000, counted above but not located" in report
 
 
+def test_a_phases_events_past_its_first_thousand_are_counted_by_stream_kind_stack_and_thread():
+    from collections import Counter
+
+    from rngtrace._pytest_assign import _TALLY_KEY, _tally_of
+
+    # Equal events, the same event appended again, ones differing only in api or size (the same key),
+    # another thread's, and an unattributed move whose detail does not hash: counted as keyed one by one.
+    draw = ("random", "draw", "random.random", None, 7, 1, None)
+    rows = [draw] * 5 + [("random", "draw", "random.random", None, 7, 1, None)] * 3
+    rows += [("random", "draw", "random.choice", None, 7, 1, None), ("numpy.random", "draw", "rand", 4, 7, 1, None)]
+    rows += [("random", "draw", "random.random", None, 7, 2, None), ("random", "seed", "random.seed", None, 9, 1, "4")]
+    assert _tally_of(rows) == Counter(map(_TALLY_KEY, rows))
+    assert _tally_of(rows)[("random", "draw", 7, 1)] == 9
+    unhashable = [*rows, ("random", "moved", "random state", None, -1, 1, ["noticed", 3])]
+    assert _tally_of(unhashable) == Counter(map(_TALLY_KEY, unhashable))
+
+
 def test_rngtraces_own_modules_are_imported_without_pytests_assert_rewriting(pytester):
     # pytest rewrites a plugin package's modules, compiling each from source where no bytecode is
     # written: a tenth of a second on every traced run, for asserts that are not test assertions.

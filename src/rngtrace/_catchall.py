@@ -63,7 +63,7 @@ class PinningCatchAll(CatchAll):
         """Switch the stack cache on: pin frames, sweep the finished ones."""
         rec = self.hub.rec
         if self._sweeper is None:
-            self._sweeper = Sweeper(rec.states)
+            self._sweeper = Sweeper(rec.states, also=lambda: rec.forget_sites(finished_only=True))
             rec.set_mode(FrameMode.PINNED)
         rec.pinnable = None
 
@@ -75,7 +75,8 @@ class PinningCatchAll(CatchAll):
         walks (without it a DataLoader worker walked every stack in Python for good).
         """
         rec = self.hub.rec
-        self._sweeper = Sweeper(rec.states, thread=False)  # the parent's thread is not in this process
+        # the parent's thread is not in this process
+        self._sweeper = Sweeper(rec.states, thread=False, also=lambda: rec.forget_sites(finished_only=True))
         rec.set_mode(FrameMode.PINNED)  # drops the inherited pins too, which nothing here would sweep
         rec.pinnable = None
         rec.ready_frames()  # the child's first draw walks in C, as every later one does

@@ -70,8 +70,8 @@ class Snapshot:
     ) -> None:
         #: the active sessions (empty: every wrapper passes calls straight through)
         self.active = active
-        #: (raw list, max_events, stream names, trace) when exactly one trace records and
-        #: none warns or raises: the fast path appends there
+        #: (raw list, max_events, stream names, trace, its depth) when exactly one trace records
+        #: and none warns or raises: the fast path appends there
         self.sink = sink
         #: some trace asked for on_draw="warn" or "raise": every draw takes the Python path
         self.strict = strict

@@ -229,6 +229,7 @@ class Hub(HubStreams, HubChildren):
             finally:
                 trace = session.trace
                 trace.finish(trace.live[0] if trace.live else None, self.rec.thread_names)
+                self.rec.forget_sites()  # the C recorder's memo holds the finished trace's rows
                 read_settings(trace)
                 if session.origins:
                     trace.origins.extend((trace.pid, *origin) for origin in session.origins)

@@ -88,7 +88,7 @@ class Recording:
             only = sessions[0]
             self._depth = only.trace.depth
             if not strict:
-                sink = (only.trace.raw, only.trace.max_events, only.streams, only.trace)
+                sink = (only.trace.raw, only.trace.max_events, only.streams, only.trace, only.trace.depth)
         elif sessions:
             self._depth = max(s.trace.depth for s in sessions)
         else:
@@ -103,6 +103,16 @@ class Recording:
         self.hot.now = Snapshot(now.active, now.sink, now.strict, profile_hook, Cache(self.stacks, mode))
         for st in list(self.states.values()):
             st.frames = None
+        self.forget_sites()
+
+    def forget_sites(self, finished_only: bool = False) -> None:
+        """Let go of the frames the C recorder's call-site memo holds (past max_events, see store.c).
+
+        Every one when no trace records, the frame mode changes or a child was forked; only
+        the finished ones on the Sweeper's pass.
+        """
+        if _speedups is not None:
+            _speedups.forget_sites(finished_only)
 
     def new_table(self) -> None:
         """Once no trace is active: start a fresh stack table if this one has grown large.
@@ -128,6 +138,7 @@ class Recording:
 
     def went_idle(self) -> None:
         """The last trace ended (the hub calls this once it took its thread names): nothing records now."""
+        self.forget_sites()
         self.new_table()
         self.handed.forget()
         st = self.states.get(get_ident())
@@ -166,6 +177,7 @@ class Recording:
         if st is not None:
             st.busy, st.pending, st.frames = False, None, None
         self.pinnable = None
+        self.forget_sites()
 
     # -- per thread, per stream -------------------------------------------------
     def state(self) -> ThreadState:

@@ -60,6 +60,9 @@ def capture(
     no Python call, where a draw's caller is not in the thread's cache (``Cache.walk``, ``Cache.pin``).
     """
 
+def forget_sites(finished_only: bool, /) -> int:
+    """Let go of the frames the recorder's call-site memo holds (past max_events), all or the finished: how many."""
+
 def walk_memo() -> Any:
     """An empty memo for one ``StackTable``'s capture walk: a copy of ``ids`` and of ``codes``' kinds, kept in C."""
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from ._store import new_thread_key
@@ -97,9 +98,13 @@ class Sweeper:
 
     INTERVAL = 0.005
 
-    def __init__(self, states: dict, thread: bool = True) -> None:
-        """``thread``: False where a thread already running calls ``sweep`` (a forked child's writer)."""
+    def __init__(self, states: dict, thread: bool = True, also: Callable[[], Any] | None = None) -> None:
+        """``thread``: False where a thread already running calls ``sweep`` (a forked child's writer).
+
+        ``also``: called on each pass as well (the C recorder's call-site memo lets go of its finished frames).
+        """
         self._states = states
+        self._also = also
         # A forked child's writer calls ``sweep``: no thread waits on the flag, so no Event
         # (a Condition and its locks, hundreds of microseconds in a child just forked).
         self._stop: Any = threading.Event() if thread else _Flag()
@@ -117,6 +122,8 @@ class Sweeper:
         if self._stop.is_set():
             return
         try:
+            if self._also is not None:
+                self._also()
             self._sweep()
         except Exception:
             # Whatever went wrong, the next pass reads everything afresh; a sweeper

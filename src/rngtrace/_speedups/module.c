@@ -58,6 +58,8 @@ static PyMethodDef module_methods[] = {
      "site_key(frame, depth, raw_limit, state): the call-site form's frames, packed (StackTable.capture_site)."},
     {"call_if_free", call_if_free, METH_VARARGS,
      "call_if_free(lock, fn, *args): fn(*args) under the lock, or NotImplemented if another thread holds it."},
+    {"forget_sites", forget_sites, METH_O,
+     "forget_sites(finished_only): let go of the frames the call-site memo holds (every one, or the finished)."},
     {"walk_memo", walk_memo, METH_NOARGS, "walk_memo(): an empty memo for one StackTable's capture walk (see capture)."},
     {"capture", (PyCFunction)(void (*)(void))capture, METH_FASTCALL,
      "capture(frame, depth, known, pin, state, watch): StackTable.capture's walk (NotImplemented: use Python's)."},

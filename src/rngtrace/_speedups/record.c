@@ -87,20 +87,6 @@ sink_full(PyObject *sink)
     return PyList_GET_SIZE(events) >= max;
 }
 
-/* site_count() for one recording trace, once ``stream`` is one it watches. */
-static int
-site_record(Recorder *self, PyObject *sink, PyObject *cache, PyFrameObject *frame, PyObject *stream, PyObject *count,
-            int flat)
-{
-    Py_INCREF(sink); /* held while we work: an allocation may run the collector, and with it any code */
-    Py_INCREF(cache);
-    int done = PySequence_Contains(PyTuple_GET_ITEM(sink, 2), stream);
-    if (done > 0)
-        done = site_count(self, sink, cache, frame, stream, count, flat);
-    Py_DECREF(cache);
-    Py_DECREF(sink);
-    return done;
-}
 
 /* Whether a pinned entry of a thread's cache, (lasti, node, frame), holds a frame that has
  * finished: a frame object becomes GC-tracked once it outlives its run (the Sweeper's test). */
@@ -124,7 +110,7 @@ static void
 released_drop(Released *r)
 {
     for (int i = 0; i < r->count; i++)
-        Py_DECREF(r->inline_entries[i]);
+        Py_XDECREF(r->inline_entries[i]);
     r->count = 0;
     Py_CLEAR(r->more);
 }
@@ -228,6 +214,25 @@ out:
     return done;
 }
 
+/* site_count() for one recording trace, once ``stream`` is one it watches. The frames its memo
+ * lets go of go into ``released``, dropped once the stream's lock is given back. */
+static int
+site_record(Recorder *self, PyObject *sink, PyObject *cache, PyFrameObject *frame, PyObject *stream, PyObject *count,
+            int flat, Released *released)
+{
+    Py_INCREF(sink); /* held while we work: an allocation may run the collector, and with it any code */
+    Py_INCREF(cache);
+    int ngone = 0, room = RELEASED_INLINE - released->count;
+    int done = PySequence_Contains(PyTuple_GET_ITEM(sink, 2), stream);
+    if (done > 0)
+        done = site_count(self, sink, cache, frame, stream, count, flat,
+                          released->inline_entries + released->count, room, &ngone);
+    released->count += ngone; /* NULLs among them: entries that held none */
+    Py_DECREF(cache);
+    Py_DECREF(sink);
+    return done;
+}
+
 /* The event's stack and its append, as Recording.record() does them while exactly one trace
  * records (``sink``), with the Snapshot ``now`` read once when the call began (its sink and stack
  * table belong together): from the thread's cache where it knows the caller's caller, else by the
@@ -254,7 +259,7 @@ fast_record(Recorder *self, PyObject *now, PyObject *st, PyFrameObject *frame, P
 #if PY_VERSION_HEX < 0x030C0000
         flat = SLOT(cache, ca_pin) != Py_True && SLOT(st, st_hooked) != Py_True;
 #endif
-        return site_record(self, sink, cache, frame, stream, count, flat);
+        return site_record(self, sink, cache, frame, stream, count, flat, released);
     }
     PyObject *flat = SLOT(cache, ca_flat);
     if (flat != NULL && flat != Py_None) {

@@ -149,7 +149,8 @@ PyObject *call_with_arguments(PyObject *fn, PyObject *first, PyObject *const *ar
 /* -- store.c (_store.py) ----------------------------------------------------------------- */
 
 int site_count(Recorder *self, PyObject *sink, PyObject *cache, PyFrameObject *frame, PyObject *stream, PyObject *count,
-               int flat);
+               int flat, PyObject **gone, int room, int *ngone);
+PyObject *forget_sites(PyObject *module, PyObject *finished_only);
 
 /* -- stack.c (_stack.py) ----------------------------------------------------------------- */
 
