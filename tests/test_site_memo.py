@@ -161,13 +161,20 @@ def _draws_and_returns(lib: dict) -> weakref.ref:
 
 
 @needs_c
-def test_a_frame_that_drew_past_max_events_is_let_go_once_a_draw_comes_from_elsewhere():
+def test_a_frame_that_drew_past_max_events_is_let_go_once_draws_come_from_elsewhere():
     lib = _library("def draw():\n    return random.random()\n")
+    lines = _library("".join(f"def f{i}():\n    return random.random()\n" for i in range(40)))
+    many = [lines[f"f{i}"] for i in range(40)]
+
+    def elsewhere():
+        for draw in many:
+            draw()
+
     with rng_trace(print=False, max_events=1):
         _warm_up(lib)
+        elsewhere()  # each code noted now (in Python), so that each draw below is recorded in C
         gone = _draws_and_returns(lib)
-        for _ in range(3):
-            lib["draw"]()  # another frame's draws: the finished one is let go at the first
+        elsewhere()  # draws from other places: the finished frame is let go within a few of them
         assert gone() is None
 
 

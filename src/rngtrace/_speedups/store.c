@@ -13,7 +13,7 @@
  * stack (the drawing frame itself may be new at each draw: a helper, a lambda, a generator the loop
  * resumes). Each entry holds the caller's frame, so its address names no other frame while it is
  * here, and its code. A finished frame (a frame object is GC-tracked once it outlives its run) is
- * let go at the next miss and by the Sweeper's pass; every entry when no trace records, when the
+ * let go within a few misses and by the Sweeper's pass; every entry when a trace ends, when the
  * frame mode changes and in a forked child (forget_sites). */
 #define SITE_MEMO 32
 #define SITE_SUSPENDABLE (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR)
@@ -33,6 +33,8 @@ typedef struct {
 #define SITE_HELD 9 /* the references an entry holds, its parent frame first */
 
 static SiteEntry site_memo[SITE_MEMO];
+static int site_cursor; /* the next entry a miss looks at (see site_count) */
+#define SITE_SWEEP 2
 
 static SiteEntry *
 site_slot(PyFrameObject *parent, PyCodeObject *code, long lasti)
@@ -170,11 +172,16 @@ site_count(Recorder *self, PyObject *sink, PyObject *cache, PyFrameObject *frame
     if (remember) {
         /* Only while the trace records (read just above, and nothing since let another thread run):
          * the memo is emptied when a trace ends, and an entry made after that would keep its frame
-         * until the next trace's end. The frames that finished are let go of first (as many as
-         * ``gone`` has room for, one kept for the entry replaced); nothing here allocates. */
-        for (int i = 0; i < SITE_MEMO && *ngone < room - 1; i++)
-            if (site_finished(&site_memo[i]))
-                site_evict(&site_memo[i], gone, ngone);
+         * until the next trace's end. Two entries further on are looked at first, and let go of if
+         * their frame finished: every entry is looked at within SITE_MEMO / 2 misses, and a miss
+         * (each draw of a loop over distinct stacks) does not pay for looking at all of them.
+         * Nothing here allocates. */
+        for (int i = 0; i < SITE_SWEEP && *ngone < room - 1; i++) {
+            SiteEntry *next = &site_memo[site_cursor];
+            site_cursor = (site_cursor + 1) % SITE_MEMO;
+            if (next != e && site_finished(next))
+                site_evict(next, gone, ngone);
+        }
         if (e->parent != NULL)
             site_evict(e, gone, ngone);
         e->parent = Py_NewRef(parent);
