@@ -108,8 +108,8 @@ class Recording:
     def forget_sites(self, finished_only: bool = False) -> None:
         """Let go of the frames the C recorder's call-site memo holds (past max_events, see store.c).
 
-        Every one when no trace records, the frame mode changes or a child was forked; only
-        the finished ones on the Sweeper's pass.
+        Every one when a trace ends (the hub), the frame mode changes or a child was forked;
+        only the finished ones on the Sweeper's pass.
         """
         if _speedups is not None:
             _speedups.forget_sites(finished_only)
@@ -138,7 +138,6 @@ class Recording:
 
     def went_idle(self) -> None:
         """The last trace ended (the hub calls this once it took its thread names): nothing records now."""
-        self.forget_sites()
         self.new_table()
         self.handed.forget()
         st = self.states.get(get_ident())

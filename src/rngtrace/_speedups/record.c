@@ -87,7 +87,6 @@ sink_full(PyObject *sink)
     return PyList_GET_SIZE(events) >= max;
 }
 
-
 /* Whether a pinned entry of a thread's cache, (lasti, node, frame), holds a frame that has
  * finished: a frame object becomes GC-tracked once it outlives its run (the Sweeper's test). */
 static int
@@ -110,7 +109,7 @@ static void
 released_drop(Released *r)
 {
     for (int i = 0; i < r->count; i++)
-        Py_XDECREF(r->inline_entries[i]);
+        Py_DECREF(r->inline_entries[i]);
     r->count = 0;
     Py_CLEAR(r->more);
 }
@@ -227,7 +226,7 @@ site_record(Recorder *self, PyObject *sink, PyObject *cache, PyFrameObject *fram
     if (done > 0)
         done = site_count(self, sink, cache, frame, stream, count, flat,
                           released->inline_entries + released->count, room, &ngone);
-    released->count += ngone; /* NULLs among them: entries that held none */
+    released->count += ngone;
     Py_DECREF(cache);
     Py_DECREF(sink);
     return done;

@@ -75,6 +75,16 @@ site_evict(SiteEntry *e, PyObject **gone, int *ngone)
         Py_XDECREF(held[i]);
 }
 
+/* Whether ``e`` is the entry of a draw by ``code`` at ``lasti`` under ``parent`` at ``parent_lasti``,
+ * under the table's ``state``, walked to ``depth`` (``flat``: as capture_flat walks). */
+static int
+site_is(const SiteEntry *e, PyFrameObject *parent, long parent_lasti, PyCodeObject *code, long lasti, PyObject *state,
+        long depth, int flat)
+{
+    return e->parent == (PyObject *)parent && e->parent_lasti == parent_lasti && e->code == (PyObject *)code &&
+           e->lasti == lasti && e->state == state && e->depth == depth && e->flat == flat;
+}
+
 static int
 site_finished(SiteEntry *e)
 {
@@ -118,14 +128,12 @@ site_count(Recorder *self, PyObject *sink, PyObject *cache, PyFrameObject *frame
     PyCodeObject *code = NULL;
     int done = -1;
     state = Py_XNewRef(SLOT(cache, ca_sites)); /* the table's site_state, read when the Cache was made */
-    /* The trace's depth: in the sink the hub publishes (Recording.publish), else read off the trace. */
-    depth = PyTuple_GET_SIZE(sink) >= 5 && PyLong_CheckExact(PyTuple_GET_ITEM(sink, 4))
-                ? Py_NewRef(PyTuple_GET_ITEM(sink, 4))
-                : PyObject_GetAttr(trace, s_depth);
-    if (state == NULL || depth == NULL) {
-        done = state == NULL && depth != NULL ? 0 : -1;
+    /* The trace's depth, in the sink the hub publishes (Recording.publish): no attribute read a draw. */
+    if (state == NULL || PyTuple_GET_SIZE(sink) < 5 || !PyLong_CheckExact(PyTuple_GET_ITEM(sink, 4))) {
+        done = 0;
         goto out;
     }
+    depth = Py_NewRef(PyTuple_GET_ITEM(sink, 4));
     long d = PyLong_AsLong(depth);
     if (d == -1 && PyErr_Occurred())
         goto out;
@@ -140,8 +148,7 @@ site_count(Recorder *self, PyObject *sink, PyObject *cache, PyFrameObject *frame
     SiteEntry *e = parent != NULL ? site_slot(parent, code, lasti) : NULL;
     PyObject *sid;
     int remember = 0, known = 0;
-    if (e != NULL && e->parent == (PyObject *)parent && e->parent_lasti == parent_lasti &&
-        e->code == (PyObject *)code && e->lasti == lasti && e->state == state && e->depth == d && e->flat == flat) {
+    if (e != NULL && site_is(e, parent, parent_lasti, code, lasti, state, d, flat)) {
         known = 1;
         sid = e->sid; /* borrowed from the entry: held below before anything can run */
         key = Py_NewRef(sid);
@@ -205,8 +212,7 @@ site_count(Recorder *self, PyObject *sink, PyObject *cache, PyFrameObject *frame
         }
         /* The entry is still this site's (the allocation above may have run code that drew
          * elsewhere): the row goes in it, for the next draw here. */
-        if (known && e->parent == (PyObject *)parent && e->parent_lasti == parent_lasti && e->code == (PyObject *)code &&
-            e->lasti == lasti && e->state == state) {
+        if (known && site_is(e, parent, parent_lasti, code, lasti, state, d, flat)) {
             PyObject *old[SITE_HELD - 4];
             site_take_row(e, old);
             e->trace = Py_NewRef(trace);
