@@ -614,3 +614,31 @@ def test_an_unattributed_move_is_reported_past_a_tests_first_thousand_events_and
         else "test_suite.py::test_many"
     )
     assert "move with no recorded call" in found[key]
+
+
+def test_draws_from_one_line_in_one_phase_go_to_the_wider_fixture_that_made_them_and_the_rest_to_the_test(pytester):
+    # One helper line draws for a module fixture and for the test's own fixture, in one setup phase:
+    # whose each draw is follows who made it, not the line it was drawn on.
+    source = """
+        import random
+        import pytest
+
+        def draw():
+            return random.random()
+
+        @pytest.fixture(scope="module")
+        def shared():
+            return [draw() for _ in range(3)]
+
+        @pytest.fixture
+        def own(shared):
+            return [draw() for _ in range(2)]
+
+        def test_uses_both(own):
+            draw()
+    """
+    result = run(pytester, "--rng-trace", *NO_RANDOMLY, source=source)
+    result.assert_outcomes(passed=1)
+    found = entries(result.stdout.str())
+    assert "random  3 draws in setup" in found["fixture 'shared' (module scope, test_suite.py)"]
+    assert "random  2 draws in setup; 1 draw in call" in found["test_suite.py::test_uses_both"]

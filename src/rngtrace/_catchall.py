@@ -43,6 +43,11 @@ __all__ = [
 ]
 
 
+def _sweeper(rec: Any, thread: bool = True) -> Sweeper:
+    """The Sweeper of ``rec``'s pinned frames, letting go of the call-site memo's finished frames too."""
+    return Sweeper(rec.states, thread=thread, also=lambda: rec.forget_sites(finished_only=True))
+
+
 class PinningCatchAll(CatchAll):
     """No hook sees calls or frame exits: the stack cache may pin frames, a Sweeper lets them go.
 
@@ -63,7 +68,7 @@ class PinningCatchAll(CatchAll):
         """Switch the stack cache on: pin frames, sweep the finished ones."""
         rec = self.hub.rec
         if self._sweeper is None:
-            self._sweeper = Sweeper(rec.states, also=lambda: rec.forget_sites(finished_only=True))
+            self._sweeper = _sweeper(rec)
             rec.set_mode(FrameMode.PINNED)
         rec.pinnable = None
 
@@ -76,7 +81,7 @@ class PinningCatchAll(CatchAll):
         """
         rec = self.hub.rec
         # the parent's thread is not in this process
-        self._sweeper = Sweeper(rec.states, thread=False, also=lambda: rec.forget_sites(finished_only=True))
+        self._sweeper = _sweeper(rec, thread=False)
         rec.set_mode(FrameMode.PINNED)  # drops the inherited pins too, which nothing here would sweep
         rec.pinnable = None
         rec.ready_frames()  # the child's first draw walks in C, as every later one does

@@ -38,7 +38,7 @@
  */
 #include "speedups.h"
 
-PyObject *s_value, *s_add, *s_is_cpu, *s_numel, *s_depth, *s_watch_code, *s_acquire, *s_release,
+PyObject *s_value, *s_add, *s_is_cpu, *s_numel, *s_watch_code, *s_acquire, *s_release,
     *s_finished, *s_overflow, *s_dropped, *s_hooks, *s_applied;
 PyObject *one, *zero;
 PyObject *root; /* ROOT in _stack.py: the parent of an outermost frame */
@@ -97,7 +97,6 @@ PyInit__speedups(void)
     INTERN(s_add, "add");
     INTERN(s_is_cpu, "is_cpu");
     INTERN(s_numel, "numel");
-    INTERN(s_depth, "depth");
     INTERN(s_watch_code, "watch_code");
     INTERN(s_acquire, "acquire");
     INTERN(s_release, "release");

@@ -87,6 +87,14 @@ sink_full(PyObject *sink)
     return PyList_GET_SIZE(events) >= max;
 }
 
+/* Whether ``sink`` is the one the hub publishes (Recording.publish): (events, max_events, streams,
+ * trace, depth), the trace's depth an int, so that no draw reads it off the trace. */
+static int
+sink_ok(PyObject *sink)
+{
+    return PyTuple_CheckExact(sink) && PyTuple_GET_SIZE(sink) >= 5 && PyLong_CheckExact(PyTuple_GET_ITEM(sink, 4));
+}
+
 /* Whether a pinned entry of a thread's cache, (lasti, node, frame), holds a frame that has
  * finished: a frame object becomes GC-tracked once it outlives its run (the Sweeper's test). */
 static int
@@ -179,7 +187,7 @@ walk_record(Recorder *self, PyObject *st, PyFrameObject *frame, PyObject *stream
     Py_INCREF(sink); /* held while we work: walked() and capture_flat run Python code */
     Py_INCREF(flat);
     int done = -1;
-    PyObject *depth = NULL, *sid = NULL, *raw = NULL;
+    PyObject *sid = NULL, *raw = NULL;
     int contained = PySequence_Contains(PyTuple_GET_ITEM(sink, 2), stream);
     if (contained <= 0) {
         done = contained;
@@ -196,9 +204,7 @@ walk_record(Recorder *self, PyObject *st, PyFrameObject *frame, PyObject *stream
         }
         Py_DECREF(r);
     }
-    if ((depth = PyObject_GetAttr(PyTuple_GET_ITEM(sink, 3), s_depth)) == NULL)
-        goto out;
-    if ((sid = PyObject_CallFunctionObjArgs(flat, (PyObject *)frame, depth, NULL)) == NULL)
+    if ((sid = PyObject_CallFunctionObjArgs(flat, (PyObject *)frame, PyTuple_GET_ITEM(sink, 4), NULL)) == NULL)
         goto out;
     raw = repeated_event(sink, self, stream, count, sid, SLOT(st, st_key), detail);
     if (raw == NULL && (raw = raw_event(self, stream, count, sid, SLOT(st, st_key), detail)) == NULL)
@@ -207,7 +213,6 @@ walk_record(Recorder *self, PyObject *st, PyFrameObject *frame, PyObject *stream
 out:
     Py_XDECREF(raw);
     Py_XDECREF(sid);
-    Py_XDECREF(depth);
     Py_DECREF(flat);
     Py_DECREF(sink);
     return done;
@@ -249,7 +254,9 @@ fast_record(Recorder *self, PyObject *now, PyObject *st, PyFrameObject *frame, P
         return 0;
     /* Past max_events: counted under the stack's call-site form, with or without the thread's cache. In
      * frame mode WALK record() does it (it counts the walks that start pinning). */
-    if (PyTuple_CheckExact(sink) && PyTuple_GET_SIZE(sink) >= 4 && sink_full(sink)) {
+    if (!sink_ok(sink))
+        return 0; /* not what the hub publishes: record() decides */
+    if (sink_full(sink)) {
         if (SLOT(cache, ca_flat) != Py_None)
             return 0;
         /* Walked as record() would walk the whole stack: to the outermost frame with a cache of live
@@ -264,7 +271,7 @@ fast_record(Recorder *self, PyObject *now, PyObject *st, PyFrameObject *frame, P
     if (flat != NULL && flat != Py_None) {
         /* Frame mode WALK: no thread keeps a cache of live frames (one left from another mode is
          * stale), and record() walks the whole stack, as walk_record does. */
-        if (!PyTuple_CheckExact(sink) || PyTuple_GET_SIZE(sink) < 4 || SLOT(st, st_key) == NULL)
+        if (SLOT(st, st_key) == NULL)
             return 0;
         return walk_record(self, st, frame, stream, count, detail, sink, flat);
     }
@@ -274,7 +281,7 @@ fast_record(Recorder *self, PyObject *now, PyObject *st, PyFrameObject *frame, P
     /* The thread's cache was made under this Cache (same table, same frame mode), or not at all. */
     if (interned == NULL || walk == NULL || pin == NULL || SLOT(st, st_epoch) != cache)
         return 0;
-    if (!PyTuple_CheckExact(sink) || PyTuple_GET_SIZE(sink) < 4 || !PyDict_CheckExact(known) ||
+    if (!PyDict_CheckExact(known) ||
         !PyDict_CheckExact(interned) || !PyTuple_CheckExact(walk) || !PyBool_Check(pin))
         return 0;
     /* Held while we work: an allocation below may run the collector, and with it any code. */
@@ -294,10 +301,12 @@ fast_record(Recorder *self, PyObject *now, PyObject *st, PyFrameObject *frame, P
         if (PyErr_Occurred())
             goto out;
         /* A caller the cache does not know (fresh frames: a helper, a forward()): walked here. */
-        Depth depth = {PyTuple_GET_ITEM(sink, 3), 0}; /* ``sink`` (held) holds the trace */
+        long depth = PyLong_AsLong(PyTuple_GET_ITEM(sink, 4)); /* the trace's, in the sink (sink_ok) */
+        if (depth == -1 && PyErr_Occurred())
+            goto walk_failed;
         if (pin == Py_False && (watch = PyObject_GetAttr(SLOT(cache, ca_table), s_watch_code)) == NULL)
             goto walk_failed;
-        sid = capture_walk((PyObject *)frame, &depth, known, pin == Py_True, SLOT(cache, ca_walk),
+        sid = capture_walk((PyObject *)frame, depth, known, pin == Py_True, SLOT(cache, ca_walk),
                            watch != NULL ? watch : Py_None);
         if (sid == NULL)
             goto walk_failed;

@@ -31,7 +31,7 @@ PyObject *configure(PyObject *module, PyObject *args);
 
 /* -- module.c: made once, at import --------------------------------------------------- */
 
-extern PyObject *s_value, *s_add, *s_is_cpu, *s_numel, *s_depth, *s_watch_code, *s_acquire, *s_release,
+extern PyObject *s_value, *s_add, *s_is_cpu, *s_numel, *s_watch_code, *s_acquire, *s_release,
     *s_finished, *s_overflow, *s_dropped, *s_hooks, *s_applied;
 extern PyObject *one, *zero;
 extern PyObject *root; /* ROOT in _stack.py: the parent of an outermost frame */
@@ -154,14 +154,7 @@ PyObject *forget_sites(PyObject *module, PyObject *finished_only);
 
 /* -- stack.c (_stack.py) ----------------------------------------------------------------- */
 
-/* A capture's depth: the trace's, read only when a walk needs it (a cached chain that did not
- * reach the outermost frame), which a walk through fresh frames under a loop seldom does. */
-typedef struct {
-    PyObject *trace; /* borrowed: read trace.depth; NULL: ``value`` is given */
-    long value;
-} Depth;
-
-PyObject *capture_walk(PyObject *frame, Depth *depth, PyObject *known, int pin, PyObject *state, PyObject *watch);
+PyObject *capture_walk(PyObject *frame, long depth, PyObject *known, int pin, PyObject *state, PyObject *watch);
 PyObject *known_stack(PyFrameObject *frame, PyObject *known, PyObject *ids, PyObject *state);
 PyObject *walk_memo(PyObject *module, PyObject *unused);
 PyObject *capture(PyObject *module, PyObject *const *args, Py_ssize_t nargs);

@@ -462,22 +462,6 @@ prove_internal_frames(void)
 }
 #endif
 
-/* The depth, -1 with an error set where trace.depth is not an int. */
-static long
-depth_of(Depth *depth)
-{
-    if (depth->trace != NULL) {
-        PyObject *value = PyObject_GetAttr(depth->trace, s_depth);
-        long read = value == NULL ? -1 : PyLong_AsLong(value);
-        Py_XDECREF(value);
-        if (read == -1 && PyErr_Occurred())
-            return -1;
-        depth->value = read;
-        depth->trace = NULL;
-    }
-    return depth->value;
-}
-
 /* What each walked frame needs once the walk stops. */
 typedef struct {
     WalkFrame frame;
@@ -507,7 +491,7 @@ node_info(PyObject *nodes, PyObject *node, int *unexpected)
 /* 1 when a known entry for a frame at ``lasti`` ends the walk (its node in *node, new), 0 when
  * it does not, -1 on error or with *unexpected set. As StackTable.capture decides it. */
 static int
-known_hit(PyObject *nodes, PyObject *hit, long lasti, long kept, Depth *depth, PyObject **node, int *unexpected)
+known_hit(PyObject *nodes, PyObject *hit, long lasti, long kept, long depth, PyObject **node, int *unexpected)
 {
     if (!PyTuple_CheckExact(hit) || PyTuple_GET_SIZE(hit) < 2 || !PyLong_CheckExact(PyTuple_GET_ITEM(hit, 0)) ||
         !PyLong_CheckExact(PyTuple_GET_ITEM(hit, 1))) {
@@ -534,10 +518,7 @@ known_hit(PyObject *nodes, PyObject *hit, long lasti, long kept, Depth *depth, P
         if (length == -1 && PyErr_Occurred())
             return -1;
         if (!reached) {
-            long wanted = depth_of(depth);
-            if (wanted == -1 && PyErr_Occurred())
-                return -1;
-            if (kept + length < wanted)
+            if (kept + length < depth)
                 return 0;
         }
     }
@@ -594,7 +575,7 @@ out:
 
 /* The draw from a loop: the caller is new or moved, its caller is known. 1 with *node (new), 0 to walk. */
 static int
-capture_first_step(PyFrameObject *frame, Depth *depth, PyObject *known, PyObject *ids, PyObject *nodes, WalkMemo *memo,
+capture_first_step(PyFrameObject *frame, long depth, PyObject *known, PyObject *ids, PyObject *nodes, WalkMemo *memo,
                    PyObject **node, int *unexpected)
 {
     int done = 0;
@@ -634,10 +615,7 @@ capture_first_step(PyFrameObject *frame, Depth *depth, PyObject *known, PyObject
     if (reached < 0 || (length == -1 && PyErr_Occurred()))
         goto error;
     if (!reached) {
-        long wanted = depth_of(depth);
-        if (wanted == -1 && PyErr_Occurred())
-            goto error;
-        if (length + 1 < wanted)
+        if (length + 1 < depth)
             goto out;
     }
     code = walk_code(&start);
@@ -796,7 +774,7 @@ out:
  * ``known`` entries, the same calls to kind() and watch(). ``memo`` (a walk_memo() capsule, or
  * None) lets frames already interned be walked without allocating. */
 PyObject *
-capture_walk(PyObject *frame_arg, Depth *depth, PyObject *known, int pin, PyObject *state, PyObject *watch)
+capture_walk(PyObject *frame_arg, long depth, PyObject *known, int pin, PyObject *state, PyObject *watch)
 {
     if ((frame_arg != Py_None && !PyFrame_Check(frame_arg)) || !PyDict_CheckExact(known) ||
         !PyTuple_CheckExact(state) || PyTuple_GET_SIZE(state) != 8)
@@ -1068,8 +1046,7 @@ capture(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         PyErr_Clear();
         Py_RETURN_NOTIMPLEMENTED;
     }
-    Depth given = {NULL, depth};
-    return capture_walk(args[0], &given, args[2], pin, args[4], args[5]);
+    return capture_walk(args[0], depth, args[2], pin, args[4], args[5]);
 }
 
 /* flat_key(frame, depth): StackTable.capture_flat's key, where no cache of live frames can be
