@@ -114,7 +114,8 @@ forget_sites(PyObject *module, PyObject *finished_only)
 
 /* Past max_events, Recording.record()'s draw and RawStore.add() in C: the call-site form of the
  * stack at ``frame`` (StackTable.capture_site; ``flat``: no further than capture_flat walks),
- * counted in the trace's overflow. 1 when counted (or dropped: the trace has
+ * counted in the trace's overflow. ``sink`` is the hub's, as record.c's sink_ok() checked it (the
+ * trace's depth its last item). 1 when counted (or dropped: the trace has
  * finished), 0 when record() must do it (a form not interned yet, an overflow key not there
  * yet, a code the walk has not noted), -1 on error. */
 int
@@ -122,19 +123,17 @@ site_count(Recorder *self, PyObject *sink, PyObject *cache, PyFrameObject *frame
            int flat, PyObject **gone, int room, int *ngone)
 {
     PyObject *trace = PyTuple_GET_ITEM(sink, 3); /* held by ``sink``, which the caller holds */
-    PyObject *state = NULL, *depth = NULL, *key = NULL, *finished = NULL, *overflow = NULL, *okey = NULL;
+    PyObject *state = NULL, *key = NULL, *finished = NULL, *overflow = NULL, *okey = NULL;
     PyObject *dropped = NULL, *slot = NULL;
     PyFrameObject *parent = NULL;
     PyCodeObject *code = NULL;
     int done = -1;
     state = Py_XNewRef(SLOT(cache, ca_sites)); /* the table's site_state, read when the Cache was made */
-    /* The trace's depth, in the sink the hub publishes (Recording.publish): no attribute read a draw. */
-    if (state == NULL || PyTuple_GET_SIZE(sink) < 5 || !PyLong_CheckExact(PyTuple_GET_ITEM(sink, 4))) {
+    if (state == NULL) {
         done = 0;
         goto out;
     }
-    depth = Py_NewRef(PyTuple_GET_ITEM(sink, 4));
-    long d = PyLong_AsLong(depth);
+    long d = PyLong_AsLong(PyTuple_GET_ITEM(sink, 4)); /* the trace's depth: an int (sink_ok) */
     if (d == -1 && PyErr_Occurred())
         goto out;
     if (!PyTuple_CheckExact(state) || PyTuple_GET_SIZE(state) < 3 || !PyDict_CheckExact(PyTuple_GET_ITEM(state, 2))) {
@@ -255,7 +254,6 @@ out:
     Py_XDECREF(overflow);
     Py_XDECREF(finished);
     Py_XDECREF(key);
-    Py_XDECREF(depth);
     Py_XDECREF(state);
     return done;
 }
